@@ -1,0 +1,51 @@
+# The project's entry points. Every target that builds first installs the Debian packages that are missing.
+#   make test    everything CI runs: unit tests, vector checks, fuzz corpus replay and short fuzz runs
+#   make fuzz    every fuzz target for FUZZ_SECONDS each (default 600)
+#   make build   the normal build (g++), in build/
+#   make coverage  unit tests with gcov, an lcov HTML report in build-coverage/coverage/
+
+BUILD ?= build
+FUZZ_BUILD ?= build-fuzz
+COVERAGE_BUILD ?= build-coverage
+JOBS ?= $(shell nproc)
+FUZZ_SECONDS ?= 600
+
+.PHONY: all deps build test unit-test fuzz-build fuzz-test fuzz coverage clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+unit-test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
+
+fuzz-build: deps
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DFIREMQ_FUZZ=ON -DFIREMQ_TESTS=OFF > /dev/null
+	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
+
+# Replays every corpus and runs each target briefly, so that a regression fails CI.
+fuzz-test: fuzz-build
+	ctest --test-dir $(FUZZ_BUILD) --output-on-failure
+
+test: unit-test
+
+fuzz: fuzz-build
+	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
+coverage: deps
+	@cmake -S . -B $(COVERAGE_BUILD) -DCMAKE_BUILD_TYPE=Debug -DFIREMQ_COVERAGE=ON > /dev/null
+	@cmake --build $(COVERAGE_BUILD) -j $(JOBS)
+	ctest --test-dir $(COVERAGE_BUILD) -j $(JOBS)
+	lcov --quiet --capture --directory $(COVERAGE_BUILD) --output-file $(COVERAGE_BUILD)/coverage.info \
+	  --include '$(CURDIR)/protocol/*' --exclude '*_test.cpp'
+	genhtml --quiet $(COVERAGE_BUILD)/coverage.info --output-directory $(COVERAGE_BUILD)/coverage
+	@lcov --summary $(COVERAGE_BUILD)/coverage.info
+
+clean:
+	rm -rf $(BUILD) $(FUZZ_BUILD) $(COVERAGE_BUILD)

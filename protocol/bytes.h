@@ -1,0 +1,37 @@
+// Byte buffers and the big-endian integers of the frame layout ("All integers in framing are big-endian").
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace firemq {
+
+using Bytes = std::vector<std::uint8_t>;
+using ByteView = std::span<const std::uint8_t>;
+
+inline std::uint32_t read_u32_be(const std::uint8_t* p) {
+  return (std::uint32_t{p[0]} << 24) | (std::uint32_t{p[1]} << 16) | (std::uint32_t{p[2]} << 8) |
+         std::uint32_t{p[3]};
+}
+
+inline void append_u32_be(Bytes& out, std::uint32_t v) {
+  out.push_back(static_cast<std::uint8_t>(v >> 24));
+  out.push_back(static_cast<std::uint8_t>(v >> 16));
+  out.push_back(static_cast<std::uint8_t>(v >> 8));
+  out.push_back(static_cast<std::uint8_t>(v));
+}
+
+inline ByteView as_bytes(std::string_view s) {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+// Lower-case hex, two digits a byte, as the vector files write bytes.
+std::string to_hex(ByteView bytes);
+// The bytes of a hex string (either case); nullopt for an odd length or a non-hex character.
+std::optional<Bytes> from_hex(std::string_view hex);
+
+}  // namespace firemq

@@ -1,0 +1,211 @@
+#include "protocol/messages.h"
+
+#include <gtest/gtest.h>
+
+#include "protocol/msgpack_codec.h"
+
+namespace firemq {
+namespace {
+
+Map sample_map() {
+  return Map{{Value("x-max-length"), Value(10)}, {Value("note"), Value("é")}, {Value("neg"), Value(-5)}};
+}
+
+Props sample_props() {
+  return Props{Map{{Value("content_type"), Value("text/plain")},
+                   {Value("expiration"), Value(std::uint64_t{60000})},
+                   {Value("priority"), Value(std::uint64_t{5})},
+                   {Value("user_id"), Value("guest")},
+                   {Value("x-unknown"), Value(Bin{{0xff, 0x00}})}}};
+}
+
+// One message per op with every field set to a non-zero value.
+std::vector<Message> every_op_fully_set() {
+  std::vector<Message> all;
+  all.push_back(op::Hello{1, "dev", {"plain", "guest", "secret"}, 30, sample_map(), {"confirms", "credit"}});
+  all.push_back(op::Welcome{1, {"firemq", "0.1.0"}, "conn-1", 30, 16777216, {"confirms", "ttl"}});
+  all.push_back(op::Ping{});
+  all.push_back(op::Pong{});
+  all.push_back(op::Close{200, "bye"});
+  all.push_back(op::Ok{7, "amq.gen-1", 3, 2, true});
+  all.push_back(op::Error{7, 404, "no queue 'q'", true});
+  all.push_back(op::Flow{true});
+  all.push_back(op::DeclareExchange{8, "logs", "topic", true, true, true, true, sample_map()});
+  all.push_back(op::DeleteExchange{9, "logs", true});
+  all.push_back(op::DeclareQueue{10, "q", true, true, true, true, sample_map()});
+  all.push_back(op::DeleteQueue{11, "q", true, true});
+  all.push_back(op::PurgeQueue{12, "q"});
+  op::Bind bind;
+  static_cast<op::BindFields&>(bind) = {13, "logs", "q", "x2", "a.*", sample_map()};
+  all.push_back(bind);
+  op::Unbind unbind;
+  static_cast<op::BindFields&>(unbind) = {14, "logs", "q", "x2", "a.#", sample_map()};
+  all.push_back(unbind);
+  all.push_back(op::Publish{1, "logs", "a.b", true, true, sample_props(), sample_map()});
+  all.push_back(op::Confirm{5, 6, true, 406, "queue full"});
+  all.push_back(op::Return{1, 312, "NO_ROUTE", "logs", "a.b", sample_props(), sample_map()});
+  all.push_back(op::Subscribe{15, 1, "q", 100, true, true, "my-tag", sample_map()});
+  all.push_back(op::Unsubscribe{16, 1});
+  all.push_back(op::Credit{1, 50});
+  all.push_back(op::Deliver{1, 42, true, "logs", "a.b", sample_props(), sample_map()});
+  all.push_back(op::Cancelled{1, 404, "queue deleted"});
+  all.push_back(op::Ack{42, true});
+  all.push_back(op::Nack{42, true, true});
+  all.push_back(op::Get{17, "q", true});
+  all.push_back(op::GetOk{17, 43, true, "logs", "a.b", 9, sample_props(), sample_map()});
+  return all;
+}
+
+Bytes encode_map_bytes(const Map& map) {
+  Bytes out;
+  encode_map(map, out);
+  return out;
+}
+
+TEST(Messages, EveryOpRoundTripsThroughAFrame) {
+  const std::vector<Message> all = every_op_fully_set();
+  ASSERT_EQ(all.size(), kOps.size());
+  const Bytes payload = {0xff, 0xfe, 0x00, 0x80};
+  for (const Message& m : all) {
+    const OpInfo* info = find_op(static_cast<std::uint8_t>(op_of(m)));
+    const Bytes frame = encode_frame(m, info->has_payload ? ByteView(payload) : ByteView());
+    FrameDecoder decoder(StreamSide::client, kDefaultMaxFrame);
+    auto step = decoder.feed(frame);
+    ASSERT_EQ(step.state, FrameDecoder::State::frame) << info->name;
+    const RawFrame raw = decoder.take_frame();
+    Result<Message> back = decode_frame(raw);
+    ASSERT_TRUE(back.ok()) << info->name << ": " << back.error().msg;
+    EXPECT_EQ(*back, m) << info->name;
+    EXPECT_EQ(raw.payload().size(), info->has_payload ? payload.size() : 0u);
+  }
+}
+
+TEST(Messages, EveryFieldOfAFullySetMessageIsEncoded) {
+  const op::Publish publish = std::get<op::Publish>(every_op_fully_set()[15]);
+  const Map header = header_to_map(publish);
+  EXPECT_EQ(header.size(), 7u);
+  EXPECT_NE(find(header, "persistent"), nullptr);
+}
+
+template <std::size_t... I>
+void expect_every_op_decodes_an_empty_header_to_zero_values(ByteView header, std::index_sequence<I...>) {
+  auto check = [&](auto zero) {
+    using T = decltype(zero);
+    Result<Message> m = decode_header(static_cast<std::uint8_t>(T::kOp), header);
+    ASSERT_TRUE(m.ok()) << op_name(T::kOp);
+    EXPECT_EQ(std::get<T>(*m), T{}) << op_name(T::kOp);
+  };
+  (check(std::variant_alternative_t<I, Message>{}), ...);
+}
+
+TEST(Messages, EveryOpDecodesHlenZeroToZeroValues) {
+  expect_every_op_decodes_an_empty_header_to_zero_values(
+      {}, std::make_index_sequence<std::variant_size_v<Message>>{});
+}
+
+TEST(Messages, EveryOpDecodesAnEmptyMapToZeroValues) {
+  const Bytes empty_map = {0x80};
+  expect_every_op_decodes_an_empty_header_to_zero_values(
+      empty_map, std::make_index_sequence<std::variant_size_v<Message>>{});
+}
+
+TEST(Messages, ZeroValuedFieldsAreLeftOut) {
+  EXPECT_EQ(to_hex(encode_header(op::Ok{7, "", 0, 0, false})), "81a3726964" "07");
+  EXPECT_EQ(to_hex(encode_header(op::Ping{})), "80");
+}
+
+TEST(Messages, UnknownKeysAreIgnored) {
+  const Bytes header = encode_map_bytes(
+      Map{{Value("seq"), Value(3)}, {Value("x-future"), Value(Array{Value(1), Value(Map{})})}});
+  Result<Message> m = decode_header(0x20, header);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(std::get<op::Publish>(*m).seq, 3u);
+}
+
+TEST(Messages, NilReadsAsAnOmittedField) {
+  const Bytes header = encode_map_bytes(Map{{Value("code"), Value(Nil{})}, {Value("msg"), Value("bye")}});
+  Result<Message> m = decode_header(0x05, header);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(std::get<op::Close>(*m), (op::Close{0, "bye"}));
+}
+
+struct WrongType {
+  std::uint8_t op;
+  Map header;
+  std::string field;
+};
+
+TEST(Messages, WrongFieldTypeIsSyntaxErrorNamingTheField) {
+  const std::vector<WrongType> cases = {
+      {0x20, {{Value("seq"), Value("1")}}, "'seq'"},
+      {0x01, {{Value("ver"), Value(1.0)}}, "'ver'"},
+      {0x05, {{Value("code"), Value(-1)}}, "'code'"},
+      {0x12, {{Value("durable"), Value(1)}}, "'durable'"},
+      {0x01, {{Value("auth"), Value(Map{{Value("user"), Value(5)}})}}, "'auth.user'"},
+      {0x01, {{Value("caps"), Value("confirms")}}, "'caps'"},
+      {0x01, {{Value("caps"), Value(Array{Value("confirms"), Value(1)})}}, "'caps'"},
+      {0x20, {{Value("props"), Value(Map{{Value("expiration"), Value("60000")}})}}, "'props.expiration'"},
+      {0x20, {{Value("headers"), Value(Array{})}}, "'headers'"},
+  };
+  for (const WrongType& c : cases) {
+    Result<Message> m = decode_header(c.op, encode_map_bytes(c.header));
+    ASSERT_FALSE(m.ok()) << c.field;
+    EXPECT_EQ(m.error().code, 502) << c.field;
+    EXPECT_TRUE(m.error().fatal);
+    EXPECT_NE(m.error().msg.find(c.field), std::string::npos) << m.error().msg;
+  }
+}
+
+TEST(Messages, ErrorAboutAFieldEchoesTheRequestsRid) {
+  const Bytes header = encode_map_bytes(Map{{Value("rid"), Value(9)}, {Value("name"), Value(5)}});
+  Result<Message> m = decode_header(0x12, header);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().rid, 9u);
+}
+
+TEST(Messages, HeaderThatIsNotAMapIsSyntaxError) {
+  for (const Bytes& header : {Bytes{0x90}, Bytes{0xa1, 'x'}, Bytes{0x05}, Bytes{0xc1}, Bytes{0x82, 0xa1, 'a', 1},
+                              Bytes{0x80, 0x00}}) {
+    Result<Message> m = decode_header(0x03, header);
+    ASSERT_FALSE(m.ok()) << to_hex(header);
+    EXPECT_EQ(m.error().code, 502) << to_hex(header);
+    EXPECT_NE(m.error().msg.find("header is not a MessagePack map"), std::string::npos);
+  }
+}
+
+TEST(Messages, NonStringKeyIsSyntaxError) {
+  Result<Message> m = decode_header(0x03, Bytes{0x81, 0x01, 0x02});
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().code, 502);
+  EXPECT_NE(m.error().msg.find("keys must be str"), std::string::npos);
+}
+
+TEST(Messages, UnknownOpIsNotImplementedAndNotFatal) {
+  for (std::uint8_t code : {0x00, 0x09, 0x39, 0x7f, 0xff}) {
+    Result<Message> m = decode_header(code, Bytes{0x81, 0xa3, 'r', 'i', 'd', 0x04});
+    ASSERT_FALSE(m.ok());
+    EXPECT_EQ(m.error().code, 540);
+    EXPECT_FALSE(m.error().fatal);
+    EXPECT_EQ(m.error().rid, 4u);
+  }
+}
+
+TEST(Messages, PayloadOnAnOpThatCarriesNoneIsFrameError) {
+  Result<Message> m = decode_frame(RawFrame(Bytes{0x03, 0, 0, 0, 0, 0xaa}));
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().code, 501);
+  EXPECT_TRUE(m.error().fatal);
+}
+
+TEST(Messages, PropsKeepEveryKeyAndTypeTheyWereSent) {
+  Props props = sample_props();
+  props.entries.push_back({Value("f32"), Value(1.5f)});
+  props.entries.push_back({Value(7), Value(Ext{3, {1, 2}})});
+  const op::Deliver deliver{1, 1, false, "", "q", props, {}};
+  Result<Message> back = decode_header(0x33, encode_header(deliver));
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(std::get<op::Deliver>(*back).props, props);
+}
+
+}  // namespace
+}  // namespace firemq

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages this project builds and tests with, and only those that are missing.
+# Cheap when everything is present (one dpkg-query), so `make test` and `make conform` call it every time.
+set -euo pipefail
+
+packages=(
+  build-essential cmake make pkg-config         # g++ 12, the build
+  libboost-dev libboost-program-options-dev     # Boost 1.74: Asio, Beast (headers), Program_options
+  libmsgpack-cxx-dev                            # MessagePack headers (depends on Boost 1.74)
+  libssl-dev                                    # OpenSSL for TLS
+  nlohmann-json3-dev                            # JSON for vectors, cases and reports
+  libgtest-dev libgmock-dev                     # unit tests
+  lcov                                          # coverage reports
+  clang libclang-rt-14-dev                      # clang 14 with the libFuzzer and sanitizer runtimes
+  python3 python3-msgpack python3-jsonschema    # the independent vector generator and schema checks
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$pkg" 2>/dev/null || true)
+  [ "$status" = "installed" ] || missing+=("$pkg")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists yet; an old list may name versions that are gone.
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
