@@ -84,12 +84,23 @@ class FieldReader {
   Status take_error() { return std::move(error_); }
 
  private:
-  // The value of a field, or nullptr when it is absent, nil, or an earlier field failed.
-  const Value* lookup(std::string_view name) const {
+  // The value of a field, or nullptr when it is absent, nil, or an earlier field failed. A field sent twice
+  // is refused: two readers of one frame must never see two different values (docs/spec-notes.md).
+  const Value* lookup(std::string_view name) {
     if (error_) return nullptr;
-    const Value* v = find(map_, name);
-    if (v == nullptr || v->is<Nil>()) return nullptr;
-    return v;
+    const Value* found = nullptr;
+    for (const MapEntry& entry : map_) {
+      const auto* key = entry.key.get_if<std::string>();
+      if (key == nullptr || *key != name) continue;
+      if (found != nullptr) {
+        error_ = make_error(ReplyCode::syntax_error, "field '" + prefix_ + std::string(name) + "' appears twice",
+                            rid_);
+        return nullptr;
+      }
+      found = &entry.value;
+    }
+    if (found == nullptr || found->is<Nil>()) return nullptr;
+    return found;
   }
 
   template <class T>

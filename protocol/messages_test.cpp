@@ -156,6 +156,14 @@ TEST(Messages, WrongFieldTypeIsSyntaxErrorNamingTheField) {
   }
 }
 
+TEST(Messages, AKnownFieldSentTwiceIsSyntaxError) {
+  const Bytes header = encode_map_bytes(Map{{Value("seq"), Value(1)}, {Value("seq"), Value(2)}});
+  Result<Message> m = decode_header(0x20, header);
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.error().code, 502);
+  EXPECT_NE(m.error().msg.find("'seq' appears twice"), std::string::npos);
+}
+
 TEST(Messages, ErrorAboutAFieldEchoesTheRequestsRid) {
   const Bytes header = encode_map_bytes(Map{{Value("rid"), Value(9)}, {Value("name"), Value(5)}});
   Result<Message> m = decode_header(0x12, header);

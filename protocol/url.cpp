@@ -33,6 +33,38 @@ int hex_digit(char c) {
   return -1;
 }
 
+// Percent-decoded names become MessagePack str values, which hold UTF-8.
+bool is_valid_utf8(std::string_view s) {
+  std::size_t i = 0;
+  while (i < s.size()) {
+    const auto lead = static_cast<unsigned char>(s[i]);
+    std::size_t extra = 0;
+    std::uint32_t min = 0;
+    if (lead < 0x80) {
+      ++i;
+      continue;
+    } else if ((lead & 0xe0) == 0xc0) {
+      extra = 1, min = 0x80;
+    } else if ((lead & 0xf0) == 0xe0) {
+      extra = 2, min = 0x800;
+    } else if ((lead & 0xf8) == 0xf0) {
+      extra = 3, min = 0x10000;
+    } else {
+      return false;
+    }
+    if (i + extra >= s.size()) return false;
+    std::uint32_t code = lead & (0x3f >> extra);
+    for (std::size_t k = 1; k <= extra; ++k) {
+      const auto next = static_cast<unsigned char>(s[i + k]);
+      if ((next & 0xc0) != 0x80) return false;
+      code = (code << 6) | (next & 0x3f);
+    }
+    if (code < min || code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff)) return false;
+    i += extra + 1;
+  }
+  return true;
+}
+
 const SchemeInfo* find_scheme(std::string_view name) {
   std::string lowered(name);
   std::transform(lowered.begin(), lowered.end(), lowered.begin(),
@@ -120,11 +152,11 @@ std::optional<std::string> parse_userinfo(const UrlParts& parts, Url& url) {
   if (!parts.has_userinfo) return std::nullopt;
   const std::size_t colon = parts.userinfo.find(':');
   auto user = percent_decode(parts.userinfo.substr(0, colon));
-  if (!user) return "bad percent-encoding in the user name";
+  if (!user) return "user name: " + user.error().reason;
   url.user = std::move(*user);
   if (colon == std::string_view::npos) return std::nullopt;
   auto password = percent_decode(parts.userinfo.substr(colon + 1));
-  if (!password) return "bad percent-encoding in the password";
+  if (!password) return "password: " + password.error().reason;
   url.password = std::move(*password);
   return std::nullopt;
 }
@@ -153,7 +185,7 @@ std::optional<std::string> parse_stream_vhost(const UrlParts& parts, Url& url) {
     return std::nullopt;
   }
   auto vhost = percent_decode(encoded);
-  if (!vhost) return "bad percent-encoding in the vhost (the path)";
+  if (!vhost) return "vhost (the path): " + vhost.error().reason;
   url.vhost = std::move(*vhost);
   return std::nullopt;
 }
@@ -168,14 +200,14 @@ std::optional<std::string> parse_websocket_target(const UrlParts& parts, Url& ur
     return std::nullopt;
   }
   auto vhost = percent_decode(*encoded);
-  if (!vhost) return "bad percent-encoding in the vhost query parameter";
+  if (!vhost) return "vhost query parameter: " + vhost.error().reason;
   url.vhost = std::move(*vhost);
   return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<std::string> percent_decode(std::string_view text) {
+Result<std::string, PercentError> percent_decode(std::string_view text) {
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {
@@ -183,13 +215,13 @@ std::optional<std::string> percent_decode(std::string_view text) {
       out += text[i];
       continue;
     }
-    if (i + 2 >= text.size()) return std::nullopt;
-    const int high = hex_digit(text[i + 1]);
-    const int low = hex_digit(text[i + 2]);
-    if (high < 0 || low < 0) return std::nullopt;
+    const int high = i + 1 < text.size() ? hex_digit(text[i + 1]) : -1;
+    const int low = i + 2 < text.size() ? hex_digit(text[i + 2]) : -1;
+    if (high < 0 || low < 0) return PercentError{"'%' is not followed by two hex digits"};
     out += static_cast<char>(high * 16 + low);
     i += 2;
   }
+  if (!is_valid_utf8(out)) return PercentError{"the percent-decoded bytes are not UTF-8"};
   return out;
 }
 

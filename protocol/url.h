@@ -34,7 +34,12 @@ struct Url {
 // Parses a connection URL; the error says what is wrong with it.
 Result<Url, std::string> parse_url(std::string_view text);
 
-// Decodes %XX escapes; nullopt when a % is not followed by two hex digits.
-std::optional<std::string> percent_decode(std::string_view text);
+// Why percent_decode refused: a % without its two hex digits, or a result that is not UTF-8.
+struct PercentError {
+  std::string reason;
+};
+
+// Decodes %XX escapes.
+Result<std::string, PercentError> percent_decode(std::string_view text);
 
 }  // namespace firemq

@@ -57,6 +57,11 @@ TEST(Url, Ipv6LiteralsLoseTheirBrackets) {
   EXPECT_EQ(parse_ok("fire://[::1]").port, 5673);
 }
 
+TEST(Url, PercentDecodedUtf8IsKept) {
+  EXPECT_EQ(parse_ok("fire://h/caf%C3%A9").vhost, "café");
+  EXPECT_EQ(parse_ok("fire://h/%F0%9F%94%A5").vhost, "\xf0\x9f\x94\xa5");
+}
+
 TEST(Url, SchemeIsCaseInsensitive) {
   EXPECT_EQ(parse_ok("FIRES://h").scheme, "fires");
 }
@@ -80,13 +85,17 @@ TEST(Url, BadUrlsSayWhatIsWrong) {
       {"fire://h:0", "port 0"},
       {"fire://h:65536", "out of range"},
       {"fire://h:56x", "not a decimal number"},
-      {"fire://h/%zz", "percent-encoding in the vhost"},
-      {"fire://h/%4", "percent-encoding"},
-      {"fire://us%er@h", "percent-encoding in the user"},
+      {"fire://h/%zz", "vhost (the path): '%' is not followed by two hex digits"},
+      {"fire://h/%4", "two hex digits"},
+      {"fire://us%er@h", "user name: '%'"},
+      {"fire://u:p%@h", "password: '%'"},
       {"fire://h/a#frag", "fragment"},
       {"fire://h /dev", "space"},
       {"fire://[::1", "IPv6"},
       {"ws://h/fire?vhost=%G1", "vhost query parameter"},
+      {"fire://h/%ff", "not UTF-8"},
+      {"fire://h/%c3", "not UTF-8"},
+      {"fire://h/%ed%a0%80", "not UTF-8"},  // a UTF-16 surrogate
   };
   for (const auto& [text, expected] : cases) {
     auto url = parse_url(text);

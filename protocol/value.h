@@ -39,20 +39,21 @@ struct Value {
                                Array, Map>;
   Variant v;
 
-  Value() = default;
-  Value(Nil) {}
-  Value(bool b) : v(b) {}
-  Value(std::uint64_t u) : v(u) {}
+  // Defined below MapEntry: constructing the variant needs MapEntry complete.
+  Value();
+  Value(Nil);
+  Value(bool b);
+  Value(std::uint64_t u);
   Value(std::int64_t i);  // stored as uint64 when non-negative
-  Value(int i) : Value(static_cast<std::int64_t>(i)) {}
-  Value(float f) : v(f) {}
-  Value(double d) : v(d) {}
-  Value(std::string s) : v(std::move(s)) {}
-  Value(const char* s) : v(std::string(s)) {}
-  Value(Bin b) : v(std::move(b)) {}
-  Value(Ext e) : v(std::move(e)) {}
-  Value(Array a) : v(std::move(a)) {}
-  Value(Map m) : v(std::move(m)) {}
+  Value(int i);
+  Value(float f);
+  Value(double d);
+  Value(std::string s);
+  Value(const char* s);
+  Value(Bin b);
+  Value(Ext e);
+  Value(Array a);
+  Value(Map m);
 
   template <class T>
   bool is() const { return std::holds_alternative<T>(v); }
@@ -68,6 +69,20 @@ struct MapEntry {
   Value value;
   bool operator==(const MapEntry&) const = default;
 };
+
+inline Value::Value() = default;
+inline Value::Value(Nil) {}
+inline Value::Value(bool b) : v(b) {}
+inline Value::Value(std::uint64_t u) : v(u) {}
+inline Value::Value(int i) : Value(static_cast<std::int64_t>(i)) {}
+inline Value::Value(float f) : v(f) {}
+inline Value::Value(double d) : v(d) {}
+inline Value::Value(std::string s) : v(std::move(s)) {}
+inline Value::Value(const char* s) : v(std::string(s)) {}
+inline Value::Value(Bin b) : v(std::move(b)) {}
+inline Value::Value(Ext e) : v(std::move(e)) {}
+inline Value::Value(Array a) : v(std::move(a)) {}
+inline Value::Value(Map m) : v(std::move(m)) {}
 
 // The value stored under the string key `key`, or nullptr. The first entry wins if a key repeats.
 const Value* find(const Map& map, std::string_view key);
