@@ -33,7 +33,7 @@ fuzz-build: deps
 fuzz-test: fuzz-build
 	ctest --test-dir $(FUZZ_BUILD) --output-on-failure
 
-test: unit-test
+test: unit-test fuzz-test
 
 fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
