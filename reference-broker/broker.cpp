@@ -1,0 +1,93 @@
+#include "reference-broker/broker.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+namespace firemq {
+namespace {
+using boost::system::error_code;
+}
+
+Broker::Broker(BrokerConfig config, Definitions definitions)
+    : config_(std::move(config)), definitions_(std::move(definitions)) {}
+
+Result<std::uint16_t, std::string> Broker::listen() {
+  error_code ec;
+  const auto address = asio::ip::make_address(config_.bind_address, ec);
+  if (ec) return "bad bind address '" + config_.bind_address + "': " + ec.message();
+  const asio::ip::tcp::endpoint endpoint(address, config_.port);
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    return "cannot listen on " + config_.bind_address + ":" + std::to_string(config_.port) + ": " + ec.message();
+  }
+  const std::uint16_t port = acceptor_.local_endpoint().port();
+  if (Status bad = write_port_file(port)) return bad->msg;
+  std::cout << "firemq-broker " << kServerVersion << ": listening on fire://" << config_.bind_address << ":"
+            << port << std::endl;
+  return port;
+}
+
+Status Broker::write_port_file(std::uint16_t port) const {
+  if (config_.port_file.empty()) return std::nullopt;
+  // Written whole, then renamed, so that a reader polling for the file never sees half of it.
+  const std::string temporary = config_.port_file + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << "{\"fire\": " << port << "}\n";
+    if (!out) return Error{0, "cannot write port file '" + temporary + "'", true, 0};
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, config_.port_file, ec);
+  if (ec) return Error{0, "cannot write port file '" + config_.port_file + "': " + ec.message(), true, 0};
+  return std::nullopt;
+}
+
+int Broker::run() {
+  signals_.async_wait([this](error_code ec, int) {
+    if (!ec) begin_shutdown();
+  });
+  asio::co_spawn(io_, accept_loop(), asio::detached);
+  io_.run();
+  return 0;
+}
+
+awaitable<void> Broker::accept_loop() {
+  while (!shutting_down_) {
+    error_code ec;
+    asio::ip::tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      if (shutting_down_) co_return;
+      continue;  // e.g. too many open files: this client is lost, the listener goes on
+    }
+    std::make_shared<Connection>(std::move(socket), SessionEnv{config_, definitions_}, registry_)->start();
+  }
+}
+
+void Broker::begin_shutdown() {
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  std::cout << "firemq-broker: shutting down" << std::endl;
+  error_code ec;
+  acceptor_.close(ec);
+  registry_.shutdown_all();
+  asio::co_spawn(io_, finish_shutdown(), asio::detached);
+}
+
+awaitable<void> Broker::finish_shutdown() {
+  // Each connection closes once its close 320 is written; give them the grace period, then stop regardless.
+  asio::steady_timer poll(io_);
+  const auto deadline = Clock::now() + config_.shutdown_grace;
+  while (!registry_.empty() && Clock::now() < deadline) {
+    poll.expires_after(std::chrono::milliseconds(20));
+    error_code ec;
+    co_await poll.async_wait(asio::redirect_error(use_awaitable, ec));
+  }
+  io_.stop();
+}
+
+}  // namespace firemq

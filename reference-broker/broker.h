@@ -1,0 +1,42 @@
+// The broker process: one io_context on one thread owns all broker state (as Redis does), the listeners, the
+// connection registry, and the signal handling. SIGTERM or SIGINT: stop accepting, close 320 to every client,
+// flush, exit 0.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "protocol/error.h"
+#include "reference-broker/asio.h"
+#include "reference-broker/config.h"
+#include "reference-broker/connection.h"
+#include "reference-broker/definitions.h"
+
+namespace firemq {
+
+class Broker {
+ public:
+  Broker(BrokerConfig config, Definitions definitions);
+
+  // Binds the listeners and reports the bound ports (stdout, and port_file when set). The error says which
+  // address could not be bound, and why.
+  Result<std::uint16_t, std::string> listen();
+  // Serves until a shutdown signal; returns the process exit code.
+  int run();
+
+ private:
+  awaitable<void> accept_loop();
+  void begin_shutdown();
+  awaitable<void> finish_shutdown();
+  Status write_port_file(std::uint16_t port) const;
+
+  BrokerConfig config_;
+  Definitions definitions_;
+  asio::io_context io_{1};
+  asio::ip::tcp::acceptor acceptor_{io_};
+  asio::signal_set signals_{io_, SIGTERM, SIGINT};
+  ConnectionRegistry registry_;
+  bool shutting_down_ = false;
+};
+
+}  // namespace firemq

@@ -1,0 +1,32 @@
+// The broker's settings, from its command line (main.cpp lists every flag with its default).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "protocol/frame.h"
+
+namespace firemq {
+
+struct BrokerConfig {
+  std::string bind_address = "0.0.0.0";
+  std::uint16_t port = 5673;     // TCP; 0 picks a free port, reported in port_file and on stdout
+  std::string port_file;         // where to write {"fire": port} once bound; empty: don't
+  std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
+
+  // "the smaller non-zero value of the client's and the server's" (welcome.heartbeat)
+  std::uint64_t heartbeat_seconds = 60;
+  std::size_t max_frame = kDefaultMaxFrame;                 // welcome.max_frame
+  std::chrono::milliseconds handshake_timeout{10'000};      // FMQ1 + hello must arrive within this
+  std::chrono::milliseconds shutdown_grace{5'000};          // SIGTERM: time to flush the close frames
+};
+
+// Every outbound queue is bounded: once a connection has this many bytes waiting to be written, the broker
+// stops reading from it until the queue drains (a peer that sends but never reads meets this limit).
+inline constexpr std::size_t kMaxPendingBytes = 8 * 1024 * 1024;
+
+inline constexpr const char* kServerName = "firemq";
+inline constexpr const char* kServerVersion = "0.1.0";
+
+}  // namespace firemq

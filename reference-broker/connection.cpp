@@ -1,0 +1,199 @@
+#include "reference-broker/connection.h"
+
+#include <array>
+#include <sstream>
+
+namespace firemq {
+namespace {
+
+using boost::system::error_code;
+constexpr std::size_t kReadChunk = 64 * 1024;
+// After the last frame of a closing connection, how long to wait for the peer's EOF before closing anyway.
+// Closing with unread input would send a TCP reset, which can destroy the error or close frame in flight.
+constexpr std::chrono::seconds kLingerAfterClose{2};
+
+// Waits until `timer` is cancelled (a wake-up) or expires.
+awaitable<void> wait(asio::steady_timer& timer) {
+  error_code ec;
+  co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+}
+
+}  // namespace
+
+void ConnectionRegistry::shutdown_all() {
+  for (Connection* c : connections_) c->shutdown();
+}
+
+std::string Connection::describe(const asio::ip::tcp::socket& socket) {
+  error_code ec;
+  const auto peer = socket.remote_endpoint(ec);
+  const auto local = socket.local_endpoint(ec);
+  std::ostringstream name;  // as RabbitMQ names connections: "peer -> local"
+  name << peer.address().to_string() << ":" << peer.port() << " -> " << local.address().to_string() << ":"
+       << local.port();
+  return name.str();
+}
+
+Connection::Connection(asio::ip::tcp::socket socket, SessionEnv env, ConnectionRegistry& registry)
+    : socket_(std::move(socket)),
+      registry_(registry),
+      session_(env, *this, describe(socket_)),
+      writer_wakeup_(socket_.get_executor()),
+      reader_wakeup_(socket_.get_executor()),
+      heartbeat_timer_(socket_.get_executor()),
+      handshake_timer_(socket_.get_executor()) {
+  handshake_timer_.expires_after(env.config.handshake_timeout);
+}
+
+void Connection::start() {
+  registry_.add(this);
+  error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  auto executor = socket_.get_executor();
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->reader(); }, asio::detached);
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->writer(); }, asio::detached);
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->handshake_deadline(); }, asio::detached);
+}
+
+awaitable<void> Connection::reader() {
+  std::array<std::uint8_t, kReadChunk> buffer;
+  while (!stopped_ && session_.state() != Session::State::closing) {
+    // The outbound queue is bounded: a peer that does not read what it asks for stops being read.
+    while (pending_bytes_ > kMaxPendingBytes && !stopped_) {
+      reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
+      co_await wait(reader_wakeup_);
+    }
+    error_code ec;
+    const std::size_t n =
+        co_await socket_.async_read_some(asio::buffer(buffer), asio::redirect_error(use_awaitable, ec));
+    if (ec) {
+      stop();  // the peer closed or reset: nothing can be sent to it any more
+      co_return;
+    }
+    heartbeat_.on_received(Clock::now());
+    consume(ByteView(buffer.data(), n));
+  }
+}
+
+void Connection::consume(ByteView bytes) {
+  while (!bytes.empty() && session_.state() != Session::State::closing) {
+    const auto step = decoder_.feed(bytes);
+    bytes = bytes.subspan(step.consumed);
+    if (step.state == FrameDecoder::State::error) return session_.on_framing_error(decoder_.error());
+    if (step.state != FrameDecoder::State::frame) continue;
+    session_.on_frame(decoder_.take_frame());
+    decoder_.set_max_frame(session_.max_frame());
+    if (!heartbeat_started_ && session_.state() == Session::State::open) {
+      heartbeat_started_ = true;
+      handshake_timer_.cancel();
+      heartbeat_.start(session_.heartbeat(), Clock::now());
+      if (heartbeat_.enabled()) {
+        asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); },
+                       asio::detached);
+      }
+    }
+  }
+}
+
+awaitable<void> Connection::writer() {
+  std::vector<Bytes> batch;
+  std::vector<asio::const_buffer> buffers;
+  while (!stopped_) {
+    if (queue_.empty()) {
+      if (close_after_flush_) {
+        co_await lingering_close();
+        co_return;
+      }
+      writer_wakeup_.expires_at(asio::steady_timer::time_point::max());
+      co_await wait(writer_wakeup_);
+      continue;
+    }
+    batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+    queue_.clear();
+    buffers.clear();
+    std::size_t size = 0;
+    for (const Bytes& frame : batch) {
+      buffers.push_back(asio::buffer(frame));
+      size += frame.size();
+    }
+    error_code ec;
+    co_await asio::async_write(socket_, buffers, asio::redirect_error(use_awaitable, ec));
+    pending_bytes_ -= size;
+    reader_wakeup_.cancel();
+    if (ec) {
+      stop();
+      co_return;
+    }
+    heartbeat_.on_sent(Clock::now());
+  }
+}
+
+awaitable<void> Connection::lingering_close() {
+  error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  asio::steady_timer deadline(socket_.get_executor());
+  deadline.expires_after(kLingerAfterClose);
+  deadline.async_wait([self = shared_from_this()](error_code timer_ec) {
+    if (!timer_ec) self->stop();
+  });
+  std::array<std::uint8_t, 4096> discard;
+  while (!stopped_) {
+    co_await socket_.async_read_some(asio::buffer(discard), asio::redirect_error(use_awaitable, ec));
+    if (ec) break;
+  }
+  deadline.cancel();
+  stop();
+}
+
+awaitable<void> Connection::heartbeat() {
+  while (!stopped_) {
+    heartbeat_timer_.expires_after(heartbeat_.check_every());
+    co_await wait(heartbeat_timer_);
+    if (stopped_ || session_.state() == Session::State::closing) co_return;
+    switch (heartbeat_.due(Clock::now())) {
+      case HeartbeatMonitor::Due::send_ping:
+        send(op::Ping{}, {});
+        heartbeat_.on_sent(Clock::now());  // queued now; a full socket must not cause a ping per tick
+        break;
+      case HeartbeatMonitor::Due::peer_dead:
+        // A dead peer cannot read a frame: the socket is closed, as RabbitMQ does (docs/spec-notes.md).
+        stop();
+        co_return;
+      case HeartbeatMonitor::Due::nothing:
+        break;
+    }
+  }
+}
+
+awaitable<void> Connection::handshake_deadline() {
+  error_code ec;
+  co_await handshake_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+  if (!ec && session_.state() == Session::State::awaiting_hello) stop();
+}
+
+void Connection::send(const Message& message, ByteView payload) {
+  if (stopped_) return;
+  Bytes frame = encode_frame(message, payload);
+  pending_bytes_ += frame.size();
+  queue_.push_back(std::move(frame));
+  writer_wakeup_.cancel();
+}
+
+void Connection::close_after_flush() {
+  close_after_flush_ = true;
+  writer_wakeup_.cancel();
+}
+
+void Connection::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  error_code ec;
+  socket_.close(ec);
+  writer_wakeup_.cancel();
+  reader_wakeup_.cancel();
+  heartbeat_timer_.cancel();
+  handshake_timer_.cancel();
+  registry_.remove(this);
+}
+
+}  // namespace firemq

@@ -1,0 +1,161 @@
+#include "reference-broker/session.h"
+
+#include <type_traits>
+
+#include "protocol/reply_codes.h"
+#include "reference-broker/heartbeat.h"
+
+namespace firemq {
+namespace {
+
+// The rid of a request, 0 for ops that carry none.
+std::uint64_t rid_of(const Message& message) {
+  return std::visit(
+      [](const auto& m) -> std::uint64_t {
+        if constexpr (requires { m.rid; }) {
+          return m.rid;
+        } else {
+          return 0;
+        }
+      },
+      message);
+}
+
+bool sent_by_servers_only(OpCode op) {
+  const OpInfo* info = find_op(static_cast<std::uint8_t>(op));
+  return info->direction == Direction::server_to_client;
+}
+
+Error fatal_error(ReplyCode code, std::string msg, std::uint64_t rid = 0) {
+  Error e = make_error(code, std::move(msg), rid);
+  e.fatal = true;
+  return e;
+}
+
+}  // namespace
+
+Session::Session(SessionEnv env, Outbox& out, std::string conn_id)
+    : env_(env), out_(out), conn_id_(std::move(conn_id)) {}
+
+std::size_t Session::max_frame() const {
+  // "Before welcome, a frame may be at most 65 536 bytes. After welcome, the limit is welcome.max_frame."
+  return state_ == State::awaiting_hello ? kMaxFrameBeforeWelcome : env_.config.max_frame;
+}
+
+void Session::on_frame(const RawFrame& frame) {
+  if (state_ == State::closing) return;  // after a close or a fatal error, nothing more is acted on
+  Result<Message> message = decode_frame(frame);
+  if (!message) {
+    // "A server that receives an unknown op replies error with code 540 and keeps the connection open."
+    if (message.error().code == static_cast<std::uint16_t>(ReplyCode::not_implemented)) {
+      out_.send(op::Error{message.error().rid, message.error().code, message.error().msg, false});
+      return;
+    }
+    return fail(message.error());
+  }
+  on_message(std::move(*message), frame);
+}
+
+void Session::on_message(Message&& message, const RawFrame&) {
+  if (auto* close = std::get_if<op::Close>(&message)) return on_close(*close);
+  if (auto* hello = std::get_if<op::Hello>(&message)) return on_hello(*hello);
+  const OpCode op = op_of(message);
+  if (state_ == State::awaiting_hello) {
+    return fail(fatal_error(ReplyCode::command_invalid,
+                            std::string(op_name(op)) + " before hello: the first frame must be hello",
+                            rid_of(message)));
+  }
+  if (sent_by_servers_only(op)) {
+    return fail(fatal_error(ReplyCode::command_invalid,
+                            std::string(op_name(op)) + " is sent by servers only, not by clients",
+                            rid_of(message)));
+  }
+  on_request(message);
+}
+
+void Session::on_hello(const op::Hello& hello) {
+  if (state_ != State::awaiting_hello) {
+    return fail(fatal_error(ReplyCode::command_invalid, "hello sent twice: the connection is already open"));
+  }
+  if (Status refused = check_hello(hello)) return fail(std::move(*refused));
+  user_ = hello.auth.user;
+  vhost_ = hello.vhost.empty() ? "/" : hello.vhost;  // "Empty means /."
+  heartbeat_ = negotiate_heartbeat(hello.heartbeat, env_.config.heartbeat_seconds);
+  send_welcome();
+}
+
+Status Session::check_hello(const op::Hello& hello) const {
+  if (hello.ver != 1) {
+    return fatal_error(ReplyCode::not_implemented,
+                       "protocol version " + std::to_string(hello.ver) + " is not supported: this broker speaks 1");
+  }
+  // "If authentication fails, the server replies error with code 403 and fatal: true, then closes the socket."
+  if (hello.auth.mech != "plain") {
+    return fatal_error(ReplyCode::access_refused,
+                       "authentication mechanism '" + hello.auth.mech + "' is not supported: use plain");
+  }
+  const User* user = env_.definitions.authenticate(hello.auth.user, hello.auth.pass);
+  if (user == nullptr) {
+    // Which of the two was wrong is not said, as RabbitMQ does not: it would help guess user names.
+    return fatal_error(ReplyCode::access_refused, "login refused: unknown user or wrong password");
+  }
+  const std::string vhost = hello.vhost.empty() ? "/" : hello.vhost;
+  if (!env_.definitions.has_vhost(vhost)) {
+    return fatal_error(ReplyCode::access_refused, "vhost '" + vhost + "' does not exist");
+  }
+  if (env_.definitions.permission(*user, vhost) == nullptr) {
+    return fatal_error(ReplyCode::access_refused,
+                       "user '" + user->name + "' has no permission on vhost '" + vhost + "'");
+  }
+  return std::nullopt;
+}
+
+void Session::send_welcome() {
+  op::Welcome welcome;
+  welcome.ver = 1;
+  welcome.server = {kServerName, kServerVersion};
+  welcome.conn_id = conn_id_;
+  welcome.heartbeat = heartbeat_;
+  welcome.max_frame = env_.config.max_frame;
+  welcome.caps = {};  // only what this broker implements: none of the v1 capabilities yet
+  state_ = State::open;
+  out_.send(welcome);
+}
+
+void Session::on_close(const op::Close&) {
+  // "The receiver replies with its own close and closes the socket. Code 200 means a normal shutdown."
+  state_ = State::closing;
+  out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::normal), "closed"});
+  out_.close_after_flush();
+}
+
+void Session::on_request(const Message& message) {
+  if (std::holds_alternative<op::Ping>(message)) return out_.send(op::Pong{});
+  if (std::holds_alternative<op::Pong>(message)) return;
+  // Ops version 1 defines that this broker does not serve yet: refused, and the connection goes on.
+  const std::string name(op_name(op_of(message)));
+  out_.send(op::Error{rid_of(message), static_cast<std::uint64_t>(ReplyCode::not_implemented),
+                      name + " is not implemented by this broker yet", false});
+}
+
+void Session::on_framing_error(const Error& error) {
+  if (state_ == State::closing) return;
+  fail(error);
+}
+
+void Session::on_shutdown() {
+  if (state_ == State::closing) return;
+  state_ = State::closing;
+  out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::connection_forced), "broker shutting down"});
+  out_.close_after_flush();
+}
+
+void Session::fail(Error error) {
+  out_.send(op::Error{error.rid, error.code, error.msg, error.fatal});
+  if (!error.fatal) return;
+  // "error ... fatal: true when the server closes the connection after this frame."
+  state_ = State::closing;
+  out_.close_after_flush();
+}
+
+}  // namespace firemq

@@ -1,0 +1,173 @@
+// The session's rules with no socket: frames in, frames out.
+#include "reference-broker/session.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace firemq {
+namespace {
+
+struct RecordingOutbox : Outbox {
+  std::vector<Message> sent;
+  bool closing = false;
+  void send(const Message& m, ByteView) override { sent.push_back(m); }
+  void close_after_flush() override { closing = true; }
+};
+
+RawFrame frame_of(const Message& m) {
+  Bytes bytes = encode_frame(m);
+  return RawFrame(Bytes(bytes.begin() + 4, bytes.end()));
+}
+
+op::Hello good_hello() {
+  op::Hello h;
+  h.ver = 1;
+  h.auth = {"plain", "guest", "guest"};
+  h.heartbeat = 30;
+  return h;
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
+  SessionTest() {
+    auto parsed = Definitions::parse(R"({
+      "users": [{"name": "guest", "password": "guest"}, {"name": "nobody", "password": "pw"}],
+      "vhosts": [{"name": "/"}, {"name": "other"}],
+      "permissions": [{"user": "guest", "vhost": "/"}]})");
+    definitions_ = std::move(*parsed);
+  }
+  void receive(const Message& m) { session_.on_frame(frame_of(m)); }
+  const op::Error& last_error() { return std::get<op::Error>(out_.sent.back()); }
+
+  BrokerConfig config_;
+  Definitions definitions_;
+  RecordingOutbox out_;
+  Session session_{SessionEnv{config_, definitions_}, out_, "test-conn"};
+};
+
+TEST_F(SessionTest, HelloGetsWelcomeWithTheNegotiatedValues) {
+  receive(good_hello());
+  ASSERT_EQ(out_.sent.size(), 1u);
+  const auto& welcome = std::get<op::Welcome>(out_.sent[0]);
+  EXPECT_EQ(welcome.ver, 1u);
+  EXPECT_EQ(welcome.server.name, "firemq");
+  EXPECT_EQ(welcome.conn_id, "test-conn");
+  EXPECT_EQ(welcome.heartbeat, 30u);
+  EXPECT_EQ(welcome.max_frame, kDefaultMaxFrame);
+  EXPECT_TRUE(welcome.caps.empty());
+  EXPECT_EQ(session_.state(), Session::State::open);
+  EXPECT_EQ(session_.vhost(), "/");
+  EXPECT_EQ(session_.max_frame(), kDefaultMaxFrame);
+}
+
+TEST_F(SessionTest, LimitBeforeWelcomeIs64KiB) { EXPECT_EQ(session_.max_frame(), kMaxFrameBeforeWelcome); }
+
+TEST_F(SessionTest, BadPasswordIsFatal403) {
+  op::Hello h = good_hello();
+  h.auth.pass = "wrong";
+  receive(h);
+  EXPECT_EQ(last_error().code, 403u);
+  EXPECT_TRUE(last_error().fatal);
+  EXPECT_TRUE(out_.closing);
+  EXPECT_EQ(session_.state(), Session::State::closing);
+}
+
+TEST_F(SessionTest, UnknownVhostIsFatal403) {
+  op::Hello h = good_hello();
+  h.vhost = "missing";
+  receive(h);
+  EXPECT_EQ(last_error().code, 403u);
+  EXPECT_NE(last_error().msg.find("'missing' does not exist"), std::string::npos);
+}
+
+TEST_F(SessionTest, UserWithoutPermissionOnTheVhostIsFatal403) {
+  op::Hello h = good_hello();
+  h.vhost = "other";
+  receive(h);
+  EXPECT_EQ(last_error().code, 403u);
+  EXPECT_TRUE(out_.closing);
+}
+
+TEST_F(SessionTest, UnsupportedMechanismIsFatal403) {
+  op::Hello h = good_hello();
+  h.auth.mech = "scram";
+  receive(h);
+  EXPECT_EQ(last_error().code, 403u);
+}
+
+TEST_F(SessionTest, VersionOtherThanOneIsRefusedAndFatal) {
+  op::Hello h = good_hello();
+  h.ver = 2;
+  receive(h);
+  EXPECT_EQ(last_error().code, 540u);
+  EXPECT_TRUE(last_error().fatal);
+  EXPECT_TRUE(out_.closing);
+}
+
+TEST_F(SessionTest, RequestBeforeHelloIsFatal503) {
+  receive(op::DeclareQueue{5, "q", false, false, false, false, {}});
+  EXPECT_EQ(last_error().code, 503u);
+  EXPECT_EQ(last_error().rid, 5u);
+  EXPECT_TRUE(last_error().fatal);
+}
+
+TEST_F(SessionTest, SecondHelloIsFatal503) {
+  receive(good_hello());
+  receive(good_hello());
+  EXPECT_EQ(last_error().code, 503u);
+  EXPECT_TRUE(out_.closing);
+}
+
+TEST_F(SessionTest, PingGetsPong) {
+  receive(good_hello());
+  receive(op::Ping{});
+  EXPECT_TRUE(std::holds_alternative<op::Pong>(out_.sent.back()));
+}
+
+TEST_F(SessionTest, CloseGetsCloseAndTheSocketClosesAfterIt) {
+  receive(good_hello());
+  receive(op::Close{200, "bye"});
+  EXPECT_EQ(std::get<op::Close>(out_.sent.back()).code, 200u);
+  EXPECT_TRUE(out_.closing);
+  receive(op::Ping{});  // nothing more is answered
+  EXPECT_TRUE(std::holds_alternative<op::Close>(out_.sent.back()));
+}
+
+TEST_F(SessionTest, UnknownOpIs540AndTheConnectionStaysOpen) {
+  receive(good_hello());
+  session_.on_frame(RawFrame(Bytes{0x7f, 0, 0, 0, 0}));
+  EXPECT_EQ(last_error().code, 540u);
+  EXPECT_FALSE(last_error().fatal);
+  EXPECT_FALSE(out_.closing);
+  receive(op::Ping{});
+  EXPECT_TRUE(std::holds_alternative<op::Pong>(out_.sent.back()));
+}
+
+TEST_F(SessionTest, ServerOnlyOpFromAClientIsFatal503) {
+  receive(good_hello());
+  receive(op::Deliver{});
+  EXPECT_EQ(last_error().code, 503u);
+  EXPECT_TRUE(last_error().fatal);
+}
+
+TEST_F(SessionTest, WrongFieldTypeIsFatal502EchoingTheRid) {
+  receive(good_hello());
+  Bytes header = {0x82, 0xa3, 'r', 'i', 'd', 0x09, 0xa4, 'n', 'a', 'm', 'e', 0x05};
+  Bytes body = {0x12, 0, 0, 0, static_cast<std::uint8_t>(header.size())};
+  body.insert(body.end(), header.begin(), header.end());
+  session_.on_frame(RawFrame(body));
+  EXPECT_EQ(last_error().code, 502u);
+  EXPECT_EQ(last_error().rid, 9u);
+  EXPECT_TRUE(out_.closing);
+}
+
+TEST_F(SessionTest, ShutdownSendsClose320) {
+  receive(good_hello());
+  session_.on_shutdown();
+  EXPECT_EQ(std::get<op::Close>(out_.sent.back()).code, 320u);
+  EXPECT_TRUE(out_.closing);
+}
+
+}  // namespace
+}  // namespace firemq
