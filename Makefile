@@ -1,5 +1,7 @@
 # The project's entry points. Every target that builds first installs the Debian packages that are missing.
-#   make test    everything CI runs: unit tests, vector checks, fuzz corpus replay and short fuzz runs
+#   make conform the conformance suite against the reference broker; reports under reports/
+#   make test    everything CI runs: unit tests, vector checks, the conformance suite and its fault check,
+#                fuzz corpus replay and short fuzz runs
 #   make fuzz    every fuzz target for FUZZ_SECONDS each (default 600)
 #   make build   the normal build (g++), in build/
 #   make coverage  unit tests with gcov, an lcov HTML report in build-coverage/coverage/
@@ -10,7 +12,7 @@ COVERAGE_BUILD ?= build-coverage
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 600
 
-.PHONY: all deps build test unit-test fuzz-build fuzz-test fuzz coverage clean
+.PHONY: all deps build conform test unit-test fuzz-build fuzz-test fuzz coverage clean
 
 all: build
 
@@ -20,6 +22,10 @@ deps:
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo > /dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# CONFORM_ARGS passes flags through, e.g. make conform CONFORM_ARGS="--group framing -v"
+conform: build
+	$(BUILD)/harness/firemq-conform --reports reports $(CONFORM_ARGS)
 
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

@@ -1,0 +1,46 @@
+// Conformance cases as data: the case files under conformance/cases/ (one per spec section) and the
+// requirement catalog conformance/requirements.json. docs/case-format.md documents both for case authors.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "harness/run_result.h"
+#include "protocol/error.h"
+
+namespace firemq::conform {
+
+struct CaseSpec {
+  std::string id;       // stable: reports, known-failures files and CI history refer to it
+  std::string title;
+  std::string group;    // the case file's group, e.g. "lifecycle"
+  std::string level;    // MUST, SHOULD or MAY
+  SpecRef spec;
+  std::vector<std::string> requirements;
+  std::vector<std::string> tags;
+  std::vector<std::string> required_caps;      // welcome.caps the target must list, else skipped
+  std::vector<std::string> required_features;  // target features (--features), else skipped
+  int timeout_ms = 10'000;
+  nlohmann::json steps;  // validated by load_cases: every step is one known verb with an object
+  std::string file;      // where the case is defined, for error messages
+};
+
+// A result for `spec` with the case's facts filled in and no verdict yet (pass).
+CaseResult result_for(const CaseSpec& spec);
+
+// The verbs a step may use (scenario.cpp implements them).
+const std::vector<std::string>& step_verbs();
+
+// Loads every *.json under `dir`, in name order; the error names the file, the case and what is wrong.
+// Checks: ids unique and well-formed, levels known, every requirement id in `catalog`, steps well-formed.
+Result<std::vector<CaseSpec>, std::string> load_cases(const std::filesystem::path& dir,
+                                                      const std::vector<Requirement>& catalog);
+Result<std::vector<Requirement>, std::string> load_requirements(const std::filesystem::path& file);
+
+// Shell-style glob over case ids: * matches any run of characters, ? one character.
+bool glob_match(std::string_view pattern, std::string_view text);
+
+}  // namespace firemq::conform

@@ -1,0 +1,65 @@
+// A TCP proxy between the harness and the broker that alters the broker's frames in one deliberate way: a
+// "broken broker" made from a working one, to show that the cases catch what they claim to
+// (conformance/faults.json lists, for each fault, exactly the cases that must fail; docs/case-format.md).
+//
+// Client-to-broker bytes pass through untouched; broker-to-client frames go through the fault's rewrite.
+// Two threads per proxied connection, blocking sockets; stopped (and joined) by its destructor.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "protocol/error.h"
+#include "protocol/frame.h"
+
+namespace firemq::conform {
+
+// What a fault does with one frame from the broker: the frames to pass on instead (none, it, or others), and
+// whether to cut the connection after them.
+struct Rewrite {
+  std::vector<Bytes> frames;  // TCP-framed
+  bool cut = false;
+};
+
+struct Fault {
+  std::string name;
+  std::string description;
+  std::function<Rewrite(const RawFrame&)> rewrite;
+};
+
+const std::vector<Fault>& faults();
+const Fault* find_fault(const std::string& name);
+
+class FaultProxy {
+ public:
+  // Listens on 127.0.0.1 (a free port) and forwards to upstream_host:upstream_port.
+  static Result<std::unique_ptr<FaultProxy>, std::string> start(const Fault& fault, const std::string& upstream_host,
+                                                               std::uint16_t upstream_port);
+  ~FaultProxy();
+  std::uint16_t port() const { return port_; }
+
+ private:
+  FaultProxy(const Fault& fault, int listener, std::uint16_t port, std::string host, std::uint16_t upstream)
+      : fault_(fault), listener_(listener), port_(port), upstream_host_(std::move(host)), upstream_port_(upstream) {}
+  void accept_loop();
+  void serve(int client);
+
+  const Fault& fault_;
+  int listener_;
+  std::uint16_t port_;
+  std::string upstream_host_;
+  std::uint16_t upstream_port_;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::vector<std::thread> workers_;
+  std::vector<int> sockets_;
+};
+
+}  // namespace firemq::conform

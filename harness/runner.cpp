@@ -1,0 +1,136 @@
+#include "harness/runner.h"
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "harness/scenario.h"
+#include "protocol/msgpack_codec.h"
+
+namespace firemq::conform {
+namespace {
+
+bool any_glob(const std::vector<std::string>& globs, const std::string& id) {
+  return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_match(g, id); });
+}
+
+std::string missing_requirement(const CaseSpec& spec, const Target& target, const ServerInfo& server) {
+  for (const std::string& f : spec.required_features) {
+    if (!target.features.count(f)) return "needs the target feature '" + f + "' (declare it with --features " + f + ")";
+  }
+  for (const std::string& cap : spec.required_caps) {
+    if (std::find(server.caps.begin(), server.caps.end(), cap) == server.caps.end()) {
+      return "needs the capability '" + cap + "', which the broker's welcome does not list";
+    }
+  }
+  return "";
+}
+
+CaseResult skipped(const CaseSpec& spec, std::string why) {
+  CaseResult r = result_for(spec);
+  r.verdict = Verdict::skipped;
+  r.message = std::move(why);
+  return r;
+}
+
+void apply_known_failures(CaseResult& r, const std::vector<std::string>& known) {
+  if (!any_glob(known, r.id)) return;
+  if (r.verdict == Verdict::fail) {
+    r.verdict = Verdict::expected_fail;
+    r.message = "known failure: " + r.message;
+  } else if (r.verdict == Verdict::pass) {
+    r.verdict = Verdict::unexpected_pass;
+    r.message = "listed in the known-failures file, but passed: remove it from the list";
+  }
+}
+
+}  // namespace
+
+std::vector<const CaseSpec*> select_cases(const std::vector<CaseSpec>& cases, const Selection& sel) {
+  std::vector<const CaseSpec*> out;
+  for (const CaseSpec& c : cases) {
+    if (!sel.id_globs.empty() && !any_glob(sel.id_globs, c.id)) continue;
+    if (!sel.groups.empty() && !sel.groups.count(c.group)) continue;
+    if (!sel.levels.empty() && !sel.levels.count(c.level)) continue;
+    if (!sel.tags.empty() && std::none_of(c.tags.begin(), c.tags.end(), [&](const auto& t) { return sel.tags.count(t); })) {
+      continue;
+    }
+    out.push_back(&c);
+  }
+  return out;
+}
+
+Result<std::vector<std::string>, std::string> load_known_failures(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) return "cannot read known-failures file '" + file + "'";
+  std::vector<std::string> ids;
+  for (std::string line; std::getline(in, line);) {
+    line = line.substr(0, line.find('#'));
+    line.erase(0, line.find_first_not_of(" \t"));
+    line.erase(line.find_last_not_of(" \t\r") + 1);
+    if (!line.empty()) ids.push_back(line);
+  }
+  return ids;
+}
+
+Result<ServerInfo, std::string> probe_server(const Target& target) {
+  WireConnection wire;
+  const auto deadline = Clock::now() + std::chrono::seconds(5);
+  auto connected = wire.connect(target.host, target.port, deadline);
+  if (!connected) return connected.error();
+  op::Hello hello;
+  hello.ver = 1;
+  hello.vhost = target.vhost;
+  hello.auth = {"plain", target.user, target.password};
+  hello.client = Map{{Value("name"), Value("firemq-conform")}, {Value("purpose"), Value("probe")}};
+  Bytes bytes(kPreamble.begin(), kPreamble.end());
+  const Bytes frame = encode_frame(hello);
+  bytes.insert(bytes.end(), frame.begin(), frame.end());
+  wire.send(bytes, deadline);
+  WireEvent event = wire.receive(deadline);
+  auto* got = std::get_if<FrameEvent>(&event);
+  if (got == nullptr) return std::string("the target did not answer hello with a frame");
+  Result<Message> message = decode_frame(got->frame);
+  if (message && std::holds_alternative<op::Error>(*message)) {
+    return "the target refused the harness's hello: " + std::get<op::Error>(*message).msg;
+  }
+  if (!message || !std::holds_alternative<op::Welcome>(*message)) return std::string("the target did not answer hello with welcome");
+  const op::Welcome& welcome = std::get<op::Welcome>(*message);
+  const Bytes close = encode_frame(op::Close{200, "probe done"});
+  wire.send(close, deadline);
+  return ServerInfo{welcome.server.name, welcome.server.version, welcome.caps};
+}
+
+std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, const Target& target,
+                                  const ServerInfo& server, const RunOptions& options) {
+  std::vector<CaseResult> results(cases.size());
+  std::atomic<std::size_t> next{0};
+  std::size_t done = 0;
+  std::mutex progress;
+  auto worker = [&] {
+    for (std::size_t i = next++; i < cases.size(); i = next++) {
+      const CaseSpec& spec = *cases[i];
+      CaseResult r;
+      if (std::string missing = missing_requirement(spec, target, server); !missing.empty()) {
+        r = skipped(spec, missing);
+      } else {
+        // Names a case creates start with this prefix, so parallel cases never meet.
+        Scenario scenario(spec, target, "conform-" + options.run_id + "-" + std::to_string(i));
+        r = scenario.run();
+      }
+      apply_known_failures(r, options.known_failures);
+      results[i] = std::move(r);
+      std::lock_guard lock(progress);
+      ++done;
+      if (options.on_case_done) options.on_case_done(results[i], done, cases.size());
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < std::max(1, options.jobs); ++t) threads.emplace_back(worker);
+  for (std::thread& t : threads) t.join();
+  return results;
+}
+
+}  // namespace firemq::conform

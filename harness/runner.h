@@ -1,0 +1,47 @@
+// Selecting cases, running them in parallel against a target, and turning outcomes into verdicts.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "harness/case_model.h"
+#include "harness/run_result.h"
+#include "harness/target.h"
+
+namespace firemq::conform {
+
+struct Selection {
+  std::vector<std::string> id_globs;  // any matches; none given: every case
+  std::set<std::string> groups;
+  std::set<std::string> tags;
+  std::set<std::string> levels;
+};
+
+std::vector<const CaseSpec*> select_cases(const std::vector<CaseSpec>& cases, const Selection& selection);
+
+// Known failures: one case id (or glob) a line, "#" starts a comment. A listed case that fails is
+// expected-fail; one that passes is unexpected-pass, which fails the run, so the list stays true.
+Result<std::vector<std::string>, std::string> load_known_failures(const std::string& file);
+
+// What the runner learned from a first handshake with the target.
+struct ServerInfo {
+  std::string name;
+  std::string version;
+  std::vector<std::string> caps;
+};
+Result<ServerInfo, std::string> probe_server(const Target& target);
+
+struct RunOptions {
+  int jobs = 2;
+  std::vector<std::string> known_failures;
+  std::string run_id;
+  // Called after each case, from the worker thread that ran it, under a lock.
+  std::function<void(const CaseResult&, std::size_t done, std::size_t total)> on_case_done;
+};
+
+std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, const Target& target,
+                                  const ServerInfo& server, const RunOptions& options);
+
+}  // namespace firemq::conform

@@ -1,0 +1,537 @@
+#include "harness/scenario.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "protocol/msgpack_codec.h"
+#include "protocol/ops.h"
+#include "vectors/typed_json.h"
+
+namespace firemq::conform {
+namespace {
+
+using Json = nlohmann::json;
+constexpr int kDefaultWithinMs = 2000;
+constexpr int kDefaultCloseWithinMs = 3000;
+constexpr std::size_t kPreviewBytes = 64;
+
+std::optional<std::uint8_t> op_code(const Json& op) {
+  if (op.is_number_unsigned() && op.get<std::uint64_t>() <= 0xff) return static_cast<std::uint8_t>(op.get<int>());
+  if (!op.is_string()) return std::nullopt;
+  for (const OpInfo& info : kOps) {
+    if (info.name == op.get<std::string>()) return static_cast<std::uint8_t>(info.code);
+  }
+  return std::nullopt;
+}
+
+std::string op_label(std::uint8_t code) {
+  const OpInfo* info = find_op(code);
+  if (info != nullptr) return std::string(info->name);
+  return "op " + std::to_string(code);
+}
+
+std::string preview(ByteView bytes) {
+  std::string out;
+  for (std::size_t i = 0; i < std::min(bytes.size(), kPreviewBytes); ++i) {
+    const auto c = static_cast<char>(bytes[i]);
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += c;
+    } else {
+      out += "\\x" + to_hex(bytes.subspan(i, 1));
+    }
+  }
+  if (bytes.size() > kPreviewBytes) out += "...";
+  return out;
+}
+
+// Passwords never reach a report: CI artifacts are read by more people than the broker's admins.
+void redact_password(Value& header) {
+  auto* map = std::get_if<Map>(&header.v);
+  if (map == nullptr) return;
+  for (MapEntry& e : *map) {
+    auto* auth = e.key == Value("auth") ? std::get_if<Map>(&e.value.v) : nullptr;
+    if (auth == nullptr) continue;
+    for (MapEntry& a : *auth) {
+      if (a.key == Value("pass")) a.value = Value("***");
+    }
+  }
+}
+
+std::string header_text(ByteView header) {
+  if (header.empty()) return "{}";
+  auto value = decode_value(header);
+  if (!value) return "(not MessagePack: " + to_hex(header.first(std::min<std::size_t>(header.size(), 64))) + ")";
+  redact_password(*value);
+  return typed_json_from_value(*value).dump();
+}
+
+std::vector<std::uint64_t> codes_of(const Json& codes) {
+  std::vector<std::uint64_t> out;
+  if (codes.is_array()) {
+    for (const Json& c : codes) out.push_back(c.get<std::uint64_t>());
+  } else {
+    out.push_back(codes.get<std::uint64_t>());
+  }
+  return out;
+}
+
+std::string join_codes(const std::vector<std::uint64_t>& codes) {
+  std::string out;
+  for (auto c : codes) out += (out.empty() ? "" : " or ") + std::to_string(c);
+  return out;
+}
+
+Bytes payload_of(const Json& args) {
+  if (!args.contains("payload")) return {};
+  const Json& p = args.at("payload");
+  if (p.is_string()) return Bytes(p.get<std::string>().begin(), p.get<std::string>().end());
+  if (p.is_object() && p.contains("hex")) return from_hex(p.at("hex").get<std::string>()).value_or(Bytes{});
+  if (p.is_object() && p.contains("size")) return Bytes(p.at("size").get<std::size_t>(), 0x5a);
+  return {};
+}
+
+const std::uint64_t* uint_field(const Value& header, const char* key) {
+  const auto* map = header.get_if<Map>();
+  const Value* v = map ? find(*map, key) : nullptr;
+  return v ? v->get_if<std::uint64_t>() : nullptr;
+}
+
+bool bool_field(const Value& header, const char* key) {
+  const auto* map = header.get_if<Map>();
+  const Value* v = map ? find(*map, key) : nullptr;
+  return v && v->is<bool>() && *v->get_if<bool>();
+}
+
+// Adds an unknown key ("x-pad", a str) to `header` so that the frame of `op` with it and `payload` is exactly
+// `size` bytes (4 + len). Unknown keys are ignored by receivers, so the frame means the same.
+Result<Bytes, std::string> padded_frame(std::uint8_t op, Map header, ByteView payload, std::size_t size) {
+  header.push_back({Value("x-pad"), Value(std::string())});
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    Bytes encoded;
+    encode_map(header, encoded);
+    const std::size_t frame = kMinFrameSize + encoded.size() + payload.size();
+    if (frame == size) return frame_stream(op, encoded, payload);
+    auto& pad = std::get<std::string>(header.back().value.v);
+    if (frame > size && frame - size > pad.size()) break;
+    pad.resize(pad.size() + size - frame);  // may change the str's length prefix: measured again
+  }
+  return "cannot pad a frame to exactly " + std::to_string(size) + " bytes";
+}
+
+}  // namespace
+
+Scenario::Scenario(const CaseSpec& spec, const Target& target, std::string unique_prefix)
+    : spec_(spec), target_(target) {
+  vars_["user"] = Value(target.user);
+  vars_["password"] = Value(target.password);
+  vars_["vhost"] = Value(target.vhost);
+  vars_["unique"] = Value(std::move(unique_prefix));
+}
+
+CaseResult Scenario::run() {
+  CaseResult result = result_for(spec_);
+  started_ = Clock::now();
+  case_deadline_ = started_ + std::chrono::milliseconds(spec_.timeout_ms);
+  for (std::size_t i = 0; i < spec_.steps.size(); ++i) {
+    const Json& step = spec_.steps[i];
+    const std::string verb = step.begin().key();
+    StepOutcome outcome;
+    try {
+      outcome = run_step(verb, substitute(step.begin().value()));
+    } catch (const Json::exception& e) {
+      outcome = StepOutcome::error(std::string("malformed step: ") + e.what());
+    }
+    if (outcome.kind == StepOutcome::Kind::ok && Clock::now() > case_deadline_) {
+      outcome = StepOutcome::fail("the case ran past its timeout of " + std::to_string(spec_.timeout_ms) + " ms");
+    }
+    if (outcome.kind != StepOutcome::Kind::ok) {
+      result.verdict = outcome.kind == StepOutcome::Kind::fail ? Verdict::fail : Verdict::error;
+      result.message = outcome.message;
+      result.failed_step = static_cast<int>(i);
+      result.failed_step_text = step.dump();
+      break;
+    }
+  }
+  for (auto& [name, c] : conns_) c->wire.disconnect();
+  result.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  result.transcript = std::move(transcript_);
+  return result;
+}
+
+StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
+  static const std::map<std::string, StepOutcome (Scenario::*)(const Json&)> kSteps = {
+      {"connect", &Scenario::step_connect},         {"hello", &Scenario::step_hello},
+      {"handshake", &Scenario::step_handshake},     {"send", &Scenario::step_send},
+      {"send_raw", &Scenario::step_send_raw},       {"expect", &Scenario::step_expect},
+      {"expect_error", &Scenario::step_expect_error}, {"expect_close", &Scenario::step_expect_close},
+      {"expect_none", &Scenario::step_expect_none}, {"sleep", &Scenario::step_sleep},
+      {"disconnect", &Scenario::step_disconnect},   {"auto_pong", &Scenario::step_auto_pong},
+      {"check", &Scenario::step_check},
+  };
+  auto it = kSteps.find(verb);
+  if (it == kSteps.end()) return StepOutcome::error("unknown verb " + verb);
+  return (this->*(it->second))(args);
+}
+
+const std::vector<std::string>& step_verbs() {
+  static const std::vector<std::string> verbs = {"connect",      "hello",        "handshake",   "send",
+                                                 "send_raw",     "expect",       "expect_error", "expect_close",
+                                                 "expect_none",  "sleep",        "disconnect",  "auto_pong",
+                                                 "check"};
+  return verbs;
+}
+
+// Variables ------------------------------------------------------------------------------------------------
+
+Json Scenario::substitute(const Json& j) const {
+  if (j.is_object()) {
+    Json out = Json::object();
+    for (const auto& [k, v] : j.items()) out[k] = substitute(v);
+    return out;
+  }
+  if (j.is_array()) {
+    Json out = Json::array();
+    for (const Json& v : j) out.push_back(substitute(v));
+    return out;
+  }
+  if (!j.is_string()) return j;
+  std::string text = j.get<std::string>();
+  // "${name}" alone becomes the variable's value with its type; inside a longer string, its text.
+  if (text.starts_with("${") && text.ends_with("}") && text.find("${", 2) == std::string::npos) {
+    auto it = vars_.find(text.substr(2, text.size() - 3));
+    if (it != vars_.end()) return typed_json_from_value(it->second);
+  }
+  for (std::size_t at = text.find("${"); at != std::string::npos; at = text.find("${", at + 1)) {
+    const std::size_t end = text.find('}', at);
+    if (end == std::string::npos) break;
+    auto it = vars_.find(text.substr(at + 2, end - at - 2));
+    if (it == vars_.end()) continue;
+    const auto* s = it->second.get_if<std::string>();
+    const std::string replacement = s ? *s : typed_json_from_value(it->second).dump();
+    text.replace(at, end - at + 1, replacement);
+  }
+  return text;
+}
+
+// Connections and frames ------------------------------------------------------------------------------------
+
+Scenario::Conn* Scenario::conn(const std::string& name) {
+  auto it = conns_.find(name);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+Result<Scenario::Conn*, std::string> Scenario::conn_for(const Json& args) {
+  const std::string name = args.value("conn", "main");
+  Conn* c = conn(name);
+  if (c == nullptr) return "no connection named \"" + name + "\": connect it first";
+  return c;
+}
+
+Clock::time_point Scenario::deadline_after(const Json& args, const char* key, int default_ms) const {
+  const auto wanted = Clock::now() + std::chrono::milliseconds(args.value(key, default_ms));
+  return std::min(wanted, case_deadline_);
+}
+
+void Scenario::note(const std::string& conn, const std::string& text) {
+  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  transcript_.push_back({at, conn, "note", "", text, 0, ""});
+}
+
+void Scenario::log_frame(const std::string& conn, const std::string& direction, std::uint8_t op, ByteView header,
+                         ByteView payload) {
+  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  transcript_.push_back({at, conn, direction, op_label(op), header_text(header), payload.size(), preview(payload)});
+}
+
+bool Scenario::send_bytes(Conn& c, const Bytes& bytes, const std::string& op, const std::string& text,
+                          ByteView payload) {
+  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  transcript_.push_back({at, c.name, "sent", op, text, payload.size(), preview(payload)});
+  return c.wire.send(bytes, std::min(Clock::now() + std::chrono::seconds(5), case_deadline_));
+}
+
+bool Scenario::send_message(Conn& c, const Message& m, ByteView payload) {
+  const Bytes frame = encode_frame(m, payload);
+  return send_bytes(c, frame, std::string(op_name(op_of(m))), header_text(encode_header(m)), payload);
+}
+
+Scenario::Received Scenario::next(Conn& c, Clock::time_point deadline, bool want_ping) {
+  while (true) {
+    WireEvent event = c.wire.receive(deadline);
+    if (std::holds_alternative<TimeoutEvent>(event)) return {Received::Kind::timeout, {}, {}, ""};
+    if (auto* closed = std::get_if<ClosedEvent>(&event)) {
+      note(c.name, "connection closed by the broker (" + closed->how + ")");
+      return {Received::Kind::closed, {}, {}, closed->how};
+    }
+    if (auto* bad = std::get_if<BadFramingEvent>(&event)) {
+      note(c.name, "could not frame the broker's bytes: " + bad->error.msg);
+      return {Received::Kind::bad_framing, {}, {}, bad->error.msg};
+    }
+    RawFrame frame = std::move(std::get<FrameEvent>(event).frame);
+    log_frame(c.name, "received", frame.op(), frame.header(), frame.payload());
+    if (frame.op() == static_cast<std::uint8_t>(OpCode::ping) && c.auto_pong && !want_ping) {
+      send_message(c, op::Pong{});
+      continue;
+    }
+    Value header = Value(Map{});
+    if (!frame.header().empty()) {
+      auto decoded = decode_value(frame.header());
+      header = decoded ? *decoded : Value(Nil{});
+    }
+    return {Received::Kind::frame, std::move(frame), std::move(header), ""};
+  }
+}
+
+std::string Scenario::describe(const Received& r) const {
+  switch (r.kind) {
+    case Received::Kind::timeout:
+      return "nothing arrived";
+    case Received::Kind::closed:
+      return "the connection closed (" + r.detail + ")";
+    case Received::Kind::bad_framing:
+      return "bytes that are not a frame (" + r.detail + ")";
+    case Received::Kind::frame:
+      break;
+  }
+  return op_label(r.frame.op()) + " " + header_text(r.frame.header());
+}
+
+// Steps ------------------------------------------------------------------------------------------------------
+
+StepOutcome Scenario::step_connect(const Json& args) {
+  const std::string name = args.value("conn", "main");
+  auto c = std::make_unique<Conn>();
+  c->name = name;
+  auto connected = c->wire.connect(target_.host, target_.port, deadline_after(args, "within_ms", 5000));
+  if (!connected) return StepOutcome::error(connected.error());
+  note(name, "connected to " + target_.host + ":" + std::to_string(target_.port));
+  Conn& ref = *c;
+  conns_[name] = std::move(c);
+  if (!args.value("preamble", true)) return StepOutcome::ok();
+  const Bytes preamble = args.contains("preamble_hex") ? from_hex(args.at("preamble_hex").get<std::string>()).value_or(Bytes{})
+                                                       : Bytes(kPreamble.begin(), kPreamble.end());
+  if (!send_bytes(ref, preamble, "", "preamble " + preview(preamble), {})) {
+    return StepOutcome::fail("the broker closed the connection before the preamble was sent");
+  }
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_hello(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  Json header = {{"ver", args.value("ver", 1)},
+                 {"vhost", args.value("vhost", target_.vhost)},
+                 {"auth",
+                  {{"mech", args.value("mech", "plain")},
+                   {"user", args.value("user", target_.user)},
+                   {"pass", args.value("pass", target_.password)}}},
+                 {"heartbeat", args.value("heartbeat", 0)},
+                 {"client", {{"name", "firemq-conform"}, {"case", spec_.id}}}};
+  const Json extra = args.value("header", Json::object());  // a named copy: items() would dangle on a temporary
+  for (const auto& [k, v] : extra.items()) header[k] = v;
+  for (const Json& k : args.value("omit", Json::array())) header.erase(k.get<std::string>());
+  auto map = value_from_typed_json(header);
+  if (!map) return StepOutcome::error("hello header: " + map.error());
+  Bytes encoded;
+  encode_value(*map, encoded);
+  const Bytes frame = frame_stream(static_cast<std::uint8_t>(OpCode::hello), encoded, {});
+  send_bytes(**c, frame, "hello", header_text(encoded), {});
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_handshake(const Json& args) {
+  if (StepOutcome o = step_connect(args); o.kind != StepOutcome::Kind::ok) return o;
+  if (StepOutcome o = step_hello(args); o.kind != StepOutcome::Kind::ok) return o;
+  Conn& c = *conn(args.value("conn", "main"));
+  const Received r = next(c, deadline_after(args, "within_ms", kDefaultWithinMs));
+  if (r.kind != Received::Kind::frame || r.frame.op() != static_cast<std::uint8_t>(OpCode::welcome)) {
+    return StepOutcome::fail("expected welcome in answer to a valid hello, got " + describe(r));
+  }
+  vars_["welcome"] = r.header;
+  if (const auto* max_frame = uint_field(r.header, "max_frame")) vars_["welcome_max_frame"] = Value(*max_frame);
+  const auto* heartbeat = uint_field(r.header, "heartbeat");
+  vars_["welcome_heartbeat"] = Value(heartbeat ? *heartbeat : std::uint64_t{0});
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_send(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  const auto op = op_code(args.at("op"));
+  if (!op) return StepOutcome::error("unknown op " + args.at("op").dump());
+  const Bytes payload = payload_of(args);
+  Bytes header;
+  if (args.contains("header_hex")) {
+    header = from_hex(args.at("header_hex").get<std::string>()).value_or(Bytes{});
+  } else {
+    auto value = value_from_typed_json(args.value("header", Json::object()));
+    if (!value || !value->is<Map>()) return StepOutcome::error("header must be a typed-JSON object");
+    encode_value(*value, header);
+  }
+  Bytes frame = frame_stream(*op, header, payload);
+  if (args.contains("pad_to")) {
+    auto map = decode_value(header);
+    // pad_to: a size, or {"size": n, "add": k} (variables are substituted first: "${welcome_max_frame}").
+    const Json& pad = args.at("pad_to");
+    const std::size_t size = pad.is_object() ? pad.at("size").get<std::size_t>() + pad.value("add", 0) : pad.get<std::size_t>();
+    auto padded = padded_frame(*op, map ? *map->get_if<Map>() : Map{}, payload, size);
+    if (!padded) return StepOutcome::error(padded.error());
+    frame = std::move(*padded);
+  }
+  const std::string text = frame.size() > 4096 ? "(" + std::to_string(frame.size()) + "-byte frame)" : header_text(header);
+  const bool sent = send_bytes(**c, frame, op_label(*op), text, payload);
+  // A broker may refuse a frame and close before all of it is written; the next step judges what it said.
+  if (!sent && !args.value("may_be_cut", false)) return StepOutcome::fail("the connection closed while sending");
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_send_raw(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  auto bytes = from_hex(args.at("hex").get<std::string>());
+  if (!bytes) return StepOutcome::error("send_raw: \"hex\" is not hex");
+  const bool sent = send_bytes(**c, *bytes, "", "raw " + to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64))), {});
+  if (!sent && !args.value("may_be_cut", false)) return StepOutcome::fail("the connection closed while sending");
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_expect(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  const auto op = op_code(args.at("op"));
+  if (!op) return StepOutcome::error("unknown op " + args.at("op").dump());
+  const bool want_ping = *op == static_cast<std::uint8_t>(OpCode::ping);
+  const Received r = next(**c, deadline_after(args, "within_ms", kDefaultWithinMs), want_ping);
+  const std::string wanted = op_label(*op);
+  if (r.kind != Received::Kind::frame) return StepOutcome::fail("expected " + wanted + ", " + describe(r));
+  if (r.frame.op() != *op) return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
+  if (r.header.is<Nil>()) return StepOutcome::fail("the " + wanted + " header is not a MessagePack map");
+  if (args.contains("header")) {
+    if (std::string bad = match_value(args.at("header"), &r.header, "", vars_); !bad.empty()) {
+      return StepOutcome::fail(wanted + " " + bad);
+    }
+  }
+  if (args.contains("payload")) {
+    const Bytes expected = payload_of(args);
+    if (!std::equal(expected.begin(), expected.end(), r.frame.payload().begin(), r.frame.payload().end())) {
+      return StepOutcome::fail(wanted + " payload: expected " + preview(expected) + ", got " + preview(r.frame.payload()));
+    }
+  }
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_expect_error(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  const std::vector<std::uint64_t> codes = codes_of(args.at("code"));
+  const bool or_close = args.value("or_close", false);
+  const Received r = next(**c, deadline_after(args, "within_ms", kDefaultWithinMs));
+  const std::string wanted = "error " + join_codes(codes);
+  if (r.kind == Received::Kind::closed && or_close) {
+    note((*c)->name, "accepted: the broker closed the connection instead of sending " + wanted);
+    return StepOutcome::ok();
+  }
+  if (r.kind != Received::Kind::frame) return StepOutcome::fail("expected " + wanted + ", " + describe(r));
+  const std::uint64_t* code = uint_field(r.header, "code");
+  const bool code_ok = code && std::find(codes.begin(), codes.end(), *code) != codes.end();
+  if (r.frame.op() == static_cast<std::uint8_t>(OpCode::close) && or_close && code_ok) {
+    // An AMQP-style broker may close the connection with the code instead of sending error first.
+    send_message(**c, op::Close{static_cast<std::uint64_t>(200), "closing"});
+    return expect_closed_after_fatal(**c, "close " + std::to_string(*code), deadline_after(args, "close_within_ms", kDefaultCloseWithinMs));
+  }
+  if (r.frame.op() != static_cast<std::uint8_t>(OpCode::error)) return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
+  if (!code_ok) return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
+  if (args.contains("rid")) {
+    if (std::string bad = match_value(args.at("rid"), find(*r.header.get_if<Map>(), "rid"), "rid", vars_); !bad.empty()) {
+      return StepOutcome::fail("error " + bad);
+    }
+  }
+  if (args.contains("header")) {
+    if (std::string bad = match_value(args.at("header"), &r.header, "", vars_); !bad.empty()) return StepOutcome::fail("error " + bad);
+  }
+  const bool fatal = bool_field(r.header, "fatal");
+  if (args.contains("fatal") && args.at("fatal").get<bool>() != fatal) {
+    return StepOutcome::fail("expected the error to be " + std::string(fatal ? "not fatal" : "fatal") + ", got fatal: " +
+                             (fatal ? "true" : "false") + " in " + describe(r));
+  }
+  // The fatal flag must tell the truth either way: "true when the server closes the connection after this frame".
+  const auto deadline = deadline_after(args, "close_within_ms", kDefaultCloseWithinMs);
+  return fatal ? expect_closed_after_fatal(**c, "a fatal error", deadline) : expect_still_open(**c, deadline);
+}
+
+StepOutcome Scenario::expect_closed_after_fatal(Conn& c, const std::string& what, Clock::time_point deadline) {
+  while (true) {
+    const Received r = next(c, deadline);
+    if (r.kind == Received::Kind::closed) return StepOutcome::ok();
+    if (r.kind == Received::Kind::timeout) {
+      return StepOutcome::fail("after " + what + " the broker must close the connection; it was still open");
+    }
+    if (r.kind == Received::Kind::frame && r.frame.op() == static_cast<std::uint8_t>(OpCode::close)) continue;
+    return StepOutcome::fail("after " + what + " the broker must close the connection, but sent " + describe(r));
+  }
+}
+
+StepOutcome Scenario::expect_still_open(Conn& c, Clock::time_point deadline) {
+  // A non-fatal error leaves the connection usable: a ping must still get its pong.
+  send_message(c, op::Ping{});
+  const Received r = next(c, deadline);
+  if (r.kind == Received::Kind::frame && r.frame.op() == static_cast<std::uint8_t>(OpCode::pong)) return StepOutcome::ok();
+  return StepOutcome::fail("after a non-fatal error (fatal: false) the connection must stay open; a ping got " + describe(r));
+}
+
+StepOutcome Scenario::step_expect_close(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  std::vector<std::uint8_t> allowed;
+  for (const Json& op : args.value("allow", Json::array({"close", "error"}))) {
+    if (auto code = op_code(op)) allowed.push_back(*code);
+  }
+  const auto deadline = deadline_after(args, "within_ms", kDefaultCloseWithinMs);
+  while (true) {
+    const Received r = next(**c, deadline);
+    if (r.kind == Received::Kind::closed) return StepOutcome::ok();
+    if (r.kind == Received::Kind::frame && std::count(allowed.begin(), allowed.end(), r.frame.op())) continue;
+    return StepOutcome::fail("expected the broker to close the connection, " +
+                             std::string(r.kind == Received::Kind::timeout ? "it stayed open" : "got " + describe(r)));
+  }
+}
+
+StepOutcome Scenario::step_expect_none(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  const Received r = next(**c, deadline_after(args, "for_ms", 500));
+  if (r.kind == Received::Kind::timeout) return StepOutcome::ok();
+  return StepOutcome::fail("expected nothing, but " + std::string(r.kind == Received::Kind::frame ? "received " : "") + describe(r));
+}
+
+StepOutcome Scenario::step_sleep(const Json& args) {
+  const auto until = deadline_after(args, "ms", 0);
+  std::this_thread::sleep_until(until);
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_disconnect(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  (*c)->wire.disconnect();
+  note((*c)->name, "disconnected by the harness");
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_auto_pong(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  (*c)->auto_pong = args.value("enabled", true);
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_check(const Json& args) {
+  const std::string name = args.at("name").get<std::string>();
+  auto it = named_checks().find(name);
+  if (it == named_checks().end()) return StepOutcome::error("unknown check \"" + name + "\"");
+  return it->second(*this, args.value("args", Json::object()));
+}
+
+}  // namespace firemq::conform

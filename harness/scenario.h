@@ -1,0 +1,97 @@
+// Runs one case's steps against a target and gives its verdict (docs/case-format.md lists the verbs).
+// One Scenario per case, on one thread; every wait is bounded by the step's and the case's deadlines.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "harness/case_model.h"
+#include "harness/matcher.h"
+#include "harness/target.h"
+#include "harness/wire.h"
+#include "protocol/messages.h"
+
+namespace firemq::conform {
+
+// How a step ended: ok; fail (the broker did not do what the case requires); error (the harness could not
+// carry out the step: a malformed step, or the target could not be reached).
+struct StepOutcome {
+  enum class Kind { ok, fail, error };
+  Kind kind = Kind::ok;
+  std::string message;
+
+  static StepOutcome ok() { return {}; }
+  static StepOutcome fail(std::string m) { return {Kind::fail, std::move(m)}; }
+  static StepOutcome error(std::string m) { return {Kind::error, std::move(m)}; }
+};
+
+class Scenario;
+// A named check: a property steps cannot express, implemented in C++ (checks.cpp).
+using Check = std::function<StepOutcome(Scenario&, const nlohmann::json& args)>;
+const std::map<std::string, Check>& named_checks();
+
+class Scenario {
+ public:
+  Scenario(const CaseSpec& spec, const Target& target, std::string unique_prefix);
+  CaseResult run();
+
+  // For named checks ----------------------------------------------------------------------------------
+  struct Conn {
+    std::string name;
+    WireConnection wire;
+    bool auto_pong = true;  // answer the broker's pings and hide them from expect steps
+  };
+  struct Received {
+    enum class Kind { frame, closed, timeout, bad_framing } kind;
+    RawFrame frame;          // kind == frame
+    Value header;            // the header as a Value (a Map), when it decodes
+    std::string detail;      // closed: how; bad_framing: the decoder's error
+  };
+  Conn* conn(const std::string& name);
+  // The next frame on `c` (pings answered and skipped when auto_pong, unless want_ping), or why none came.
+  Received next(Conn& c, Clock::time_point deadline, bool want_ping = false);
+  bool send_message(Conn& c, const Message& m, ByteView payload = {});
+  Clock::time_point deadline_after(const nlohmann::json& args, const char* key, int default_ms) const;
+  void note(const std::string& conn, const std::string& text);
+  Vars& vars() { return vars_; }
+
+ private:
+  StepOutcome run_step(const std::string& verb, const nlohmann::json& args);
+  StepOutcome step_connect(const nlohmann::json& args);
+  StepOutcome step_hello(const nlohmann::json& args);
+  StepOutcome step_handshake(const nlohmann::json& args);
+  StepOutcome step_send(const nlohmann::json& args);
+  StepOutcome step_send_raw(const nlohmann::json& args);
+  StepOutcome step_expect(const nlohmann::json& args);
+  StepOutcome step_expect_error(const nlohmann::json& args);
+  StepOutcome step_expect_close(const nlohmann::json& args);
+  StepOutcome step_expect_none(const nlohmann::json& args);
+  StepOutcome step_sleep(const nlohmann::json& args);
+  StepOutcome step_disconnect(const nlohmann::json& args);
+  StepOutcome step_auto_pong(const nlohmann::json& args);
+  StepOutcome step_check(const nlohmann::json& args);
+
+  StepOutcome expect_closed_after_fatal(Conn& c, const std::string& what, Clock::time_point deadline);
+  StepOutcome expect_still_open(Conn& c, Clock::time_point deadline);
+  Result<Conn*, std::string> conn_for(const nlohmann::json& args);
+  nlohmann::json substitute(const nlohmann::json& j) const;
+  bool send_bytes(Conn& c, const Bytes& bytes, const std::string& op, const std::string& header_text,
+                  ByteView payload);
+  void log_frame(const std::string& conn, const std::string& direction, std::uint8_t op, ByteView header,
+                 ByteView payload);
+  std::string describe(const Received& r) const;
+
+  const CaseSpec& spec_;
+  const Target& target_;
+  Clock::time_point started_;
+  Clock::time_point case_deadline_;
+  std::map<std::string, std::unique_ptr<Conn>> conns_;
+  Vars vars_;
+  std::vector<TranscriptLine> transcript_;
+};
+
+}  // namespace firemq::conform
