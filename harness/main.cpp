@@ -368,5 +368,6 @@ int main(int argc, char** argv) {
   }
   std::cout << console_summary(result);
   const bool written = write_all_reports(result, o.reports_dir);
+  if (result.cases.empty()) return kExitUsage;  // the target could not be reached: run_once said why
   return result.passed() && broker_ok && written ? kExitPassed : kExitFailed;
 }
