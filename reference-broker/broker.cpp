@@ -64,7 +64,7 @@ awaitable<void> Broker::accept_loop() {
       if (shutting_down_) co_return;
       continue;  // e.g. too many open files: this client is lost, the listener goes on
     }
-    std::make_shared<Connection>(std::move(socket), SessionEnv{config_, definitions_}, registry_)->start();
+    std::make_shared<Connection>(std::move(socket), SessionEnv{config_, definitions_, core_}, registry_)->start();
   }
 }
 

@@ -10,6 +10,7 @@
 #include "reference-broker/asio.h"
 #include "reference-broker/config.h"
 #include "reference-broker/connection.h"
+#include "reference-broker/core.h"
 #include "reference-broker/definitions.h"
 
 namespace firemq {
@@ -32,6 +33,7 @@ class Broker {
 
   BrokerConfig config_;
   Definitions definitions_;
+  Core core_{definitions_};
   asio::io_context io_{1};
   asio::ip::tcp::acceptor acceptor_{io_};
   asio::signal_set signals_{io_, SIGTERM, SIGINT};

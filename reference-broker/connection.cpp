@@ -72,6 +72,7 @@ awaitable<void> Connection::reader() {
     }
     heartbeat_.on_received(Clock::now());
     consume(ByteView(buffer.data(), n));
+    session_.flush();  // one confirm {upto} for everything this read brought
   }
 }
 
@@ -187,6 +188,7 @@ void Connection::close_after_flush() {
 void Connection::stop() {
   if (stopped_) return;
   stopped_ = true;
+  session_.on_connection_lost();  // requeue what it held before anything else is delivered to it
   error_code ec;
   socket_.close(ec);
   writer_wakeup_.cancel();

@@ -41,6 +41,7 @@ class Definitions {
   // The user whose name and password match, or nullptr. Passwords are compared in constant time.
   const User* authenticate(const std::string& name, const std::string& password) const;
   bool has_vhost(const std::string& vhost) const;
+  const std::vector<std::string>& vhost_names() const { return vhosts_; }
   const Permission* permission(const User& user, const std::string& vhost) const;
 
  private:

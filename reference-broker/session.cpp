@@ -37,6 +37,8 @@ Error fatal_error(ReplyCode code, std::string msg, std::uint64_t rid = 0) {
 Session::Session(SessionEnv env, Outbox& out, std::string conn_id)
     : env_(env), out_(out), conn_id_(std::move(conn_id)) {}
 
+Session::~Session() { on_connection_lost(); }
+
 std::size_t Session::max_frame() const {
   // "Before welcome, a frame may be at most 65 536 bytes. After welcome, the limit is welcome.max_frame."
   return state_ == State::awaiting_hello ? kMaxFrameBeforeWelcome : env_.config.max_frame;
@@ -56,7 +58,7 @@ void Session::on_frame(const RawFrame& frame) {
   on_message(std::move(*message), frame);
 }
 
-void Session::on_message(Message&& message, const RawFrame&) {
+void Session::on_message(Message&& message, const RawFrame& frame) {
   if (auto* close = std::get_if<op::Close>(&message)) return on_close(*close);
   if (auto* hello = std::get_if<op::Hello>(&message)) return on_hello(*hello);
   const OpCode op = op_of(message);
@@ -70,7 +72,7 @@ void Session::on_message(Message&& message, const RawFrame&) {
                             std::string(op_name(op)) + " is sent by servers only, not by clients",
                             rid_of(message)));
   }
-  on_request(message);
+  on_request(message, frame.payload());
 }
 
 void Session::on_hello(const op::Hello& hello) {
@@ -79,7 +81,8 @@ void Session::on_hello(const op::Hello& hello) {
   }
   if (Status refused = check_hello(hello)) return fail(std::move(*refused));
   user_ = hello.auth.user;
-  vhost_ = hello.vhost.empty() ? "/" : hello.vhost;  // "Empty means /."
+  vhost_name_ = hello.vhost.empty() ? "/" : hello.vhost;  // "Empty means /."
+  vhost_ = env_.core.vhost(vhost_name_);
   heartbeat_ = negotiate_heartbeat(hello.heartbeat, env_.config.heartbeat_seconds);
   send_welcome();
 }
@@ -117,7 +120,8 @@ void Session::send_welcome() {
   welcome.conn_id = conn_id_;
   welcome.heartbeat = heartbeat_;
   welcome.max_frame = env_.config.max_frame;
-  welcome.caps = {};  // only what this broker implements: none of the v1 capabilities yet
+  // Only what this broker implements; dead-letter and ttl come with the queue arguments.
+  welcome.caps = {"confirms", "credit", "mandatory", "exchange-bindings"};
   state_ = State::open;
   out_.send(welcome);
 }
@@ -129,13 +133,51 @@ void Session::on_close(const op::Close&) {
   out_.close_after_flush();
 }
 
-void Session::on_request(const Message& message) {
-  if (std::holds_alternative<op::Ping>(message)) return out_.send(op::Pong{});
-  if (std::holds_alternative<op::Pong>(message)) return;
-  // Ops version 1 defines that this broker does not serve yet: refused, and the connection goes on.
-  const std::string name(op_name(op_of(message)));
-  out_.send(op::Error{rid_of(message), static_cast<std::uint64_t>(ReplyCode::not_implemented),
-                      name + " is not implemented by this broker yet", false});
+void Session::on_request(Message& message, ByteView payload) {
+  std::visit(
+      [this, payload](auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, op::Ping>) {
+          out_.send(op::Pong{});
+        } else if constexpr (std::is_same_v<T, op::DeclareExchange>) {
+          on_declare_exchange(m);
+        } else if constexpr (std::is_same_v<T, op::DeleteExchange>) {
+          on_delete_exchange(m);
+        } else if constexpr (std::is_same_v<T, op::DeclareQueue>) {
+          on_declare_queue(m);
+        } else if constexpr (std::is_same_v<T, op::DeleteQueue>) {
+          on_delete_queue(m);
+        } else if constexpr (std::is_same_v<T, op::PurgeQueue>) {
+          on_purge_queue(m);
+        } else if constexpr (std::is_same_v<T, op::Bind>) {
+          on_bind(m, true);
+        } else if constexpr (std::is_same_v<T, op::Unbind>) {
+          on_bind(m, false);
+        } else if constexpr (std::is_same_v<T, op::Publish>) {
+          on_publish(m, payload);
+        } else if constexpr (std::is_same_v<T, op::Subscribe>) {
+          on_subscribe(m);
+        } else if constexpr (std::is_same_v<T, op::Unsubscribe>) {
+          on_unsubscribe(m);
+        } else if constexpr (std::is_same_v<T, op::Credit>) {
+          on_credit(m);
+        } else if constexpr (std::is_same_v<T, op::Ack>) {
+          on_ack(m);
+        } else if constexpr (std::is_same_v<T, op::Nack>) {
+          on_nack(m);
+        } else if constexpr (std::is_same_v<T, op::Get>) {
+          on_get(m);
+        }
+        // pong: nothing to answer; hello, close and server-only ops were handled before.
+      },
+      message);
+}
+
+// A request refused: error with its rid, not fatal unless its code is (reply_codes.h).
+void Session::refuse(std::uint64_t rid, const Error& error) {
+  Error e = error;
+  e.rid = rid;
+  fail(std::move(e));
 }
 
 void Session::on_framing_error(const Error& error) {

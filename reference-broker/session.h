@@ -5,17 +5,24 @@
 //   awaiting_hello  only hello (and close) is accepted; the 65,536-byte limit applies
 //   open            welcome sent; requests are served; the limit is welcome.max_frame
 //   closing         a close or a fatal error was sent: nothing more is read, the socket closes after the flush
+//
+// The session's work is split by role: session.cpp (lifecycle and dispatch), session_topology.cpp,
+// session_publish.cpp, session_consume.cpp.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
 
 #include "protocol/error.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "reference-broker/config.h"
+#include "reference-broker/core.h"
 #include "reference-broker/definitions.h"
+#include "reference-broker/queue.h"
 
 namespace firemq {
 
@@ -28,10 +35,34 @@ class Outbox {
   virtual void close_after_flush() = 0;
 };
 
-// What a session needs from the broker. Both must outlive the session.
+// What a session needs from the broker. All must outlive the session.
 struct SessionEnv {
   const BrokerConfig& config;
   const Definitions& definitions;
+  Core& core;
+};
+
+class Session;
+
+// A subscription: the Consumer its queue hands messages to, while it has credit.
+class Subscription : public Consumer {
+ public:
+  Subscription(Session& session, op::Subscribe request, std::weak_ptr<Queue> queue)
+      : session_(session), request_(std::move(request)), credit_(request_.credit), queue_(std::move(queue)) {}
+
+  bool can_take() const override { return credit_ > 0; }
+  void take(QueuedMessage message, Queue& queue) override;
+  void on_queue_deleted(Queue& queue) override;
+
+  void add_credit(std::uint64_t credit) { credit_ += credit; }
+  const op::Subscribe& request() const { return request_; }
+  std::shared_ptr<Queue> queue() const { return queue_.lock(); }
+
+ private:
+  Session& session_;
+  op::Subscribe request_;
+  std::uint64_t credit_;  // delivers the server may still send: granted so far, less those sent
+  std::weak_ptr<Queue> queue_;
 };
 
 class Session {
@@ -39,12 +70,19 @@ class Session {
   enum class State { awaiting_hello, open, closing };
 
   Session(SessionEnv env, Outbox& out, std::string conn_id);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
 
   void on_frame(const RawFrame& frame);
   // The transport's decoder refused the bytes (always 501, fatal).
   void on_framing_error(const Error& error);
+  // After a batch of frames: sends what was held back to be coalesced (confirm upto).
+  void flush();
   // SIGTERM: "close 320 to every client".
   void on_shutdown();
+  // The socket is gone: subscriptions end, unacknowledged deliveries are requeued, exclusive queues deleted.
+  void on_connection_lost();
 
   State state() const { return state_; }
   // The frame-size limit the transport's decoder must apply now.
@@ -53,16 +91,54 @@ class Session {
   std::chrono::seconds heartbeat() const { return std::chrono::seconds(heartbeat_); }
   const std::string& conn_id() const { return conn_id_; }
   const std::string& user() const { return user_; }
-  const std::string& vhost() const { return vhost_; }
+  const std::string& vhost() const { return vhost_name_; }
 
  private:
+  friend class Subscription;
+
+  // An unacknowledged delivery: the message and the queue it goes back to when requeued.
+  struct Unacked {
+    QueuedMessage message;
+    std::weak_ptr<Queue> queue;
+  };
+
+  // session.cpp: lifecycle
   void on_message(Message&& message, const RawFrame& frame);
   void on_hello(const op::Hello& hello);
   void on_close(const op::Close& close);
-  void on_request(const Message& message);
+  void on_request(Message& message, ByteView payload);
   Status check_hello(const op::Hello& hello) const;
   void send_welcome();
   void fail(Error error);
+  void refuse(std::uint64_t rid, const Error& error);
+  void reply_ok(std::uint64_t rid) { out_.send(op::Ok{rid, "", 0, 0, false}); }
+
+  // session_topology.cpp
+  void on_declare_exchange(const op::DeclareExchange& r);
+  void on_delete_exchange(const op::DeleteExchange& r);
+  void on_declare_queue(const op::DeclareQueue& r);
+  void on_delete_queue(const op::DeleteQueue& r);
+  void on_purge_queue(const op::PurgeQueue& r);
+  void on_bind(const op::BindFields& r, bool bind);
+
+  // session_publish.cpp
+  void on_publish(op::Publish& p, ByteView body);
+  void reject_publish(std::uint64_t seq, const Error& error);
+  void confirm(std::uint64_t seq);
+
+  // session_consume.cpp
+  void on_subscribe(const op::Subscribe& r);
+  void on_unsubscribe(const op::Unsubscribe& r);
+  void on_credit(const op::Credit& r);
+  void on_ack(const op::Ack& r);
+  void on_nack(const op::Nack& r);
+  void on_get(const op::Get& r);
+  void deliver(Subscription& subscription, QueuedMessage message, Queue& queue);
+  void on_subscription_cancelled(Subscription& subscription, Queue& queue);
+  std::uint64_t track(QueuedMessage& message, Queue& queue, bool no_ack);
+  // The unacknowledged tags an ack or nack names; 406 for an unknown tag.
+  Result<std::vector<std::uint64_t>> settled_tags(std::uint64_t tag, bool multiple);
+  void end_subscription(std::uint64_t sub);
 
   SessionEnv env_;
   Outbox& out_;
@@ -70,7 +146,19 @@ class Session {
   State state_ = State::awaiting_hello;
   std::uint64_t heartbeat_ = 0;
   std::string user_;
-  std::string vhost_;
+  std::string vhost_name_;
+  Vhost* vhost_ = nullptr;
+
+  // Publishing: "Every publish with a non-zero seq is confirmed exactly once"; positive confirms are coalesced
+  // into one {upto} per batch of frames read.
+  std::uint64_t last_seq_ = 0;
+  std::uint64_t pending_upto_ = 0;
+
+  // Consuming: delivery tags are "unique and increasing on the connection, starting at 1", shared by deliver
+  // and get_ok.
+  std::uint64_t next_tag_ = 1;
+  std::map<std::uint64_t, std::unique_ptr<Subscription>> subscriptions_;
+  std::map<std::uint64_t, Unacked> unacked_;
 };
 
 }  // namespace firemq

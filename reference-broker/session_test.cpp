@@ -28,22 +28,23 @@ op::Hello good_hello() {
   return h;
 }
 
-class SessionTest : public ::testing::Test {
- protected:
-  SessionTest() {
-    auto parsed = Definitions::parse(R"({
+Definitions test_definitions() {
+  return *Definitions::parse(R"({
       "users": [{"name": "guest", "password": "guest"}, {"name": "nobody", "password": "pw"}],
       "vhosts": [{"name": "/"}, {"name": "other"}],
       "permissions": [{"user": "guest", "vhost": "/"}]})");
-    definitions_ = std::move(*parsed);
-  }
+}
+
+class SessionTest : public ::testing::Test {
+ protected:
   void receive(const Message& m) { session_.on_frame(frame_of(m)); }
   const op::Error& last_error() { return std::get<op::Error>(out_.sent.back()); }
 
   BrokerConfig config_;
-  Definitions definitions_;
+  Definitions definitions_ = test_definitions();
+  Core core_{definitions_};
   RecordingOutbox out_;
-  Session session_{SessionEnv{config_, definitions_}, out_, "test-conn"};
+  Session session_{SessionEnv{config_, definitions_, core_}, out_, "test-conn"};
 };
 
 TEST_F(SessionTest, HelloGetsWelcomeWithTheNegotiatedValues) {
@@ -55,7 +56,7 @@ TEST_F(SessionTest, HelloGetsWelcomeWithTheNegotiatedValues) {
   EXPECT_EQ(welcome.conn_id, "test-conn");
   EXPECT_EQ(welcome.heartbeat, 30u);
   EXPECT_EQ(welcome.max_frame, kDefaultMaxFrame);
-  EXPECT_TRUE(welcome.caps.empty());
+  EXPECT_EQ(welcome.caps, (StrList{"confirms", "credit", "mandatory", "exchange-bindings"}));
   EXPECT_EQ(session_.state(), Session::State::open);
   EXPECT_EQ(session_.vhost(), "/");
   EXPECT_EQ(session_.max_frame(), kDefaultMaxFrame);

@@ -1,0 +1,64 @@
+// The spec's "Publishing" section: publish, confirm and return.
+#include "protocol/reply_codes.h"
+#include "reference-broker/session.h"
+
+namespace firemq {
+
+void Session::on_publish(op::Publish& p, ByteView body) {
+  // "seq: Client-assigned sequence number, starting at 1 and increasing by 1." A seq that does not increase
+  // cannot be confirmed unambiguously by {upto}: it is nacked (docs/spec-notes.md, "seq discipline").
+  if (p.seq != 0 && p.seq <= last_seq_) {
+    return reject_publish(p.seq, make_error(ReplyCode::precondition_failed,
+                                            "seq " + std::to_string(p.seq) + " after " + std::to_string(last_seq_) +
+                                                ": seq must increase"));
+  }
+  if (p.seq != 0) last_seq_ = p.seq;
+  // "user_id ... When set, it must equal the connection's user."
+  if (const Value* user = p.props.get("user_id"); user != nullptr && user->is<std::string>() &&
+                                                   *user->get_if<std::string>() != user_) {
+    return reject_publish(p.seq, make_error(ReplyCode::precondition_failed,
+                                            "user_id property set to '" + *user->get_if<std::string>() +
+                                                "' but authenticated user was '" + user_ + "'"));
+  }
+  Result<Route> route = vhost_->route(p.exchange, p.key, p.headers);
+  if (!route) return reject_publish(p.seq, route.error());
+  if (route->queues.empty()) {
+    // "Sent for a mandatory publish that no queue received, with code 312 (no-route). The return is sent before
+    // the publish's confirm." An unroutable publish is still confirmed: the broker has dealt with it.
+    if (p.mandatory) {
+      out_.send(op::Return{p.seq, static_cast<std::uint64_t>(ReplyCode::no_route), "NO_ROUTE", p.exchange, p.key,
+                           p.props, p.headers},
+                body);
+    }
+    return confirm(p.seq);
+  }
+  auto message = std::make_shared<BrokerMessage>(
+      BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
+                    Bytes(body.begin(), body.end()), p.persistent});
+  for (Queue* queue : route->queues) queue->enqueue(message);
+  confirm(p.seq);
+}
+
+void Session::confirm(std::uint64_t seq) {
+  if (seq != 0) pending_upto_ = seq;  // sent by flush(), one {upto} for the batch
+}
+
+void Session::reject_publish(std::uint64_t seq, const Error& error) {
+  if (seq == 0) {
+    // No confirm is wanted, and a publish has no rid: the refusal is an error frame not tied to a request.
+    Error e = error;
+    e.rid = 0;
+    return fail(std::move(e));
+  }
+  // "A nack for a sequence number is always sent before any upto that covers it": the held-back upto covers
+  // only earlier seqs, so the nack may go first.
+  out_.send(op::Confirm{0, seq, true, error.code, error.msg});
+}
+
+void Session::flush() {
+  if (pending_upto_ == 0 || state_ != State::open) return;
+  out_.send(op::Confirm{pending_upto_, 0, false, 0, ""});
+  pending_upto_ = 0;
+}
+
+}  // namespace firemq

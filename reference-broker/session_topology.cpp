@@ -1,0 +1,75 @@
+// The spec's "Topology" section: declare and delete exchanges and queues, purge, bind and unbind. The rules
+// themselves live in vhost.cpp; the session turns outcomes into replies.
+#include <array>
+
+#include "protocol/reply_codes.h"
+#include "reference-broker/session.h"
+
+namespace firemq {
+namespace {
+
+// Queue and exchange arguments whose behaviour this broker does not implement yet (they arrive with the queue
+// features). Refused rather than accepted and ignored: a broker must not claim what it does not do.
+constexpr std::array<std::string_view, 9> kQueueArgumentsNotYetImplemented = {
+    "x-message-ttl",          "x-expires",      "x-max-length", "x-max-length-bytes",       "x-overflow",
+    "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-single-active-consumer", "x-max-priority"};
+
+Status check_queue_arguments(const Map& args) {
+  if (const Value* type = find(args, "x-queue-type")) {
+    const auto* name = type->get_if<std::string>();
+    if (name && *name == "stream") {
+      // "Reserved for later versions": answered cleanly, as the spec allows (docs/spec-notes.md).
+      return make_error(ReplyCode::not_implemented, "x-queue-type 'stream' is reserved for a later protocol version");
+    }
+  }
+  for (std::string_view name : kQueueArgumentsNotYetImplemented) {
+    if (find(args, name) != nullptr) {
+      return make_error(ReplyCode::not_implemented, "queue argument '" + std::string(name) +
+                                                        "' is not implemented by this broker yet");
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Session::on_declare_exchange(const op::DeclareExchange& r) {
+  if (find(r.args, "alternate-exchange") != nullptr) {
+    return refuse(r.rid, make_error(ReplyCode::not_implemented,
+                                    "exchange argument 'alternate-exchange' is not implemented by this broker yet"));
+  }
+  if (Status bad = vhost_->declare_exchange(r)) return refuse(r.rid, *bad);
+  reply_ok(r.rid);
+}
+
+void Session::on_delete_exchange(const op::DeleteExchange& r) {
+  if (Status bad = vhost_->delete_exchange(r)) return refuse(r.rid, *bad);
+  reply_ok(r.rid);
+}
+
+void Session::on_declare_queue(const op::DeclareQueue& r) {
+  if (Status bad = check_queue_arguments(r.args)) return refuse(r.rid, *bad);
+  Result<op::Ok> ok = vhost_->declare_queue(r, conn_id_);
+  if (!ok) return refuse(r.rid, ok.error());
+  out_.send(*ok);  // "Reply: ok with name, messages and consumers."
+}
+
+void Session::on_delete_queue(const op::DeleteQueue& r) {
+  Result<std::uint64_t> deleted = vhost_->delete_queue(r, conn_id_);
+  if (!deleted) return refuse(r.rid, deleted.error());
+  out_.send(op::Ok{r.rid, "", *deleted, 0, false});  // "ok with messages, the number of messages deleted"
+}
+
+void Session::on_purge_queue(const op::PurgeQueue& r) {
+  Result<std::uint64_t> purged = vhost_->purge_queue(r.name, conn_id_);
+  if (!purged) return refuse(r.rid, purged.error());
+  out_.send(op::Ok{r.rid, "", *purged, 0, false});
+}
+
+void Session::on_bind(const op::BindFields& r, bool bind) {
+  Status bad = bind ? vhost_->bind(r, conn_id_) : vhost_->unbind(r, conn_id_);
+  if (bad) return refuse(r.rid, *bad);
+  reply_ok(r.rid);
+}
+
+}  // namespace firemq

@@ -1,0 +1,91 @@
+// A virtual host: its exchanges, queues and bindings, the topology rules of the spec's "Topology" section, and
+// routing. Runs on the broker thread only. Errors are values: each refusal carries the reply code the spec (or,
+// where it is silent, RabbitMQ) gives, and says what was wrong.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "protocol/error.h"
+#include "protocol/messages.h"
+#include "reference-broker/exchange_routing.h"
+#include "reference-broker/queue.h"
+
+namespace firemq {
+
+struct Binding {
+  std::string destination;  // a queue, or an exchange when to_exchange
+  bool to_exchange = false;
+  std::string key;
+  Map args;
+  bool operator==(const Binding&) const = default;
+};
+
+struct Exchange {
+  std::string name;
+  ExchangeType type = ExchangeType::direct;
+  bool durable = false;
+  bool auto_delete = false;
+  bool internal = false;
+  bool builtin = false;
+  Map args;
+  std::vector<Binding> bindings;  // this exchange as the source
+};
+
+// What a publish routed to: each queue once, however many paths lead there.
+struct Route {
+  std::vector<Queue*> queues;
+};
+
+class Vhost {
+ public:
+  explicit Vhost(std::string name);
+
+  const std::string& name() const { return name_; }
+
+  Status declare_exchange(const op::DeclareExchange& request);
+  Status delete_exchange(const op::DeleteExchange& request);
+  // The ok reply's name, messages and consumers.
+  Result<op::Ok> declare_queue(const op::DeclareQueue& request, const std::string& conn_id);
+  Result<std::uint64_t> delete_queue(const op::DeleteQueue& request, const std::string& conn_id);
+  Result<std::uint64_t> purge_queue(const std::string& name, const std::string& conn_id);
+  Status bind(const op::BindFields& request, const std::string& conn_id);
+  Status unbind(const op::BindFields& request, const std::string& conn_id);
+
+  // The queues a message published to `exchange` with `key` and `headers` reaches; 404 for a missing exchange,
+  // 403 for an internal one.
+  Result<Route> route(const std::string& exchange, const std::string& key, const Map& headers) const;
+
+  // A queue this connection may use: 404 when missing, 405 when another connection's exclusive queue.
+  Result<Queue*> usable_queue(const std::string& name, const std::string& conn_id);
+  // Deletes the queue if it is auto_delete and its last consumer went.
+  void delete_if_auto_delete_due(Queue& queue);
+  // The connection closed: its exclusive queues go.
+  void on_connection_closed(const std::string& conn_id);
+
+  const std::map<std::string, Exchange>& exchanges() const { return exchanges_; }
+  const std::map<std::string, std::shared_ptr<Queue>>& queues() const { return queues_; }
+  // The queue's owner, for a session that keeps a weak reference to it (deliveries not yet acknowledged).
+  std::shared_ptr<Queue> shared_queue(const Queue& queue) const;
+
+ private:
+  void add_builtin(const std::string& name, ExchangeType type);
+  void remove_queue(const std::string& name);
+  void remove_exchange(const std::string& name);
+  void remove_bindings_to(const std::string& destination, bool to_exchange);
+  void delete_exchange_if_auto_delete_due(const std::string& name);
+  Status check_bind_target(const op::BindFields& request, const std::string& conn_id);
+  std::string server_named_queue();
+
+  std::string name_;
+  std::map<std::string, Exchange> exchanges_;
+  // Shared so that unacknowledged deliveries can refer to their queue weakly: a deleted queue is gone for them too.
+  std::map<std::string, std::shared_ptr<Queue>> queues_;
+  std::mt19937_64 random_{std::random_device{}()};
+};
+
+}  // namespace firemq
