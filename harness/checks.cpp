@@ -1,5 +1,6 @@
 // Named checks: properties of a broker that a list of steps cannot express, mostly about time. Each is
 // referenced from a case as {"check": {"name": "...", "args": {...}}} and documented in docs/case-format.md.
+#include <algorithm>
 #include <limits>
 #include <thread>
 
@@ -117,6 +118,104 @@ StepOutcome var_between(Scenario& s, const Json& args) {
   return StepOutcome::ok();
 }
 
+const Map* header_map(const Scenario::Received& r) { return r.header.get_if<Map>(); }
+
+std::uint64_t uint_of(const Map& m, const char* key) {
+  const Value* v = find(m, key);
+  const auto* u = v ? v->get_if<std::uint64_t>() : nullptr;
+  return u ? *u : 0;
+}
+
+bool bool_of(const Map& m, const char* key) {
+  const Value* v = find(m, key);
+  return v && v->is<bool>() && *v->get_if<bool>();
+}
+
+// confirms: publishes 1..count were sent with those seqs. Reads confirm frames (other frames are passed over)
+// until every seq is settled, and holds the broker to "The server confirms every publish with a non-zero seq
+// exactly once", "{upto: n} confirms every outstanding publish with seq <= n" and "A nack for a sequence number is
+// always sent before any upto that covers it". `nacked` lists the seqs that must be nacked, with their code.
+StepOutcome confirms(Scenario& s, const Json& args) {
+  Scenario::Conn* c = s.conn(args.value("conn", "main"));
+  if (c == nullptr) return StepOutcome::error("confirms: no connection");
+  const std::uint64_t count = args.at("count").get<std::uint64_t>();
+  std::map<std::uint64_t, std::uint64_t> must_nack;  // seq -> code (0: any)
+  const Json nacked = args.value("nacked", Json::object());  // named: items() on a temporary would dangle
+  for (const auto& [seq, code] : nacked.items()) must_nack[std::stoull(seq)] = code.get<std::uint64_t>();
+  std::map<std::uint64_t, std::string> settled;  // seq -> "ack" or "nack"
+  std::uint64_t highest_upto = 0;
+  const auto deadline = s.deadline_after(args, "within_ms", 3000);
+  while (settled.size() < count) {
+    const Scenario::Received r = s.next(*c, deadline);
+    if (r.kind != Scenario::Received::Kind::frame) {
+      return StepOutcome::fail(std::to_string(count - settled.size()) + " of " + std::to_string(count) +
+                               " publishes were never confirmed (" + std::to_string(settled.size()) + " were)");
+    }
+    if (r.frame.op() != static_cast<std::uint8_t>(OpCode::confirm) || header_map(r) == nullptr) continue;
+    const Map& h = *header_map(r);
+    if (bool_of(h, "nack")) {
+      const std::uint64_t seq = uint_of(h, "seq");
+      if (seq == 0 || seq > count) return StepOutcome::fail("a nack for seq " + std::to_string(seq) + ", which was never published");
+      if (settled.count(seq)) return StepOutcome::fail("seq " + std::to_string(seq) + " was confirmed twice (" + settled[seq] + ", then a nack)");
+      if (seq <= highest_upto) return StepOutcome::fail("the nack for seq " + std::to_string(seq) + " came after an upto that covers it");
+      if (!must_nack.count(seq)) return StepOutcome::fail("seq " + std::to_string(seq) + " was nacked: " + show(find(h, "msg")));
+      if (must_nack[seq] != 0 && uint_of(h, "code") != must_nack[seq]) {
+        return StepOutcome::fail("the nack for seq " + std::to_string(seq) + " has code " + std::to_string(uint_of(h, "code")) +
+                                 ", expected " + std::to_string(must_nack[seq]));
+      }
+      settled[seq] = "nack";
+      continue;
+    }
+    const std::uint64_t upto = uint_of(h, "upto");
+    if (upto == 0) return StepOutcome::fail("a confirm that is neither {upto: n} nor a nack: " + show(&r.header));
+    if (upto > count) return StepOutcome::fail("upto " + std::to_string(upto) + " covers seqs that were never published");
+    for (std::uint64_t seq = highest_upto + 1; seq <= upto; ++seq) {
+      if (settled.count(seq)) continue;  // nacked before: no longer outstanding
+      if (must_nack.count(seq)) return StepOutcome::fail("seq " + std::to_string(seq) + " should have been nacked, but upto " + std::to_string(upto) + " confirmed it");
+      settled[seq] = "ack";
+    }
+    highest_upto = std::max(highest_upto, upto);
+  }
+  s.note(c->name, "every seq 1.." + std::to_string(count) + " was confirmed exactly once");
+  return StepOutcome::ok();
+}
+
+// delivers: collects `count` deliver frames on a connection, then checks that no more arrive for quiet_ms. With
+// per_sub ({"1": 2, "2": 2}), each subscription got exactly that many: "messages go round the consumers that
+// have credit".
+StepOutcome delivers(Scenario& s, const Json& args) {
+  Scenario::Conn* c = s.conn(args.value("conn", "main"));
+  if (c == nullptr) return StepOutcome::error("delivers: no connection");
+  const std::uint64_t count = args.at("count").get<std::uint64_t>();
+  std::map<std::uint64_t, std::uint64_t> per_sub;
+  const auto deadline = s.deadline_after(args, "within_ms", 3000);
+  for (std::uint64_t got = 0; got < count;) {
+    const Scenario::Received r = s.next(*c, deadline);
+    if (r.kind != Scenario::Received::Kind::frame) {
+      return StepOutcome::fail("expected " + std::to_string(count) + " delivers, got " + std::to_string(got));
+    }
+    if (r.frame.op() != static_cast<std::uint8_t>(OpCode::deliver) || header_map(r) == nullptr) continue;
+    ++per_sub[uint_of(*header_map(r), "sub")];
+    ++got;
+  }
+  const auto quiet_until = s.deadline_after(args, "quiet_ms", 300);
+  while (true) {
+    const Scenario::Received r = s.next(*c, quiet_until);
+    if (r.kind == Scenario::Received::Kind::timeout) break;
+    if (r.kind == Scenario::Received::Kind::frame && r.frame.op() == static_cast<std::uint8_t>(OpCode::deliver)) {
+      return StepOutcome::fail("more than " + std::to_string(count) + " delivers arrived: " + show(&r.header));
+    }
+  }
+  const Json wanted = args.value("per_sub", Json::object());
+  for (const auto& [sub, want] : wanted.items()) {
+    const std::uint64_t got = per_sub[std::stoull(sub)];
+    if (got != want.get<std::uint64_t>()) {
+      return StepOutcome::fail("sub " + sub + " got " + std::to_string(got) + " delivers, expected " + want.dump());
+    }
+  }
+  return StepOutcome::ok();
+}
+
 }  // namespace
 
 const std::map<std::string, Check>& named_checks() {
@@ -125,6 +224,8 @@ const std::map<std::string, Check>& named_checks() {
       {"heartbeat_dead_peer", heartbeat_dead_peer},
       {"heartbeat_kept_alive", heartbeat_kept_alive},
       {"vars_differ", vars_differ},
+      {"confirms", confirms},
+      {"delivers", delivers},
       {"var_between", var_between},
   };
   return checks;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
@@ -79,6 +80,26 @@ const std::vector<Fault>& faults() {
          r.cut = value && value->is<Map>() && field_uint(*value->get_if<Map>(), "code") == 540;
          return r;
        }},
+      {"drop-confirm", "the broker's confirm frames are dropped (a lost confirm)", [](const RawFrame& f) {
+         return is(f, OpCode::confirm) ? Rewrite{} : pass(f);
+       }},
+      {"duplicate-deliver", "every deliver frame is sent twice (delivers beyond the credit)", [](const RawFrame& f) {
+         Rewrite r = pass(f);
+         if (is(f, OpCode::deliver)) r.frames.push_back(r.frames.front());
+         return r;
+       }},
+      {"topic-hash-as-star", "the broker reads '#' in binding keys as '*' (a wrong topic match)", pass,
+       [](const RawFrame& f) {
+         if (!is(f, OpCode::bind)) return pass(f);
+         return edit_header(f, [](Map& m) {
+           const Value* key = find(m, "key");
+           const auto* text = key ? key->get_if<std::string>() : nullptr;
+           if (text == nullptr) return;
+           std::string changed = *text;
+           std::replace(changed.begin(), changed.end(), '#', '*');
+           set_field(m, "key", Value(changed));
+         });
+       }},
       {"welcome-heartbeat-plus-one", "welcome.heartbeat is one more than negotiated", [](const RawFrame& f) {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "heartbeat", Value(field_uint(m, "heartbeat") + 1)); });
@@ -146,6 +167,33 @@ bool write_all(int fd, ByteView bytes) {
   return true;
 }
 
+// Client to broker with a rewrite: the preamble as it is, then frame by frame.
+void copy_rewritten_upward(int from, int to, const Fault& fault) {
+  std::array<std::uint8_t, 4> preamble;
+  std::size_t have = 0;
+  while (have < preamble.size()) {
+    const ssize_t n = ::recv(from, preamble.data() + have, preamble.size() - have, 0);
+    if (n <= 0) return (void)::shutdown(to, SHUT_WR);
+    have += static_cast<std::size_t>(n);
+  }
+  write_all(to, preamble);
+  FrameDecoder decoder(StreamSide::client, 64 * 1024 * 1024);
+  std::array<std::uint8_t, 64 * 1024> buffer;
+  while (true) {
+    const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
+    if (n <= 0) break;
+    ByteView rest(buffer.data(), static_cast<std::size_t>(n));
+    while (!rest.empty()) {
+      const auto step = decoder.feed(rest);
+      rest = rest.subspan(step.consumed);
+      if (step.state == FrameDecoder::State::error) return (void)::shutdown(to, SHUT_RDWR);
+      if (step.state != FrameDecoder::State::frame) continue;
+      for (const Bytes& frame : fault.rewrite_upward(decoder.take_frame()).frames) write_all(to, frame);
+    }
+  }
+  ::shutdown(to, SHUT_WR);
+}
+
 // Client to broker: bytes as they are.
 void copy_raw(int from, int to) {
   std::array<std::uint8_t, 64 * 1024> buffer;
@@ -201,7 +249,13 @@ void FaultProxy::serve(int client) {
     std::lock_guard lock(mutex_);
     sockets_.insert(sockets_.end(), {client, upstream});
   }
-  std::thread upward([client, upstream] { copy_raw(client, upstream); });
+  std::thread upward([this, client, upstream] {
+    if (fault_.rewrite_upward) {
+      copy_rewritten_upward(client, upstream, fault_);
+    } else {
+      copy_raw(client, upstream);
+    }
+  });
   copy_rewritten(upstream, client, fault_);
   upward.join();
   std::lock_guard lock(mutex_);

@@ -2,7 +2,8 @@
 // "broken broker" made from a working one, to show that the cases catch what they claim to
 // (conformance/faults.json lists, for each fault, exactly the cases that must fail; docs/case-format.md).
 //
-// Client-to-broker bytes pass through untouched; broker-to-client frames go through the fault's rewrite.
+// Broker-to-client frames go through the fault's `rewrite`; client-to-broker bytes pass untouched unless the
+// fault also has a `rewrite_upward` (a broker that misreads what it is sent, e.g. a wrong topic match).
 // Two threads per proxied connection, blocking sockets; stopped (and joined) by its destructor.
 #pragma once
 
@@ -31,6 +32,7 @@ struct Fault {
   std::string name;
   std::string description;
   std::function<Rewrite(const RawFrame&)> rewrite;
+  std::function<Rewrite(const RawFrame&)> rewrite_upward = nullptr;  // none: client bytes pass as they are
 };
 
 const std::vector<Fault>& faults();

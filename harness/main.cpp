@@ -206,7 +206,10 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
   RunOptions ro;
   ro.jobs = o.jobs;
   ro.known_failures = known;
-  ro.run_id = run_id.substr(run_id.size() - 6);
+  // Names cases create start with conform-<pid>-<run>-<case>: unique among concurrent harnesses (the pid) and
+  // among the runs of one harness against one broker (--fault-check runs the suite once per fault).
+  static int runs = 0;
+  ro.run_id = run_id.substr(run_id.rfind('-') + 1) + "-" + std::to_string(++runs);
   if (!quiet) ro.on_case_done = [&](const CaseResult& r, std::size_t d, std::size_t n) { print_progress(r, d, n, o.verbose); };
   result.cases = run_cases(selected, target, *server, ro);
   result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -253,7 +256,10 @@ int run_fault_check(const Options& o, const Suite& suite, const std::vector<cons
       std::cerr << "fault-check: " << proxy.error() << "\n";
       return kExitUsage;
     }
-    const RunResult r = run_once(o, suite, selected, through_proxy(target, **proxy, *fault), run_id, {}, true);
+    // Most cases under a fault wait out a timeout, idle: more of them run side by side than cores.
+    Options wide = o;
+    wide.jobs = std::max(o.jobs, 8);
+    const RunResult r = run_once(wide, suite, selected, through_proxy(target, **proxy, *fault), run_id, {}, true);
     std::set<std::string> failed;
     for (const CaseResult& c : r.cases) {
       if (c.verdict != Verdict::pass && c.verdict != Verdict::skipped) failed.insert(c.id);

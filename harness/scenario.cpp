@@ -86,7 +86,10 @@ std::string join_codes(const std::vector<std::uint64_t>& codes) {
 Bytes payload_of(const Json& args) {
   if (!args.contains("payload")) return {};
   const Json& p = args.at("payload");
-  if (p.is_string()) return Bytes(p.get<std::string>().begin(), p.get<std::string>().end());
+  if (p.is_string()) {
+    const std::string text = p.get<std::string>();  // one string: begin() and end() must be of the same one
+    return Bytes(text.begin(), text.end());
+  }
   if (p.is_object() && p.contains("hex")) return from_hex(p.at("hex").get<std::string>()).value_or(Bytes{});
   if (p.is_object() && p.contains("size")) return Bytes(p.at("size").get<std::size_t>(), 0x5a);
   return {};
@@ -400,13 +403,30 @@ StepOutcome Scenario::step_send_raw(const Json& args) {
 StepOutcome Scenario::step_expect(const Json& args) {
   auto c = conn_for(args);
   if (!c) return StepOutcome::error(c.error());
-  const auto op = op_code(args.at("op"));
-  if (!op) return StepOutcome::error("unknown op " + args.at("op").dump());
+  // "op" is one op, or {"$one_of": [...]} when the spec allows several replies.
+  std::vector<std::uint8_t> ops;
+  const Json& op_arg = args.at("op");
+  for (const Json& o : op_arg.is_object() ? op_arg.value("$one_of", Json::array()) : Json::array({op_arg})) {
+    if (auto code = op_code(o)) ops.push_back(*code);
+  }
+  if (ops.empty()) return StepOutcome::error("unknown op " + op_arg.dump());
+  const std::optional<std::uint8_t> op = ops.front();
   const bool want_ping = *op == static_cast<std::uint8_t>(OpCode::ping);
-  const Received r = next(**c, deadline_after(args, "within_ms", kDefaultWithinMs), want_ping);
-  const std::string wanted = op_label(*op);
+  // "skip": ops that may come first (an alternative the spec allows, e.g. an error before a nack).
+  std::vector<std::uint8_t> skip;
+  for (const Json& s : args.value("skip", Json::array())) {
+    if (auto code = op_code(s)) skip.push_back(*code);
+  }
+  const auto deadline = deadline_after(args, "within_ms", kDefaultWithinMs);
+  Received r = next(**c, deadline, want_ping);
+  auto wanted_op = [&ops](std::uint8_t got) { return std::count(ops.begin(), ops.end(), got) > 0; };
+  while (r.kind == Received::Kind::frame && !wanted_op(r.frame.op()) && std::count(skip.begin(), skip.end(), r.frame.op())) {
+    r = next(**c, deadline, want_ping);
+  }
+  std::string wanted;
+  for (std::uint8_t o : ops) wanted += (wanted.empty() ? "" : " or ") + op_label(o);
   if (r.kind != Received::Kind::frame) return StepOutcome::fail("expected " + wanted + ", " + describe(r));
-  if (r.frame.op() != *op) return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
+  if (!wanted_op(r.frame.op())) return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
   if (r.header.is<Nil>()) return StepOutcome::fail("the " + wanted + " header is not a MessagePack map");
   if (args.contains("header")) {
     if (std::string bad = match_value(args.at("header"), &r.header, "", vars_); !bad.empty()) {

@@ -128,9 +128,16 @@ void Session::send_welcome() {
 
 void Session::on_close(const op::Close&) {
   // "The receiver replies with its own close and closes the socket. Code 200 means a normal shutdown."
-  state_ = State::closing;
   out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::normal), "closed"});
+  enter_closing();
+}
+
+void Session::enter_closing() {
+  state_ = State::closing;
   out_.close_after_flush();
+  // For the client the connection ends here: what it held is released now, not when the socket finally goes
+  // (its exclusive queues are deleted, its unacknowledged deliveries requeued).
+  on_connection_lost();
 }
 
 void Session::on_request(Message& message, ByteView payload) {
@@ -187,17 +194,15 @@ void Session::on_framing_error(const Error& error) {
 
 void Session::on_shutdown() {
   if (state_ == State::closing) return;
-  state_ = State::closing;
   out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::connection_forced), "broker shutting down"});
-  out_.close_after_flush();
+  enter_closing();
 }
 
 void Session::fail(Error error) {
   out_.send(op::Error{error.rid, error.code, error.msg, error.fatal});
   if (!error.fatal) return;
   // "error ... fatal: true when the server closes the connection after this frame."
-  state_ = State::closing;
-  out_.close_after_flush();
+  enter_closing();
 }
 
 }  // namespace firemq

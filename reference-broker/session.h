@@ -110,6 +110,7 @@ class Session {
   Status check_hello(const op::Hello& hello) const;
   void send_welcome();
   void fail(Error error);
+  void enter_closing();
   void refuse(std::uint64_t rid, const Error& error);
   void reply_ok(std::uint64_t rid) { out_.send(op::Ok{rid, "", 0, 0, false}); }
 
