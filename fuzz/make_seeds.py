@@ -6,6 +6,9 @@ rerun rewrites the same files; inputs kept from fuzzer findings are named crash-
 """
 import json
 import pathlib
+import struct
+
+import msgpack
 
 HERE = pathlib.Path(__file__).resolve().parent
 VECTORS = HERE.parent / "vectors"
@@ -29,6 +32,40 @@ def split_frame(frame):
     return op, frame[9:9 + hlen]
 
 
+def frame(op, header, payload=b""):
+    """A TCP frame, encoded here with python-msgpack (independent of the C++ codec)."""
+    h = msgpack.packb(header, use_bin_type=True)
+    return struct.pack(">IBI", 5 + len(h) + len(payload), op, len(h)) + h + payload
+
+
+def session_scenario():
+    """A client's day: topology, publishes with confirms, a subscription, acks, nacks, get, deletes."""
+    return b"".join([
+        frame(0x12, {"rid": 1, "name": "q"}),
+        frame(0x12, {"rid": 2, "name": "", "exclusive": True, "auto_delete": True}),
+        frame(0x10, {"rid": 3, "name": "x", "type": "topic"}),
+        frame(0x10, {"rid": 4, "name": "h", "type": "headers", "auto_delete": True}),
+        frame(0x15, {"rid": 5, "exchange": "x", "queue": "q", "key": "a.#"}),
+        frame(0x15, {"rid": 6, "exchange": "x", "to_exchange": "h", "key": "*.b"}),
+        frame(0x15, {"rid": 7, "exchange": "h", "queue": "q", "args": {"x-match": "any", "k": 1}}),
+        frame(0x20, {"seq": 1, "exchange": "x", "key": "a.b", "mandatory": True, "headers": {"k": 1}}, b"one"),
+        frame(0x20, {"seq": 2, "exchange": "x", "key": "zz", "mandatory": True}, b"two"),
+        frame(0x20, {"seq": 3, "key": "q", "props": {"user_id": "guest", "priority": 3}}, b"three"),
+        frame(0x30, {"rid": 8, "sub": 1, "queue": "q", "credit": 2}),
+        frame(0x35, {"tag": 1}),
+        frame(0x36, {"tag": 2, "requeue": True}),
+        frame(0x32, {"sub": 1, "credit": 3}),
+        frame(0x37, {"rid": 9, "queue": "q"}),
+        frame(0x35, {"tag": 0, "multiple": True}),
+        frame(0x31, {"rid": 10, "sub": 1}),
+        frame(0x16, {"rid": 11, "exchange": "x", "queue": "q", "key": "a.#"}),
+        frame(0x14, {"rid": 12, "name": "q"}),
+        frame(0x13, {"rid": 13, "name": "q", "if_empty": True}),
+        frame(0x11, {"rid": 14, "name": "x"}),
+        frame(0x03, {}),
+    ])
+
+
 def main():
     frames = load("frames.json") + load("encodings.json")
     for v in frames:
@@ -37,6 +74,16 @@ def main():
         write("fuzz_frame_decoder", v["name"], bytes([len(frame) % 64]) + PREAMBLE + frame)
         write("fuzz_header_decoder", v["name"], bytes([op]) + header)
         write("fuzz_round_trip", v["name"], frame)
+    # Sessions: realistic request sequences built from the vectors' client-to-server frames.
+    client_ops = {0x05, 0x03, 0x04, 0x10, 0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x20, 0x30, 0x31, 0x32, 0x35, 0x36, 0x37}
+    client_frames = [bytes.fromhex(v["frame"]) for v in load("frames.json") if v["op"] in client_ops]
+    for routing in (0x00, 0x0f, 0xf0):
+        write("fuzz_session", "scenario-%02x" % routing, bytes([routing]) + session_scenario())
+    for routing in (0x00, 0x55, 0xff):
+        write("fuzz_session", "client-frames-%02x" % routing, bytes([routing]) + b"".join(client_frames))
+    for v in frames:
+        if v["op"] in client_ops:
+            write("fuzz_session", v["name"], b"\x00" + bytes.fromhex(v["frame"]))
     # Every frame of frames.json in one stream: sessions of several frames.
     stream = b"".join(bytes.fromhex(v["frame"]) for v in load("frames.json"))
     write("fuzz_frame_decoder", "all-frames", b"\x07" + PREAMBLE + stream)
