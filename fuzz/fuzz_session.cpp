@@ -42,7 +42,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::uint8_t routing = data[0];
   firemq::BrokerConfig config;
-  firemq::Core core(definitions());
+  firemq::ManualTime time;
+  firemq::Core core(definitions(), time);
   CountingOutbox out_a, out_b;
   firemq::Session a(firemq::SessionEnv{config, definitions(), core}, out_a, "a");
   firemq::Session b(firemq::SessionEnv{config, definitions(), core}, out_b, "b");
@@ -63,6 +64,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     session.on_frame(decoder.take_frame());
     if (was_closing && out.frames != before) std::abort();  // a closing session answers nothing
     session.flush();
+    time.advance(routing);  // time passes between frames, so TTLs and x-expires fire too
+    core.tick();
   }
   a.on_connection_lost();
   return 0;

@@ -52,6 +52,7 @@ int Broker::run() {
     if (!ec) begin_shutdown();
   });
   asio::co_spawn(io_, accept_loop(), asio::detached);
+  asio::co_spawn(io_, tick_loop(), asio::detached);
   io_.run();
   return 0;
 }
@@ -65,6 +66,17 @@ awaitable<void> Broker::accept_loop() {
       continue;  // e.g. too many open files: this client is lost, the listener goes on
     }
     std::make_shared<Connection>(std::move(socket), SessionEnv{config_, definitions_, core_}, registry_)->start();
+  }
+}
+
+awaitable<void> Broker::tick_loop() {
+  // The precision of message TTL and x-expires (docs/spec-notes.md, Q40).
+  asio::steady_timer timer(io_);
+  while (!shutting_down_) {
+    timer.expires_after(kTickInterval);
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+    core_.tick();
   }
 }
 

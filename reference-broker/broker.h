@@ -27,13 +27,15 @@ class Broker {
 
  private:
   awaitable<void> accept_loop();
+  awaitable<void> tick_loop();
   void begin_shutdown();
   awaitable<void> finish_shutdown();
   Status write_port_file(std::uint16_t port) const;
 
   BrokerConfig config_;
   Definitions definitions_;
-  Core core_{definitions_};
+  SystemTime time_;
+  Core core_{definitions_, time_};
   asio::io_context io_{1};
   asio::ip::tcp::acceptor acceptor_{io_};
   asio::signal_set signals_{io_, SIGTERM, SIGINT};

@@ -26,6 +26,9 @@ struct BrokerConfig {
 // stops reading from it until the queue drains (a peer that sends but never reads meets this limit).
 inline constexpr std::size_t kMaxPendingBytes = 8 * 1024 * 1024;
 
+// How often expired messages and unused queues are looked for: the precision of TTL and x-expires.
+inline constexpr std::chrono::milliseconds kTickInterval{20};
+
 inline constexpr const char* kServerName = "firemq";
 inline constexpr const char* kServerVersion = "0.1.0";
 

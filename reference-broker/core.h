@@ -7,14 +7,20 @@
 #include <string>
 
 #include "reference-broker/definitions.h"
+#include "reference-broker/time_source.h"
 #include "reference-broker/vhost.h"
 
 namespace firemq {
 
 class Core {
  public:
-  explicit Core(const Definitions& definitions) {
-    for (const std::string& name : definitions.vhost_names()) vhosts_.emplace(name, std::make_unique<Vhost>(name));
+  // `time` must outlive the core: every expiry and timestamp in it comes from there.
+  Core(const Definitions& definitions, const TimeSource& time) {
+    for (const std::string& name : definitions.vhost_names()) vhosts_.emplace(name, std::make_unique<Vhost>(name, time));
+  }
+  // Time passes (the broker calls this every few tens of milliseconds): TTLs and x-expires take effect.
+  void tick() {
+    for (auto& [name, vhost] : vhosts_) vhost->tick();
   }
   // nullptr for a vhost that does not exist.
   Vhost* vhost(const std::string& name) {

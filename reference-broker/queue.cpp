@@ -3,31 +3,129 @@
 #include <algorithm>
 
 namespace firemq {
+namespace {
 
-void Queue::enqueue(MessagePtr message) {
-  const std::uint64_t position = next_position_++;
-  ready_.emplace(position, QueuedMessage{std::move(message), position, false});
-  dispatch();
+// props.expiration: "expiration, in milliseconds" (a uint, present to count; docs/spec-notes.md Q29).
+std::optional<std::uint64_t> message_expiration(const BrokerMessage& m) {
+  const Value* v = m.props.get("expiration");
+  const auto* ms = v ? v->get_if<std::uint64_t>() : nullptr;
+  return ms ? std::optional<std::uint64_t>(*ms) : std::nullopt;
+}
+
+// props.priority; "a priority above the maximum counts as the maximum"; none is 0.
+std::uint8_t message_priority(const BrokerMessage& m, std::uint8_t max_priority) {
+  if (max_priority == 0) return 0;
+  const Value* v = m.props.get("priority");
+  const auto* p = v ? v->get_if<std::uint64_t>() : nullptr;
+  return static_cast<std::uint8_t>(std::min<std::uint64_t>(p ? *p : 0, max_priority));
+}
+
+}  // namespace
+
+Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer)
+    : settings_(std::move(settings)), time_(time), dead_letterer_(dead_letterer), last_used_ms_(time.now_ms()) {}
+
+QueuedMessage Queue::make_queued(MessagePtr message) {
+  QueuedMessage q;
+  q.position = next_position_++;
+  q.priority = message_priority(*message, settings_.arguments.max_priority);
+  // "the lower of the two wins": the queue's x-message-ttl and the message's expiration.
+  std::optional<std::uint64_t> ttl = settings_.arguments.message_ttl_ms;
+  if (auto own = message_expiration(*message)) {
+    ttl = ttl ? std::min(*ttl, *own) : *own;
+    has_expiring_ = true;
+  }
+  if (ttl) q.expires_at_ms = time_.now_ms() + *ttl;
+  q.message = std::move(message);
+  return q;
+}
+
+void Queue::insert_ready(QueuedMessage message) {
+  ready_bytes_ += message.message->body.size();
+  const ReadyKey key{message.priority, message.position};
+  ready_.emplace(key, std::move(message));
+}
+
+QueuedMessage Queue::pop_head() {
+  QueuedMessage head = std::move(ready_.begin()->second);
+  ready_.erase(ready_.begin());
+  ready_bytes_ -= head.message->body.size();
+  return head;
+}
+
+bool Queue::over_limits(std::size_t extra_count, std::uint64_t extra_bytes) const {
+  const QueueArguments& a = settings_.arguments;
+  return (a.max_length && ready_.size() + extra_count > *a.max_length) ||
+         (a.max_length_bytes && ready_bytes_ + extra_bytes > *a.max_length_bytes);
+}
+
+bool Queue::enqueue(MessagePtr message) {
+  expire_messages();
+  const QueueArguments& a = settings_.arguments;
+  if (a.overflow != Overflow::drop_head && over_limits(1, message->body.size())) {
+    // reject-publish: refused, the publisher is nacked; reject-publish-dlx dead-letters it too.
+    if (a.overflow == Overflow::reject_publish_dlx && dead_letterer_) {
+      dead_letterer_->dead_letter(*this, make_queued(std::move(message)), DeathReason::maxlen);
+    }
+    return false;
+  }
+  insert_ready(make_queued(std::move(message)));
+  dispatch_ready();
+  drop_head_while_over_limits();
+  // TTL 0: what no consumer could take at once expires now.
+  expire_messages();
+  return true;
+}
+
+void Queue::drop_head_while_over_limits() {
+  // drop-head: "drop or dead-letter from the head, reason maxlen" while over either limit.
+  while (!ready_.empty() && over_limits(0, 0)) {
+    QueuedMessage dropped = pop_head();
+    if (dead_letterer_) dead_letterer_->dead_letter(*this, dropped, DeathReason::maxlen);
+  }
+}
+
+void Queue::expire_messages() {
+  if (!has_timers()) return;
+  const std::uint64_t now = time_.now_ms();
+  // "Expired messages are never delivered or returned by get", removed from the head.
+  while (!ready_.empty()) {
+    const QueuedMessage& head = ready_.begin()->second;
+    if (!head.expires_at_ms || *head.expires_at_ms > now) break;
+    QueuedMessage expired = pop_head();
+    if (dead_letterer_) dead_letterer_->dead_letter(*this, expired, DeathReason::expired);
+  }
+}
+
+bool Queue::expired_unused() const {
+  const auto& expires = settings_.arguments.expires_ms;
+  return expires && consumers_.empty() && time_.now_ms() - last_used_ms_ >= *expires;
 }
 
 void Queue::requeue(QueuedMessage message) {
   on_settled();
   message.redelivered = true;
-  ready_.emplace(message.position, std::move(message));
+  insert_ready(std::move(message));
   dispatch();
 }
 
+void Queue::reject(const QueuedMessage& message) {
+  on_settled();
+  if (dead_letterer_) dead_letterer_->dead_letter(*this, message, DeathReason::rejected);
+}
+
 std::optional<QueuedMessage> Queue::take_next() {
+  touch();
+  expire_messages();
   if (ready_.empty()) return std::nullopt;
-  QueuedMessage next = std::move(ready_.begin()->second);
-  ready_.erase(ready_.begin());
   ++unacked_;  // as dispatch(): settled at once by the session when the get is no_ack
-  return next;
+  return pop_head();
 }
 
 std::size_t Queue::purge() {
   const std::size_t purged = ready_.size();
   ready_.clear();
+  ready_bytes_ = 0;
   return purged;
 }
 
@@ -35,6 +133,7 @@ void Queue::add_consumer(Consumer* consumer, bool exclusive) {
   consumers_.push_back(consumer);
   exclusive_consumer_ = exclusive_consumer_ || exclusive;
   ever_had_consumer_ = true;
+  touch();
 }
 
 void Queue::remove_consumer(Consumer* consumer) {
@@ -43,9 +142,14 @@ void Queue::remove_consumer(Consumer* consumer) {
   consumers_.erase(it);
   if (consumers_.empty()) exclusive_consumer_ = false;
   if (round_robin_ >= consumers_.size()) round_robin_ = 0;
+  touch();
+  dispatch();  // with a single active consumer, the next one takes over now
 }
 
 Consumer* Queue::next_consumer_with_credit() {
+  if (consumers_.empty()) return nullptr;
+  // x-single-active-consumer: "one consumer at a time gets messages", the first still registered.
+  if (settings_.arguments.single_active_consumer) return consumers_.front()->can_take() ? consumers_.front() : nullptr;
   // "messages go round the consumers that have credit; one without credit never holds up the rest"
   for (std::size_t tried = 0; tried < consumers_.size(); ++tried) {
     Consumer* candidate = consumers_[round_robin_];
@@ -56,15 +160,18 @@ Consumer* Queue::next_consumer_with_credit() {
 }
 
 void Queue::dispatch() {
+  expire_messages();
+  dispatch_ready();
+}
+
+void Queue::dispatch_ready() {
   if (dispatching_) return;  // a consumer's take() may lead back here; the loop below already covers it
   dispatching_ = true;
-  while (!ready_.empty() && !consumers_.empty()) {
+  while (!ready_.empty()) {
     Consumer* consumer = next_consumer_with_credit();
     if (consumer == nullptr) break;
-    QueuedMessage message = std::move(ready_.begin()->second);
-    ready_.erase(ready_.begin());
     ++unacked_;  // the consumer settles it at once if its subscription is no_ack
-    consumer->take(std::move(message), *this);
+    consumer->take(pop_head(), *this);
   }
   dispatching_ = false;
 }

@@ -1,5 +1,7 @@
-// A queue: its ready messages in order, its consumers, and fair dispatch among those that have credit.
-// Runs on the broker thread only. A Consumer registered here must be removed before it is destroyed.
+// A queue: its ready messages in order, its consumers, fair dispatch among those that have credit, and the
+// queue arguments that shape all of that (TTL, length limits and overflow, dead-lettering, priorities, single
+// active consumer, expiry when unused). Runs on the broker thread only. A Consumer registered here must be
+// removed before it is destroyed.
 #pragma once
 
 #include <cstdint>
@@ -10,17 +12,21 @@
 
 #include "protocol/value.h"
 #include "reference-broker/broker_message.h"
+#include "reference-broker/queue_arguments.h"
+#include "reference-broker/time_source.h"
 
 namespace firemq {
 
 class Queue;
 
 // A message in a queue. `position` is its place in the queue's order, kept when it is requeued, so that "nack
-// with requeue puts the message back at its original position".
+// with requeue puts the message back at its original position"; so are its priority and its expiry.
 struct QueuedMessage {
   MessagePtr message;
   std::uint64_t position = 0;
   bool redelivered = false;
+  std::uint8_t priority = 0;
+  std::optional<std::uint64_t> expires_at_ms;  // the lower of the queue's TTL and the message's expiration
 };
 
 // A subscription as the queue sees it (the session implements it).
@@ -35,25 +41,39 @@ class Consumer {
   virtual void on_queue_deleted(Queue& queue) = 0;
 };
 
+enum class DeathReason { rejected, expired, maxlen };
+
+// Where a queue sends the messages it dead-letters (the vhost, which knows the exchanges).
+class DeadLetterer {
+ public:
+  virtual ~DeadLetterer() = default;
+  virtual void dead_letter(const Queue& from, const QueuedMessage& message, DeathReason reason) = 0;
+};
+
 struct QueueSettings {
   std::string name;
   bool durable = false;
   bool auto_delete = false;
   std::string exclusive_owner;  // the owning connection's id; empty when not exclusive
-  Map args;
+  Map args;                     // as declared, for redeclare comparisons
+  QueueArguments arguments;     // parsed from args
 };
 
 class Queue {
  public:
-  explicit Queue(QueueSettings settings) : settings_(std::move(settings)) {}
+  // `time` and `dead_letterer` must outlive the queue; dead_letterer may be null (messages are then dropped).
+  Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer = nullptr);
 
   const QueueSettings& settings() const { return settings_; }
   const std::string& name() const { return settings_.name; }
   bool exclusive() const { return !settings_.exclusive_owner.empty(); }
 
-  void enqueue(MessagePtr message);
+  // Enqueues a published message; false when the queue refused it (x-overflow reject-publish[-dlx], full).
+  bool enqueue(MessagePtr message);
   // A message that was delivered and not acknowledged goes back to its original position, redelivered.
   void requeue(QueuedMessage message);
+  // A delivery settled without requeue: dead-lettered (reason rejected) when the queue has a dead-letter exchange.
+  void reject(const QueuedMessage& message);
   // The next ready message, for get, counted as unacknowledged; nullopt when none is ready.
   std::optional<QueuedMessage> take_next();
   // Drops the ready messages; returns how many.
@@ -72,15 +92,40 @@ class Queue {
   // The queue is being deleted: every consumer is told, and forgotten.
   void cancel_consumers();
 
+  // Expiry: messages whose TTL passed leave from the head; x-expires: the queue is unused for that long.
+  void expire_messages();
+  void touch() { last_used_ms_ = time_.now_ms(); }  // a declare, a get, a consumer: "used"
+  bool expired_unused() const;
+  bool has_timers() const { return settings_.arguments.message_ttl_ms || settings_.arguments.expires_ms || has_expiring_; }
+
   std::size_t ready_count() const { return ready_.size(); }
+  std::uint64_t ready_bytes() const { return ready_bytes_; }
   std::size_t unacked_count() const { return unacked_; }
   void on_settled() { if (unacked_ > 0) --unacked_; }  // an unacknowledged delivery was acked or dropped
 
  private:
+  // Ready messages in delivery order: higher priority first, then by position (FIFO within a priority).
+  struct ReadyKey {
+    std::uint8_t priority;
+    std::uint64_t position;
+    bool operator<(const ReadyKey& o) const {
+      return priority != o.priority ? priority > o.priority : position < o.position;
+    }
+  };
+
+  void insert_ready(QueuedMessage message);
+  QueuedMessage pop_head();
+  void dispatch_ready();
+  void drop_head_while_over_limits();
+  bool over_limits(std::size_t extra_count, std::uint64_t extra_bytes) const;
   Consumer* next_consumer_with_credit();
+  QueuedMessage make_queued(MessagePtr message);
 
   QueueSettings settings_;
-  std::map<std::uint64_t, QueuedMessage> ready_;  // by position
+  const TimeSource& time_;
+  DeadLetterer* dead_letterer_;
+  std::map<ReadyKey, QueuedMessage> ready_;
+  std::uint64_t ready_bytes_ = 0;
   std::uint64_t next_position_ = 1;
   std::size_t unacked_ = 0;
   std::vector<Consumer*> consumers_;
@@ -88,6 +133,8 @@ class Queue {
   bool exclusive_consumer_ = false;
   bool ever_had_consumer_ = false;
   bool dispatching_ = false;
+  bool has_expiring_ = false;  // a message with its own expiration was enqueued
+  std::uint64_t last_used_ms_;
 };
 
 }  // namespace firemq

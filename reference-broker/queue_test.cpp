@@ -27,6 +27,8 @@ QueueSettings settings(std::string name) {
   return s;
 }
 
+ManualTime time_;
+
 MessagePtr message(std::string body) {
   return std::make_shared<BrokerMessage>(BrokerMessage{"", "q", {}, {}, Bytes(body.begin(), body.end()), false});
 }
@@ -34,7 +36,7 @@ MessagePtr message(std::string body) {
 std::string body(const QueuedMessage& m) { return std::string(m.message->body.begin(), m.message->body.end()); }
 
 TEST(QueueDispatch, NeverMoreThanTheCreditGranted) {
-  Queue q(settings("q"));
+  Queue q(settings("q"), time_);
   TestConsumer c;
   c.credit = 2;
   q.add_consumer(&c, false);
@@ -48,7 +50,7 @@ TEST(QueueDispatch, NeverMoreThanTheCreditGranted) {
 }
 
 TEST(QueueDispatch, RoundRobinAmongConsumersWithCredit) {
-  Queue q(settings("q"));
+  Queue q(settings("q"), time_);
   TestConsumer a, b, starved;
   a.credit = b.credit = 10;
   q.add_consumer(&a, false);
@@ -61,7 +63,7 @@ TEST(QueueDispatch, RoundRobinAmongConsumersWithCredit) {
 }
 
 TEST(QueueDispatch, RequeuedMessageGoesBackToItsOriginalPosition) {
-  Queue q(settings("q"));
+  Queue q(settings("q"), time_);
   for (const char* b : {"1", "2", "3"}) q.enqueue(message(b));
   QueuedMessage first = *q.take_next();
   EXPECT_EQ(q.unacked_count(), 1u);  // until acked, requeued, or settled at once for no_ack
@@ -74,7 +76,7 @@ TEST(QueueDispatch, RequeuedMessageGoesBackToItsOriginalPosition) {
 }
 
 TEST(QueueDispatch, PurgeRemovesReadyMessagesOnly) {
-  Queue q(settings("q"));
+  Queue q(settings("q"), time_);
   TestConsumer c;
   c.credit = 1;
   q.add_consumer(&c, false);
@@ -86,7 +88,7 @@ TEST(QueueDispatch, PurgeRemovesReadyMessagesOnly) {
 TEST(QueueDispatch, AutoDeleteIsDueOnlyAfterAConsumerCameAndWent) {
   QueueSettings auto_delete = settings("q");
   auto_delete.auto_delete = true;
-  Queue q(auto_delete);
+  Queue q(auto_delete, time_);
   EXPECT_FALSE(q.auto_delete_due());
   TestConsumer c;
   q.add_consumer(&c, false);
@@ -96,7 +98,7 @@ TEST(QueueDispatch, AutoDeleteIsDueOnlyAfterAConsumerCameAndWent) {
 }
 
 TEST(QueueDispatch, DeletingTheQueueTellsEveryConsumer) {
-  Queue q(settings("q"));
+  Queue q(settings("q"), time_);
   TestConsumer a, b;
   q.add_consumer(&a, false);
   q.add_consumer(&b, false);

@@ -120,8 +120,8 @@ void Session::send_welcome() {
   welcome.conn_id = conn_id_;
   welcome.heartbeat = heartbeat_;
   welcome.max_frame = env_.config.max_frame;
-  // Only what this broker implements; dead-letter and ttl come with the queue arguments.
-  welcome.caps = {"confirms", "credit", "mandatory", "exchange-bindings"};
+  // "Version 1 servers send confirms, credit, mandatory, exchange-bindings, dead-letter and ttl."
+  welcome.caps = {"confirms", "credit", "mandatory", "exchange-bindings", "dead-letter", "ttl"};
   state_ = State::open;
   out_.send(welcome);
 }

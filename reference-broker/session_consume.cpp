@@ -128,7 +128,7 @@ void Session::on_nack(const op::Nack& r) {
     if (r.requeue) {
       q->requeue(std::move(u.message));  // "delivered again with redelivered: true", at its original position
     } else {
-      q->on_settled();  // dropped; dead-lettering comes with the queue arguments
+      q->reject(u.message);  // "dead-lettered when the queue has a dead-letter exchange, and dropped otherwise"
     }
   }
 }

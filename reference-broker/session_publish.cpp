@@ -35,8 +35,15 @@ void Session::on_publish(op::Publish& p, ByteView body) {
   auto message = std::make_shared<BrokerMessage>(
       BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
                     Bytes(body.begin(), body.end()), p.persistent});
-  for (Queue* queue : route->queues) queue->enqueue(message);
-  confirm(p.seq);
+  std::string refused_by;
+  for (Queue* queue : route->queues) {
+    // "the other queues the message was routed to still get it"
+    if (!queue->enqueue(message) && refused_by.empty()) refused_by = queue->name();
+  }
+  if (refused_by.empty()) return confirm(p.seq);
+  // x-overflow reject-publish: "a confirm nack with a code and msg" (resource-error: the queue is full).
+  reject_publish(p.seq, make_error(ReplyCode::resource_error,
+                                   "queue '" + refused_by + "' is full and its x-overflow refuses new messages"));
 }
 
 void Session::confirm(std::uint64_t seq) {

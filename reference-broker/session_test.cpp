@@ -42,7 +42,8 @@ class SessionTest : public ::testing::Test {
 
   BrokerConfig config_;
   Definitions definitions_ = test_definitions();
-  Core core_{definitions_};
+  ManualTime time_;
+  Core core_{definitions_, time_};
   RecordingOutbox out_;
   Session session_{SessionEnv{config_, definitions_, core_}, out_, "test-conn"};
 };
@@ -56,7 +57,7 @@ TEST_F(SessionTest, HelloGetsWelcomeWithTheNegotiatedValues) {
   EXPECT_EQ(welcome.conn_id, "test-conn");
   EXPECT_EQ(welcome.heartbeat, 30u);
   EXPECT_EQ(welcome.max_frame, kDefaultMaxFrame);
-  EXPECT_EQ(welcome.caps, (StrList{"confirms", "credit", "mandatory", "exchange-bindings"}));
+  EXPECT_EQ(welcome.caps, (StrList{"confirms", "credit", "mandatory", "exchange-bindings", "dead-letter", "ttl"}));
   EXPECT_EQ(session_.state(), Session::State::open);
   EXPECT_EQ(session_.vhost(), "/");
   EXPECT_EQ(session_.max_frame(), kDefaultMaxFrame);

@@ -1,18 +1,10 @@
 // The spec's "Topology" section: declare and delete exchanges and queues, purge, bind and unbind. The rules
 // themselves live in vhost.cpp; the session turns outcomes into replies.
-#include <array>
-
 #include "protocol/reply_codes.h"
 #include "reference-broker/session.h"
 
 namespace firemq {
 namespace {
-
-// Queue and exchange arguments whose behaviour this broker does not implement yet (they arrive with the queue
-// features). Refused rather than accepted and ignored: a broker must not claim what it does not do.
-constexpr std::array<std::string_view, 9> kQueueArgumentsNotYetImplemented = {
-    "x-message-ttl",          "x-expires",      "x-max-length", "x-max-length-bytes",       "x-overflow",
-    "x-dead-letter-exchange", "x-dead-letter-routing-key", "x-single-active-consumer", "x-max-priority"};
 
 Status check_queue_arguments(const Map& args) {
   if (const Value* type = find(args, "x-queue-type")) {
@@ -22,22 +14,12 @@ Status check_queue_arguments(const Map& args) {
       return make_error(ReplyCode::not_implemented, "x-queue-type 'stream' is reserved for a later protocol version");
     }
   }
-  for (std::string_view name : kQueueArgumentsNotYetImplemented) {
-    if (find(args, name) != nullptr) {
-      return make_error(ReplyCode::not_implemented, "queue argument '" + std::string(name) +
-                                                        "' is not implemented by this broker yet");
-    }
-  }
   return std::nullopt;
 }
 
 }  // namespace
 
 void Session::on_declare_exchange(const op::DeclareExchange& r) {
-  if (find(r.args, "alternate-exchange") != nullptr) {
-    return refuse(r.rid, make_error(ReplyCode::not_implemented,
-                                    "exchange argument 'alternate-exchange' is not implemented by this broker yet"));
-  }
   if (Status bad = vhost_->declare_exchange(r)) return refuse(r.rid, *bad);
   reply_ok(r.rid);
 }

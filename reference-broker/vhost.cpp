@@ -30,12 +30,18 @@ Status compare_exchange(const Exchange& existing, const op::DeclareExchange& r, 
   if (existing.durable != r.durable) return mismatch("durable", text(r.durable), text(existing.durable));
   if (existing.auto_delete != r.auto_delete) return mismatch("auto_delete", text(r.auto_delete), text(existing.auto_delete));
   if (existing.internal != r.internal) return mismatch("internal", text(r.internal), text(existing.internal));
+  const Value* was = find(existing.args, "alternate-exchange");
+  const Value* now = find(r.args, "alternate-exchange");
+  if (!((was == nullptr && now == nullptr) || (was && now && *was == *now))) {
+    auto name = [](const Value* v) { return v && v->is<std::string>() ? *v->get_if<std::string>() : std::string("none"); };
+    return mismatch("alternate-exchange", name(now), name(was));
+  }
   return std::nullopt;
 }
 
 }  // namespace
 
-Vhost::Vhost(std::string name) : name_(std::move(name)) {
+Vhost::Vhost(std::string name, const TimeSource& time) : name_(std::move(name)), time_(time) {
   // The built-ins of every vhost, as RabbitMQ's (docs/spec-notes.md, "Built-in exchanges").
   add_builtin("", ExchangeType::direct);
   add_builtin("amq.direct", ExchangeType::direct);
@@ -67,6 +73,10 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
   if (!type) {
     return refused(ReplyCode::precondition_failed,
                    "unknown exchange type '" + r.type + "': expected direct, fanout, topic or headers");
+  }
+  if (const Value* ae = find(r.args, "alternate-exchange"); ae && !ae->is<std::string>()) {
+    return refused(ReplyCode::precondition_failed, "invalid arg 'alternate-exchange' for " + exchange_label(r.name) +
+                                                       ": expected a str, got " + std::string(type_name(*ae)));
   }
   if (it != exchanges_.end()) return compare_exchange(it->second, r, *type);
   if (reserved_name(r.name)) {
@@ -159,15 +169,21 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
       return refused(ReplyCode::resource_locked, "queue " + quoted(r.name) + " exists with exclusive " +
                                                      ((*q)->exclusive() ? "true" : "false"));
     }
+    if (!r.passive) {
+      if (Status bad = compare_queue_arguments(s.args, r.args, r.name, name_)) return std::move(*bad);
+    }
+    (*q)->touch();  // x-expires: a declare counts as use
+    (*q)->expire_messages();
     return op::Ok{r.rid, r.name, (*q)->ready_count(), (*q)->consumer_count(), false};
   }
   if (reserved_name(r.name)) {
     return refused(ReplyCode::access_refused, "queue name " + quoted(r.name) + " uses the reserved prefix 'amq.'");
   }
-  QueueSettings settings{r.name.empty() ? server_named_queue() : r.name, r.durable, r.auto_delete,
-                         r.exclusive ? conn_id : std::string(), r.args};
-  const std::string name = settings.name;
-  queues_.emplace(name, std::make_shared<Queue>(std::move(settings)));
+  const std::string name = r.name.empty() ? server_named_queue() : r.name;
+  Result<QueueArguments> arguments = parse_queue_arguments(r.args, name, name_);
+  if (!arguments) return arguments.error();
+  QueueSettings settings{name, r.durable, r.auto_delete, r.exclusive ? conn_id : std::string(), r.args, *arguments};
+  queues_.emplace(name, std::make_shared<Queue>(std::move(settings), time_, static_cast<DeadLetterer*>(this)));
   return op::Ok{r.rid, name, 0, 0, false};
 }
 
@@ -208,6 +224,17 @@ std::shared_ptr<Queue> Vhost::shared_queue(const Queue& queue) const {
 
 void Vhost::delete_if_auto_delete_due(Queue& queue) {
   if (queue.auto_delete_due()) remove_queue(queue.name());
+}
+
+void Vhost::tick() {
+  std::vector<std::string> unused;
+  for (const auto& [name, q] : queues_) {
+    if (!q->has_timers()) continue;
+    q->expire_messages();
+    // "x-expires: the queue is deleted after being unused that long"; its messages are not dead-lettered.
+    if (q->expired_unused()) unused.push_back(name);
+  }
+  for (const std::string& name : unused) remove_queue(name);
 }
 
 void Vhost::on_connection_closed(const std::string& conn_id) {
@@ -295,11 +322,31 @@ Result<Route> Vhost::route(const std::string& exchange, const std::string& key, 
     if (q != queues_.end()) route.queues.push_back(q->second.get());
     return route;
   }
-  // Exchange-to-exchange bindings may form loops and diamonds: each exchange is visited once, each queue is
-  // reached once.
   std::set<std::string> visited{exchange};
   std::set<Queue*> reached;
-  std::deque<const Exchange*> pending{&it->second};
+  route_from(it->second, key, headers, visited, reached, route);
+  // alternate-exchange: "unroutable messages go to it, chains stop at a repeat"; a message routed through it
+  // counts as routed (for mandatory).
+  std::set<std::string> alternates{exchange};
+  const Exchange* current = &it->second;
+  while (route.queues.empty()) {
+    const Value* ae = find(current->args, "alternate-exchange");
+    const auto* ae_name = ae ? ae->get_if<std::string>() : nullptr;
+    if (ae_name == nullptr || !alternates.insert(*ae_name).second) break;
+    auto next = exchanges_.find(*ae_name);
+    if (next == exchanges_.end()) break;  // "A missing AE is not an error."
+    current = &next->second;
+    visited.insert(*ae_name);
+    route_from(*current, key, headers, visited, reached, route);
+  }
+  return route;
+}
+
+void Vhost::route_from(const Exchange& start, const std::string& key, const Map& headers,
+                       std::set<std::string>& visited, std::set<Queue*>& reached, Route& route) const {
+  // Exchange-to-exchange bindings may form loops and diamonds: each exchange is visited once, each queue is
+  // reached once.
+  std::deque<const Exchange*> pending{&start};
   while (!pending.empty()) {
     const Exchange& e = *pending.front();
     pending.pop_front();
@@ -313,7 +360,6 @@ Result<Route> Vhost::route(const std::string& exchange, const std::string& key, 
       }
     }
   }
-  return route;
 }
 
 }  // namespace firemq

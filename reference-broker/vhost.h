@@ -14,6 +14,7 @@
 #include "protocol/messages.h"
 #include "reference-broker/exchange_routing.h"
 #include "reference-broker/queue.h"
+#include "reference-broker/time_source.h"
 
 namespace firemq {
 
@@ -41,9 +42,10 @@ struct Route {
   std::vector<Queue*> queues;
 };
 
-class Vhost {
+class Vhost : private DeadLetterer {
  public:
-  explicit Vhost(std::string name);
+  // `time` must outlive the vhost.
+  Vhost(std::string name, const TimeSource& time);
 
   const std::string& name() const { return name_; }
 
@@ -66,6 +68,8 @@ class Vhost {
   void delete_if_auto_delete_due(Queue& queue);
   // The connection closed: its exclusive queues go.
   void on_connection_closed(const std::string& conn_id);
+  // Time passes: expired messages leave their queues, queues unused for their x-expires are deleted.
+  void tick();
 
   const std::map<std::string, Exchange>& exchanges() const { return exchanges_; }
   const std::map<std::string, std::shared_ptr<Queue>>& queues() const { return queues_; }
@@ -74,6 +78,9 @@ class Vhost {
 
  private:
   void add_builtin(const std::string& name, ExchangeType type);
+  void dead_letter(const Queue& from, const QueuedMessage& message, DeathReason reason) override;
+  void route_from(const Exchange& exchange, const std::string& key, const Map& headers, std::set<std::string>& visited,
+                  std::set<Queue*>& reached, Route& route) const;
   void remove_queue(const std::string& name);
   void remove_exchange(const std::string& name);
   void remove_bindings_to(const std::string& destination, bool to_exchange);
@@ -82,6 +89,7 @@ class Vhost {
   std::string server_named_queue();
 
   std::string name_;
+  const TimeSource& time_;
   std::map<std::string, Exchange> exchanges_;
   // Shared so that unacknowledged deliveries can refer to their queue weakly: a deleted queue is gone for them too.
   std::map<std::string, std::shared_ptr<Queue>> queues_;

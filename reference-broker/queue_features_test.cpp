@@ -1,0 +1,301 @@
+// The queue arguments with the clock in the test's hand: TTL, x-expires, length limits and overflow,
+// dead-lettering with x-death, priorities, single active consumer, alternate exchanges, argument checks.
+#include <gtest/gtest.h>
+
+#include "reference-broker/vhost.h"
+
+namespace firemq {
+namespace {
+
+struct TestConsumer : Consumer {
+  std::uint64_t credit = 100;
+  std::vector<QueuedMessage> taken;
+  bool can_take() const override { return credit > 0; }
+  void take(QueuedMessage m, Queue&) override {
+    --credit;
+    taken.push_back(std::move(m));
+  }
+  void on_queue_deleted(Queue&) override {}
+};
+
+class QueueFeatures : public ::testing::Test {
+ protected:
+  Queue& declare(const std::string& name, Map args) {
+    op::DeclareQueue d;
+    d.name = name;
+    d.args = std::move(args);
+    auto ok = vhost_.declare_queue(d, "conn");
+    EXPECT_TRUE(ok.ok()) << (ok.ok() ? "" : ok.error().msg);
+    return *vhost_.usable_queue(name, "conn").value();
+  }
+  Status declare_status(const std::string& name, Map args) {
+    op::DeclareQueue d;
+    d.name = name;
+    d.args = std::move(args);
+    auto ok = vhost_.declare_queue(d, "conn");
+    return ok ? Status() : ok.error();
+  }
+  void exchange(const std::string& name, const std::string& type, Map args = {}) {
+    op::DeclareExchange d;
+    d.name = name;
+    d.type = type;
+    d.args = std::move(args);
+    ASSERT_FALSE(vhost_.declare_exchange(d));
+  }
+  void bind(const std::string& exchange, const std::string& queue, const std::string& key) {
+    op::BindFields b;
+    b.exchange = exchange;
+    b.queue = queue;
+    b.key = key;
+    ASSERT_FALSE(vhost_.bind(b, "conn"));
+  }
+  static MessagePtr message(std::string body, Map props = {}) {
+    return std::make_shared<BrokerMessage>(
+        BrokerMessage{"src", "rk", Props{std::move(props)}, {}, Bytes(body.begin(), body.end()), false});
+  }
+  static std::string body(const QueuedMessage& m) { return std::string(m.message->body.begin(), m.message->body.end()); }
+
+  ManualTime time_;
+  Vhost vhost_{"/", time_};
+};
+
+Map args(std::initializer_list<MapEntry> entries) { return Map(entries); }
+
+TEST_F(QueueFeatures, ExpiredMessagesAreNeverDeliveredNorReturnedByGet) {
+  Queue& q = declare("q", args({{Value("x-message-ttl"), Value(100)}}));
+  q.enqueue(message("old"));
+  time_.advance(100);
+  EXPECT_FALSE(q.take_next().has_value());
+  q.enqueue(message("new"));
+  time_.advance(99);
+  EXPECT_EQ(body(*q.take_next()), "new");
+}
+
+TEST_F(QueueFeatures, TheLowerOfQueueTtlAndMessageExpirationWins) {
+  Queue& q = declare("q", args({{Value("x-message-ttl"), Value(1000)}}));
+  q.enqueue(message("short", args({{Value("expiration"), Value(50)}})));
+  time_.advance(50);
+  vhost_.tick();
+  EXPECT_EQ(q.ready_count(), 0u);
+}
+
+TEST_F(QueueFeatures, TtlZeroDeliversOnlyWhatAConsumerTakesAtOnce) {
+  Queue& q = declare("q", args({{Value("x-message-ttl"), Value(0)}}));
+  q.enqueue(message("nobody there"));
+  EXPECT_EQ(q.ready_count(), 0u);
+  TestConsumer c;
+  q.add_consumer(&c, false);
+  q.enqueue(message("taken"));
+  ASSERT_EQ(c.taken.size(), 1u);
+  EXPECT_EQ(body(c.taken[0]), "taken");
+}
+
+TEST_F(QueueFeatures, ExpiredMessagesAreDeadLetteredWithXDeath) {
+  exchange("dlx", "fanout");
+  Queue& dead = declare("dead", {});
+  bind("dlx", "dead", "");
+  Queue& q = declare("q", args({{Value("x-message-ttl"), Value(10)}, {Value("x-dead-letter-exchange"), Value("dlx")}}));
+  q.enqueue(message("m", args({{Value("expiration"), Value(5)}})));
+  time_.advance(10);
+  vhost_.tick();
+  ASSERT_EQ(dead.ready_count(), 1u);
+  const QueuedMessage got = *dead.take_next();  // holds the message alive
+  const BrokerMessage& m = *got.message;
+  EXPECT_EQ(m.exchange, "dlx");
+  EXPECT_EQ(m.routing_key, "rk");  // no DLK: the original key
+  EXPECT_EQ(m.props.get("expiration"), nullptr);
+  const Array& deaths = *find(m.headers, "x-death")->get_if<Array>();
+  ASSERT_EQ(deaths.size(), 1u);
+  const Map& d = *deaths[0].get_if<Map>();
+  EXPECT_EQ(*find(d, "count"), Value(1));
+  EXPECT_EQ(*find(d, "reason"), Value("expired"));
+  EXPECT_EQ(*find(d, "queue"), Value("q"));
+  EXPECT_EQ(*find(d, "exchange"), Value("src"));
+  EXPECT_EQ(*find(d, "routing-keys"), Value(Array{Value("rk")}));
+  EXPECT_EQ(*find(d, "original-expiration"), Value(5));
+  EXPECT_EQ(*find(d, "time"), Value(time_.unix_seconds()));
+  EXPECT_EQ(*find(m.headers, "x-first-death-reason"), Value("expired"));
+  EXPECT_EQ(*find(m.headers, "x-last-death-queue"), Value("q"));
+}
+
+TEST_F(QueueFeatures, RepeatedDeathsCountAndMoveToTheFront) {
+  exchange("dlx", "direct");
+  Queue& q = declare("q", args({{Value("x-dead-letter-exchange"), Value("dlx")}, {Value("x-dead-letter-routing-key"), Value("back")}}));
+  bind("dlx", "q", "back");
+  q.enqueue(message("m"));
+  for (int i = 0; i < 2; ++i) {
+    QueuedMessage taken = *q.take_next();
+    q.reject(taken);  // rejected deaths may cycle: a client takes part each time
+  }
+  const QueuedMessage got = *q.take_next();
+  const BrokerMessage& m = *got.message;
+  const Array& deaths = *find(m.headers, "x-death")->get_if<Array>();
+  ASSERT_EQ(deaths.size(), 1u);
+  EXPECT_EQ(*find(*deaths[0].get_if<Map>(), "count"), Value(2));
+  EXPECT_EQ(m.routing_key, "back");
+}
+
+TEST_F(QueueFeatures, ACycleWithoutRejectionIsBroken) {
+  exchange("dlx", "fanout");
+  Queue& q = declare("q", args({{Value("x-message-ttl"), Value(10)}, {Value("x-dead-letter-exchange"), Value("dlx")}}));
+  bind("dlx", "q", "");
+  q.enqueue(message("m"));
+  time_.advance(10);
+  vhost_.tick();
+  EXPECT_EQ(q.ready_count(), 0u);  // expired back into itself: dropped, not looping
+}
+
+TEST_F(QueueFeatures, MissingDeadLetterExchangeDropsTheMessage) {
+  Queue& q = declare("q", args({{Value("x-dead-letter-exchange"), Value("nowhere")}}));
+  q.enqueue(message("m"));
+  q.reject(*q.take_next());
+  EXPECT_EQ(q.ready_count(), 0u);
+}
+
+TEST_F(QueueFeatures, DropHeadKeepsTheNewestAndDeadLettersTheOldest) {
+  exchange("dlx", "fanout");
+  Queue& dead = declare("dead", {});
+  bind("dlx", "dead", "");
+  Queue& q = declare("q", args({{Value("x-max-length"), Value(2)}, {Value("x-dead-letter-exchange"), Value("dlx")}}));
+  for (const char* b : {"1", "2", "3"}) EXPECT_TRUE(q.enqueue(message(b)));
+  EXPECT_EQ(q.ready_count(), 2u);
+  EXPECT_EQ(body(*q.take_next()), "2");
+  ASSERT_EQ(dead.ready_count(), 1u);
+  const QueuedMessage got = *dead.take_next();  // holds the message alive
+  const BrokerMessage& m = *got.message;
+  EXPECT_EQ(*find(*find(m.headers, "x-death")->get_if<Array>()->front().get_if<Map>(), "reason"), Value("maxlen"));
+}
+
+TEST_F(QueueFeatures, MaxLengthBytesCountsBodyBytesOfReadyMessages) {
+  Queue& q = declare("q", args({{Value("x-max-length-bytes"), Value(5)}}));
+  q.enqueue(message("abc"));
+  q.enqueue(message("def"));
+  EXPECT_EQ(q.ready_count(), 1u);
+  EXPECT_EQ(q.ready_bytes(), 3u);
+}
+
+TEST_F(QueueFeatures, RejectPublishRefusesWhenFull) {
+  Queue& q = declare("q", args({{Value("x-max-length"), Value(1)}, {Value("x-overflow"), Value("reject-publish")}}));
+  EXPECT_TRUE(q.enqueue(message("1")));
+  EXPECT_FALSE(q.enqueue(message("2")));
+  EXPECT_EQ(body(*q.take_next()), "1");
+}
+
+TEST_F(QueueFeatures, RejectPublishDlxDeadLettersTheRefusedMessage) {
+  exchange("dlx", "fanout");
+  Queue& dead = declare("dead", {});
+  bind("dlx", "dead", "");
+  Queue& q = declare("q", args({{Value("x-max-length"), Value(1)}, {Value("x-overflow"), Value("reject-publish-dlx")},
+                                {Value("x-dead-letter-exchange"), Value("dlx")}}));
+  q.enqueue(message("1"));
+  EXPECT_FALSE(q.enqueue(message("2")));
+  ASSERT_EQ(dead.ready_count(), 1u);
+  EXPECT_EQ(body(*dead.take_next()), "2");
+}
+
+TEST_F(QueueFeatures, HigherPriorityFirstFifoWithinAPriorityAndAboveMaxCountsAsMax) {
+  Queue& q = declare("q", args({{Value("x-max-priority"), Value(5)}}));
+  auto prio = [](int p) { return args({{Value("priority"), Value(p)}}); };
+  q.enqueue(message("low-1", prio(1)));
+  q.enqueue(message("none"));
+  q.enqueue(message("max-a", prio(9)));  // above the maximum: counts as 5
+  q.enqueue(message("max-b", prio(5)));
+  q.enqueue(message("low-2", prio(1)));
+  std::vector<std::string> order;
+  while (auto m = q.take_next()) order.push_back(body(*m));
+  EXPECT_EQ(order, (std::vector<std::string>{"max-a", "max-b", "low-1", "low-2", "none"}));
+}
+
+TEST_F(QueueFeatures, RequeuedMessagesKeepTheirPriority) {
+  Queue& q = declare("q", args({{Value("x-max-priority"), Value(5)}}));
+  q.enqueue(message("high", args({{Value("priority"), Value(4)}})));
+  QueuedMessage high = *q.take_next();
+  q.enqueue(message("low", args({{Value("priority"), Value(1)}})));
+  q.requeue(high);
+  EXPECT_EQ(body(*q.take_next()), "high");
+}
+
+TEST_F(QueueFeatures, SingleActiveConsumerHandsOverInRegistrationOrder) {
+  Queue& q = declare("q", args({{Value("x-single-active-consumer"), Value(true)}}));
+  TestConsumer first, second;
+  q.add_consumer(&first, false);
+  q.add_consumer(&second, false);
+  q.enqueue(message("1"));
+  q.enqueue(message("2"));
+  EXPECT_EQ(first.taken.size(), 2u);
+  EXPECT_TRUE(second.taken.empty());
+  q.remove_consumer(&first);
+  q.enqueue(message("3"));
+  ASSERT_EQ(second.taken.size(), 1u);
+  EXPECT_EQ(body(second.taken[0]), "3");
+}
+
+TEST_F(QueueFeatures, XExpiresDeletesAQueueUnusedThatLong) {
+  declare("q", args({{Value("x-expires"), Value(1000)}}));
+  time_.advance(999);
+  vhost_.tick();
+  EXPECT_TRUE(vhost_.usable_queue("q", "conn").ok());
+  time_.advance(1);
+  vhost_.tick();
+  EXPECT_FALSE(vhost_.usable_queue("q", "conn").ok());
+}
+
+TEST_F(QueueFeatures, XExpiresIsResetByAGetAndHeldOffByAConsumer) {
+  Queue& q = declare("q", args({{Value("x-expires"), Value(1000)}}));
+  time_.advance(900);
+  (void)q.take_next();
+  time_.advance(900);
+  vhost_.tick();
+  ASSERT_TRUE(vhost_.usable_queue("q", "conn").ok());
+  TestConsumer c;
+  q.add_consumer(&c, false);
+  time_.advance(5000);
+  vhost_.tick();
+  EXPECT_TRUE(vhost_.usable_queue("q", "conn").ok());
+  q.remove_consumer(&c);
+}
+
+TEST_F(QueueFeatures, AlternateExchangeTakesUnroutableMessagesAndChainsStopAtARepeat) {
+  exchange("ae", "fanout", args({{Value("alternate-exchange"), Value("main")}}));
+  exchange("main", "direct", args({{Value("alternate-exchange"), Value("ae")}}));
+  Route none = *vhost_.route("main", "k", {});  // ae has no binding: main -> ae -> (main again): stop
+  EXPECT_TRUE(none.queues.empty());
+  declare("caught", {});
+  bind("ae", "caught", "");
+  Route caught = *vhost_.route("main", "k", {});
+  ASSERT_EQ(caught.queues.size(), 1u);
+  EXPECT_EQ(caught.queues[0]->name(), "caught");
+}
+
+TEST_F(QueueFeatures, ArgumentsOfTheWrongTypeOrValueAre406NamingTheArgument) {
+  const std::vector<std::pair<MapEntry, std::string>> bad = {
+      {{Value("x-message-ttl"), Value("100")}, "'x-message-ttl'"},
+      {{Value("x-message-ttl"), Value(-1)}, "'x-message-ttl'"},
+      {{Value("x-expires"), Value(0)}, "'x-expires'"},
+      {{Value("x-max-length"), Value(1.5)}, "'x-max-length'"},
+      {{Value("x-overflow"), Value("drop-tail")}, "'x-overflow'"},
+      {{Value("x-single-active-consumer"), Value("yes")}, "'x-single-active-consumer'"},
+      {{Value("x-max-priority"), Value(256)}, "'x-max-priority'"},
+      {{Value("x-dead-letter-routing-key"), Value("k")}, "'x-dead-letter-routing-key'"},
+  };
+  for (const auto& [arg, name] : bad) {
+    Status s = declare_status("q", Map{arg});
+    ASSERT_TRUE(s) << name;
+    EXPECT_EQ(s->code, 406);
+    EXPECT_NE(s->msg.find(name), std::string::npos) << s->msg;
+  }
+}
+
+TEST_F(QueueFeatures, RedeclareWithDifferentArgumentsIs406NamingTheArgument) {
+  declare("q", args({{Value("x-max-length"), Value(10)}}));
+  EXPECT_FALSE(declare_status("q", args({{Value("x-max-length"), Value(std::uint64_t{10})}})));  // widths compare equal
+  Status changed = declare_status("q", args({{Value("x-max-length"), Value(11)}}));
+  ASSERT_TRUE(changed);
+  EXPECT_NE(changed->msg.find("inequivalent arg 'x-max-length'"), std::string::npos);
+  Status missing = declare_status("q", {});
+  ASSERT_TRUE(missing);
+  EXPECT_NE(missing->msg.find("'x-max-length'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace firemq
