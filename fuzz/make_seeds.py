@@ -41,9 +41,15 @@ def frame(op, header, payload=b""):
 def session_scenario():
     """A client's day: topology, publishes with confirms, a subscription, acks, nacks, get, deletes."""
     return b"".join([
-        frame(0x12, {"rid": 1, "name": "q"}),
+        frame(0x12, {"rid": 1, "name": "q", "args": {"x-max-priority": 5, "x-dead-letter-exchange": "x"}}),
+        frame(0x12, {"rid": 15, "name": "t", "args": {"x-message-ttl": 3, "x-max-length": 2, "x-overflow": "reject-publish-dlx",
+                                                      "x-dead-letter-exchange": "", "x-dead-letter-routing-key": "q",
+                                                      "x-expires": 50, "x-single-active-consumer": True}}),
+        frame(0x20, {"seq": 4, "key": "t", "props": {"expiration": 1, "priority": 9}}, b"ttl"),
+        frame(0x20, {"seq": 5, "key": "t"}, b"over"),
+        frame(0x20, {"seq": 6, "key": "t"}, b"over again"),
         frame(0x12, {"rid": 2, "name": "", "exclusive": True, "auto_delete": True}),
-        frame(0x10, {"rid": 3, "name": "x", "type": "topic"}),
+        frame(0x10, {"rid": 3, "name": "x", "type": "topic", "args": {"alternate-exchange": "h"}}),
         frame(0x10, {"rid": 4, "name": "h", "type": "headers", "auto_delete": True}),
         frame(0x15, {"rid": 5, "exchange": "x", "queue": "q", "key": "a.#"}),
         frame(0x15, {"rid": 6, "exchange": "x", "to_exchange": "h", "key": "*.b"}),

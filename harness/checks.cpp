@@ -216,6 +216,20 @@ StepOutcome delivers(Scenario& s, const Json& args) {
   return StepOutcome::ok();
 }
 
+// contains_all: a captured array holds every listed value (in any order, among others).
+StepOutcome contains_all(Scenario& s, const Json& args) {
+  const Value* v = var(s, args, "var");
+  const auto* items = v ? v->get_if<Array>() : nullptr;
+  if (items == nullptr) return StepOutcome::fail("expected an array, got " + show(v));
+  for (const Json& wanted : args.at("values")) {
+    const Value w(wanted.get<std::string>());
+    if (std::find(items->begin(), items->end(), w) == items->end()) {
+      return StepOutcome::fail("expected " + show(v) + " to contain \"" + wanted.get<std::string>() + "\"");
+    }
+  }
+  return StepOutcome::ok();
+}
+
 }  // namespace
 
 const std::map<std::string, Check>& named_checks() {
@@ -224,6 +238,7 @@ const std::map<std::string, Check>& named_checks() {
       {"heartbeat_dead_peer", heartbeat_dead_peer},
       {"heartbeat_kept_alive", heartbeat_kept_alive},
       {"vars_differ", vars_differ},
+      {"contains_all", contains_all},
       {"confirms", confirms},
       {"delivers", delivers},
       {"var_between", var_between},

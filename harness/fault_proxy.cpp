@@ -49,6 +49,19 @@ void erase_field(Map& map, const std::string& key) {
   std::erase_if(map, [&](const MapEntry& e) { return e.key == Value(key); });
 }
 
+// A broker that ignores a queue argument: the argument is taken out of every declare_queue it is sent.
+Fault ignoring_queue_argument(const std::string& argument) {
+  return {"ignore-" + argument.substr(2), "the broker ignores the queue argument " + argument, pass,
+          [argument](const RawFrame& f) {
+            if (!is(f, OpCode::declare_queue)) return pass(f);
+            return edit_header(f, [&argument](Map& m) {
+              for (MapEntry& e : m) {
+                if (e.key == Value("args") && e.value.is<Map>()) erase_field(std::get<Map>(e.value.v), argument);
+              }
+            });
+          }};
+}
+
 std::uint64_t field_uint(const Map& map, const char* key) {
   const Value* v = find(map, key);
   const auto* u = v ? v->get_if<std::uint64_t>() : nullptr;
@@ -100,6 +113,9 @@ const std::vector<Fault>& faults() {
            set_field(m, "key", Value(changed));
          });
        }},
+      ignoring_queue_argument("x-message-ttl"),
+      ignoring_queue_argument("x-max-length"),
+      ignoring_queue_argument("x-max-priority"),
       {"welcome-heartbeat-plus-one", "welcome.heartbeat is one more than negotiated", [](const RawFrame& f) {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "heartbeat", Value(field_uint(m, "heartbeat") + 1)); });
