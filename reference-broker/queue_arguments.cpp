@@ -25,13 +25,17 @@ class ArgumentReader {
   std::optional<std::uint64_t> integer(std::string_view name, std::uint64_t min, std::uint64_t max) {
     const Value* v = find(args_, name);
     if (v == nullptr || error_) return std::nullopt;
-    if (const auto* i = v->get_if<std::int64_t>()) return invalid(name, "expected a non-negative integer, got " + std::to_string(*i)), std::nullopt;
     const auto* u = v->get_if<std::uint64_t>();
-    if (u == nullptr) return invalid(name, "expected an integer, got " + std::string(type_name(*v))), std::nullopt;
+    if (u == nullptr) {
+      const auto* negative = v->get_if<std::int64_t>();
+      invalid(name, negative ? "expected a non-negative integer, got " + std::to_string(*negative)
+                             : "expected an integer, got " + std::string(type_name(*v)));
+      return std::nullopt;
+    }
     if (*u < min || *u > max) {
-      return invalid(name, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
-                               ", got " + std::to_string(*u)),
-             std::nullopt;
+      invalid(name, "expected an integer from " + std::to_string(min) + " to " + std::to_string(max) + ", got " +
+                        std::to_string(*u));
+      return std::nullopt;
     }
     return *u;
   }
@@ -40,7 +44,10 @@ class ArgumentReader {
     const Value* v = find(args_, name);
     if (v == nullptr || error_) return std::nullopt;
     const auto* s = v->get_if<std::string>();
-    if (s == nullptr) return invalid(name, "expected a str, got " + std::string(type_name(*v))), std::nullopt;
+    if (s == nullptr) {
+      invalid(name, "expected a str, got " + std::string(type_name(*v)));
+      return std::nullopt;
+    }
     return *s;
   }
 
@@ -48,7 +55,10 @@ class ArgumentReader {
     const Value* v = find(args_, name);
     if (v == nullptr || error_) return false;
     const auto* b = v->get_if<bool>();
-    if (b == nullptr) return invalid(name, "expected a bool, got " + std::string(type_name(*v))), false;
+    if (b == nullptr) {
+      invalid(name, "expected a bool, got " + std::string(type_name(*v)));
+      return false;
+    }
     return *b;
   }
 

@@ -55,6 +55,8 @@ class Subscription : public Consumer {
   void on_queue_deleted(Queue& queue) override;
 
   void add_credit(std::uint64_t credit) { credit_ += credit; }
+  // The connection is closing: nothing more may be delivered to it, even while other subscriptions are removed.
+  void stop() { credit_ = 0; }
   const op::Subscribe& request() const { return request_; }
   std::shared_ptr<Queue> queue() const { return queue_.lock(); }
 

@@ -153,6 +153,8 @@ void Session::on_connection_lost() {
   Vhost& vhost = *vhost_;
   vhost_ = nullptr;  // once only
   std::vector<std::shared_ptr<Queue>> left;
+  // First stop them all: removing one consumer dispatches to the others, and none of them may be this session's.
+  for (auto& [sub, s] : subscriptions_) s->stop();
   for (auto& [sub, s] : subscriptions_) {
     if (std::shared_ptr<Queue> q = s->queue()) {
       q->remove_consumer(s.get());

@@ -173,3 +173,32 @@ TEST_F(SessionTest, ShutdownSendsClose320) {
 
 }  // namespace
 }  // namespace firemq
+
+namespace firemq {
+namespace {
+
+TEST_F(SessionTest, NothingIsDeliveredAfterTheCloseReply) {
+  // A single-active-consumer queue hands over to the next consumer when the active one goes; while this
+  // session closes, that next consumer is its own, and must get nothing.
+  receive(good_hello());
+  op::DeclareQueue declare;
+  declare.rid = 1;
+  declare.name = "q";
+  declare.args = Map{{Value("x-single-active-consumer"), Value(true)}};
+  receive(declare);
+  receive(op::Subscribe{2, 1, "q", 1, false, false, "", {}});
+  receive(op::Subscribe{3, 2, "q", 5, false, false, "", {}});
+  for (int i = 0; i < 3; ++i) {
+    op::Publish p;
+    p.key = "q";
+    session_.on_frame(frame_of(p));
+  }
+  receive(op::Close{200, "bye"});
+  ASSERT_TRUE(std::holds_alternative<op::Close>(out_.sent.back()));
+  // The three messages: one delivered before the close (to sub 1), two requeued, none sent after the close.
+  Queue& q = **core_.vhost("/")->usable_queue("q", "test-conn");
+  EXPECT_EQ(q.ready_count(), 3u);
+}
+
+}  // namespace
+}  // namespace firemq
