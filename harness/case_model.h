@@ -24,6 +24,9 @@ struct CaseSpec {
   std::vector<std::string> required_caps;      // welcome.caps the target must list, else skipped
   std::vector<std::string> required_features;  // target features (--features), else skipped
   int timeout_ms = 10'000;
+  // Flags for a broker of the case's own: the embedded reference broker is started with them for this case
+  // alone (flow control needs a small watermark). Against a --url target such a case is skipped.
+  std::vector<std::string> broker_args;
   nlohmann::json steps;  // validated by load_cases: every step is one known verb with an object
   std::string file;      // where the case is defined, for error messages
 };

@@ -113,6 +113,9 @@ const std::vector<Fault>& faults() {
            set_field(m, "key", Value(changed));
          });
        }},
+      {"drop-flow", "the broker's flow frames are dropped (publishers are never told to pause)", [](const RawFrame& f) {
+         return is(f, OpCode::flow) ? Rewrite{} : pass(f);
+       }},
       ignoring_queue_argument("x-message-ttl"),
       ignoring_queue_argument("x-max-length"),
       ignoring_queue_argument("x-max-priority"),

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <atomic>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -186,7 +187,7 @@ std::optional<Target> target_from_url(const Options& o) {
 
 RunResult run_once(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
                    const Target& target, const std::string& run_id, const std::vector<std::string>& known,
-                   bool quiet) {
+                   bool quiet, const Fault* fault = nullptr) {
   RunResult result;
   result.run_id = run_id;
   result.started_at = iso_now();
@@ -211,6 +212,25 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
   static int runs = 0;
   ro.run_id = run_id.substr(run_id.rfind('-') + 1) + "-" + std::to_string(++runs);
   if (!quiet) ro.on_case_done = [&](const CaseResult& r, std::size_t d, std::size_t n) { print_progress(r, d, n, o.verbose); };
+  if (o.url.empty()) {
+    ro.start_broker = [&o, run_id](const std::vector<std::string>& args) {
+      static std::atomic<int> own_brokers{0};
+      EmbeddedOptions eo;
+      eo.broker_path = o.broker;
+      eo.definitions_file = (fs::path(o.conformance_dir) / "definitions.json").string();
+      eo.work_dir = fs::temp_directory_path() / ("firemq-conform-" + run_id + "-own-" + std::to_string(++own_brokers));
+      eo.extra_args = args;
+      return EmbeddedBroker::start(eo);
+    };
+  }
+  if (fault != nullptr) {
+    ro.through = [fault](Target& t) -> std::shared_ptr<void> {
+      auto proxy = FaultProxy::start(*fault, t.host, t.port);
+      if (!proxy) return nullptr;
+      t.port = (*proxy)->port();
+      return std::shared_ptr<FaultProxy>(std::move(*proxy));
+    };
+  }
   result.cases = run_cases(selected, target, *server, ro);
   result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return result;
@@ -259,7 +279,7 @@ int run_fault_check(const Options& o, const Suite& suite, const std::vector<cons
     // Most cases under a fault wait out a timeout, idle: more of them run side by side than cores.
     Options wide = o;
     wide.jobs = std::max(o.jobs, 8);
-    const RunResult r = run_once(wide, suite, selected, through_proxy(target, **proxy, *fault), run_id, {}, true);
+    const RunResult r = run_once(wide, suite, selected, through_proxy(target, **proxy, *fault), run_id, {}, true, fault);
     std::set<std::string> failed;
     for (const CaseResult& c : r.cases) {
       if (c.verdict != Verdict::pass && c.verdict != Verdict::skipped) failed.insert(c.id);
@@ -343,8 +363,9 @@ int main(int argc, char** argv) {
   if (!o.fault_check.empty()) return run_fault_check(o, *suite, selected, target, run_id);
 
   std::unique_ptr<FaultProxy> proxy;
+  const Fault* fault = nullptr;
   if (!o.fault.empty()) {
-    const Fault* fault = find_fault(o.fault);
+    fault = find_fault(o.fault);
     if (fault == nullptr) {
       std::cerr << "firemq-conform: unknown fault '" << o.fault << "'; known:";
       for (const Fault& f : faults()) std::cerr << " " << f.name;
@@ -357,7 +378,7 @@ int main(int argc, char** argv) {
     target = through_proxy(target, *proxy, *fault);
   }
 
-  RunResult result = run_once(o, *suite, selected, target, run_id, known, false);
+  RunResult result = run_once(o, *suite, selected, target, run_id, known, false, fault);
   std::ostringstream command;
   for (int i = 0; i < argc; ++i) command << (i ? " " : "") << argv[i];
   result.command_line = command.str();

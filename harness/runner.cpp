@@ -46,6 +46,29 @@ void apply_known_failures(CaseResult& r, const std::vector<std::string>& known) 
   }
 }
 
+// A case with broker_args runs against a reference broker of its own, started with those flags.
+CaseResult run_on_own_broker(const CaseSpec& spec, const Target& target, const RunOptions& options,
+                             const std::string& prefix) {
+  if (!options.start_broker) {
+    return skipped(spec, "needs a reference broker started with its own flags (runs without --url only)");
+  }
+  auto broker = options.start_broker(spec.broker_args);
+  if (!broker) {
+    CaseResult r = result_for(spec);
+    r.verdict = Verdict::error;
+    r.message = "could not start the case's own broker: " + broker.error();
+    return r;
+  }
+  Target own = target;
+  own.port = (*broker)->port();
+  own.description = "the case's own reference broker";
+  const std::shared_ptr<void> proxy = options.through ? options.through(own) : nullptr;
+  Scenario scenario(spec, own, prefix);
+  CaseResult r = scenario.run();
+  (*broker)->stop();
+  return r;
+}
+
 }  // namespace
 
 std::vector<const CaseSpec*> select_cases(const std::vector<CaseSpec>& cases, const Selection& sel) {
@@ -115,6 +138,8 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
       CaseResult r;
       if (std::string missing = missing_requirement(spec, target, server); !missing.empty()) {
         r = skipped(spec, missing);
+      } else if (!spec.broker_args.empty()) {
+        r = run_on_own_broker(spec, target, options, "conform-" + options.run_id + "-" + std::to_string(i));
       } else {
         // Names a case creates start with this prefix, so parallel cases never meet.
         Scenario scenario(spec, target, "conform-" + options.run_id + "-" + std::to_string(i));

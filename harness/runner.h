@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "harness/case_model.h"
+#include "harness/embedded_broker.h"
 #include "harness/run_result.h"
 #include "harness/target.h"
 
@@ -37,6 +38,12 @@ struct RunOptions {
   int jobs = 2;
   std::vector<std::string> known_failures;
   std::string run_id;
+  // Starts a reference broker with extra flags, for cases with broker_args; empty when the target is a --url
+  // (such cases are then skipped).
+  std::function<Result<std::unique_ptr<EmbeddedBroker>, std::string>(const std::vector<std::string>&)> start_broker;
+  // With --fault, puts the fault proxy in front of a case's own broker too: may change the target's port, and
+  // returns what keeps the proxy alive for the case.
+  std::function<std::shared_ptr<void>(Target&)> through;
   // Called after each case, from the worker thread that ran it, under a lock.
   std::function<void(const CaseResult&, std::size_t done, std::size_t total)> on_case_done;
 };

@@ -77,6 +77,12 @@ awaitable<void> Broker::tick_loop() {
     error_code ec;
     co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
     core_.tick();
+    if (alarms_.update()) {
+      std::cout << "firemq-broker: " << (alarms_.active() ? "alarm: " : "alarms cleared")
+                << (alarms_.memory() ? "memory high watermark reached " : "") << (alarms_.disk() ? "disk free limit reached" : "")
+                << std::endl;
+      registry_.set_alarm(alarms_.active());
+    }
   }
 }
 

@@ -35,6 +35,7 @@ class Broker {
   BrokerConfig config_;
   Definitions definitions_;
   SystemTime time_;
+  Alarms alarms_{config_.alarms};
   Core core_{definitions_, time_};
   asio::io_context io_{1};
   asio::ip::tcp::acceptor acceptor_{io_};

@@ -7,6 +7,7 @@
 
 #include "protocol/bytes.h"
 #include "protocol/messages.h"
+#include "reference-broker/memory_account.h"
 
 namespace firemq {
 
@@ -17,6 +18,7 @@ struct BrokerMessage {
   Map headers;              // passed through unchanged
   Bytes body;
   bool persistent = false;  // kept on the message; disk comes with durability
+  AccountedBytes accounted;  // the body's bytes, counted for the memory high watermark while the message lives
 };
 
 using MessagePtr = std::shared_ptr<const BrokerMessage>;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "protocol/frame.h"
+#include "reference-broker/alarms.h"
 
 namespace firemq {
 
@@ -20,6 +21,7 @@ struct BrokerConfig {
   std::size_t max_frame = kDefaultMaxFrame;                 // welcome.max_frame
   std::chrono::milliseconds handshake_timeout{10'000};      // FMQ1 + hello must arrive within this
   std::chrono::milliseconds shutdown_grace{5'000};          // SIGTERM: time to flush the close frames
+  AlarmLimits alarms;                                       // flow control
 };
 
 // Every outbound queue is bounded: once a connection has this many bytes waiting to be written, the broker

@@ -3,6 +3,8 @@
 #include <array>
 #include <sstream>
 
+#include "reference-broker/memory_account.h"
+
 namespace firemq {
 namespace {
 
@@ -22,6 +24,11 @@ awaitable<void> wait(asio::steady_timer& timer) {
 
 void ConnectionRegistry::shutdown_all() {
   for (Connection* c : connections_) c->shutdown();
+}
+
+void ConnectionRegistry::set_alarm(bool active) {
+  alarm_ = active;
+  for (Connection* c : connections_) c->on_alarm_changed();
 }
 
 std::string Connection::describe(const asio::ip::tcp::socket& socket) {
@@ -58,8 +65,10 @@ void Connection::start() {
 awaitable<void> Connection::reader() {
   std::array<std::uint8_t, kReadChunk> buffer;
   while (!stopped_ && session_.state() != Session::State::closing) {
-    // The outbound queue is bounded: a peer that does not read what it asks for stops being read.
-    while (pending_bytes_ > kMaxPendingBytes && !stopped_) {
+    // The outbound queue is bounded: a peer that does not read what it asks for stops being read. While an
+    // alarm holds, a publishing connection is not read either ("throttled by the server no longer reading its
+    // socket").
+    while ((pending_bytes_ > kMaxPendingBytes || paused_by_alarm()) && !stopped_) {
       reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
       co_await wait(reader_wakeup_);
     }
@@ -71,8 +80,15 @@ awaitable<void> Connection::reader() {
       co_return;
     }
     heartbeat_.on_received(Clock::now());
+    // A read already under way when an alarm fired completes; its bytes (one chunk at most) wait unprocessed.
+    while (paused_by_alarm() && !stopped_) {
+      reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
+      co_await wait(reader_wakeup_);
+    }
+    if (stopped_) co_return;
     consume(ByteView(buffer.data(), n));
     session_.flush();  // one confirm {upto} for everything this read brought
+    tell_flow();       // a connection that just published during an alarm is paused now
   }
 }
 
@@ -120,6 +136,7 @@ awaitable<void> Connection::writer() {
     error_code ec;
     co_await asio::async_write(socket_, buffers, asio::redirect_error(use_awaitable, ec));
     pending_bytes_ -= size;
+    MemoryAccount::remove(size);
     reader_wakeup_.cancel();
     if (ec) {
       stop();
@@ -151,6 +168,8 @@ awaitable<void> Connection::heartbeat() {
     heartbeat_timer_.expires_after(heartbeat_.check_every());
     co_await wait(heartbeat_timer_);
     if (stopped_ || session_.state() == Session::State::closing) co_return;
+    // A connection paused by an alarm is not read, so its heartbeats cannot be seen: it is not counted dead.
+    if (paused_by_alarm()) heartbeat_.on_received(Clock::now());
     switch (heartbeat_.due(Clock::now())) {
       case HeartbeatMonitor::Due::send_ping:
         send(op::Ping{}, {});
@@ -172,10 +191,28 @@ awaitable<void> Connection::handshake_deadline() {
   if (!ec && session_.state() == Session::State::awaiting_hello) stop();
 }
 
+void Connection::on_alarm_changed() {
+  tell_flow();
+  reader_wakeup_.cancel();  // re-check the gate in reader()
+}
+
+void Connection::tell_flow() {
+  if (stopped_ || session_.state() != Session::State::open) return;
+  // "The server sends pause: true when a memory or disk alarm fires ... pause: false" when they clear.
+  if (paused_by_alarm() && !told_pause_) {
+    send(op::Flow{true}, {});
+    told_pause_ = true;
+  } else if (!registry_.alarm() && told_pause_) {
+    send(op::Flow{false}, {});
+    told_pause_ = false;
+  }
+}
+
 void Connection::send(const Message& message, ByteView payload) {
   if (stopped_) return;
   Bytes frame = encode_frame(message, payload);
   pending_bytes_ += frame.size();
+  MemoryAccount::add(frame.size());  // frames waiting to be written count for the memory watermark
   queue_.push_back(std::move(frame));
   writer_wakeup_.cancel();
 }
@@ -196,6 +233,8 @@ void Connection::stop() {
   heartbeat_timer_.cancel();
   handshake_timer_.cancel();
   registry_.remove(this);
+  MemoryAccount::remove(pending_bytes_);  // what will never be written
+  pending_bytes_ = 0;
 }
 
 }  // namespace firemq

@@ -28,9 +28,13 @@ class ConnectionRegistry {
   // SIGTERM: every client gets close 320; each connection closes once its queue is flushed.
   void shutdown_all();
   bool empty() const { return connections_.empty(); }
+  // Flow control: every connection is told when the alarms start or all clear.
+  void set_alarm(bool active);
+  bool alarm() const { return alarm_; }
 
  private:
   std::unordered_set<Connection*> connections_;
+  bool alarm_ = false;
 };
 
 class Connection : public std::enable_shared_from_this<Connection>, private Outbox {
@@ -39,6 +43,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
 
   void start();
   void shutdown() { session_.on_shutdown(); }
+  void on_alarm_changed();
 
  private:
   awaitable<void> reader();
@@ -48,6 +53,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   awaitable<void> lingering_close();
 
   void consume(ByteView bytes);
+  bool paused_by_alarm() const { return registry_.alarm() && session_.has_published(); }
+  void tell_flow();
   void send(const Message& message, ByteView payload) override;
   void close_after_flush() override;
   void stop();
@@ -64,6 +71,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   std::deque<Bytes> queue_;        // frames waiting to be written
   std::size_t pending_bytes_ = 0;  // bounded by kMaxPendingBytes: see reader()
   bool close_after_flush_ = false;
+  bool told_pause_ = false;        // flow {pause: true} was sent and not yet lifted
   bool stopped_ = false;
   asio::steady_timer writer_wakeup_;
   asio::steady_timer reader_wakeup_;

@@ -28,7 +28,11 @@ po::options_description describe_flags(firemq::BrokerConfig& c, std::uint64_t& h
       ("max-frame", po::value(&c.max_frame)->default_value(c.max_frame),
        "largest frame accepted after welcome, in bytes (welcome.max_frame)")
       ("handshake-timeout-ms", po::value(&handshake_ms)->default_value(handshake_ms),
-       "close a connection that has not sent hello within this time");
+       "close a connection that has not sent hello within this time")
+      ("memory-high-watermark", po::value(&c.alarms.memory_high_watermark)->default_value(0),
+       "flow control: pause publishers while messages and unsent frames hold this many bytes; 0: 60% of RAM")
+      ("disk-free-limit", po::value(&c.alarms.disk_free_limit)->default_value(c.alarms.disk_free_limit),
+       "flow control: pause publishers while the working directory's filesystem has less free; 0: off");
   return flags;
 }
 

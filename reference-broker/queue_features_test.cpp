@@ -51,7 +51,7 @@ class QueueFeatures : public ::testing::Test {
   }
   static MessagePtr message(std::string body, Map props = {}) {
     return std::make_shared<BrokerMessage>(
-        BrokerMessage{"src", "rk", Props{std::move(props)}, {}, Bytes(body.begin(), body.end()), false});
+        BrokerMessage{"src", "rk", Props{std::move(props)}, {}, Bytes(body.begin(), body.end()), false, AccountedBytes(body.size())});
   }
   static std::string body(const QueuedMessage& m) { return std::string(m.message->body.begin(), m.message->body.end()); }
 
@@ -295,6 +295,53 @@ TEST_F(QueueFeatures, RedeclareWithDifferentArgumentsIs406NamingTheArgument) {
   Status missing = declare_status("q", {});
   ASSERT_TRUE(missing);
   EXPECT_NE(missing->msg.find("'x-max-length'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace firemq
+
+#include "reference-broker/alarms.h"
+
+namespace firemq {
+namespace {
+
+TEST(MemoryAccounting, MessagesCountTheirBodyWhileTheyLiveAndCopiesCountAgain) {
+  const std::size_t before = MemoryAccount::in_use();
+  {
+    BrokerMessage m{"", "k", {}, {}, Bytes(100, 1), false, AccountedBytes(100)};
+    EXPECT_EQ(MemoryAccount::in_use(), before + 100);
+    BrokerMessage copy = m;  // a dead-lettered copy holds its own body
+    EXPECT_EQ(MemoryAccount::in_use(), before + 200);
+    BrokerMessage moved = std::move(copy);
+    EXPECT_EQ(MemoryAccount::in_use(), before + 200);
+  }
+  EXPECT_EQ(MemoryAccount::in_use(), before);
+}
+
+TEST(Alarms, MemoryAlarmRisesAtTheWatermarkAndClearsBelowIt) {
+  AlarmLimits limits;
+  limits.memory_high_watermark = MemoryAccount::in_use() + 1000;
+  limits.disk_free_limit = 0;  // off
+  Alarms alarms(limits);
+  EXPECT_FALSE(alarms.update());
+  EXPECT_FALSE(alarms.active());
+  {
+    AccountedBytes held(1000);
+    EXPECT_TRUE(alarms.update());  // changed
+    EXPECT_TRUE(alarms.memory());
+    EXPECT_FALSE(alarms.update());  // unchanged
+  }
+  EXPECT_TRUE(alarms.update());
+  EXPECT_FALSE(alarms.active());
+}
+
+TEST(Alarms, DiskAlarmRisesWhenFreeSpaceIsBelowTheLimit) {
+  AlarmLimits limits;
+  limits.memory_high_watermark = SIZE_MAX;
+  limits.disk_free_limit = UINT64_MAX;  // no filesystem has that much free
+  Alarms alarms(limits);
+  EXPECT_TRUE(alarms.update());
+  EXPECT_TRUE(alarms.disk());
 }
 
 }  // namespace

@@ -30,7 +30,8 @@ QueueSettings settings(std::string name) {
 ManualTime time_;
 
 MessagePtr message(std::string body) {
-  return std::make_shared<BrokerMessage>(BrokerMessage{"", "q", {}, {}, Bytes(body.begin(), body.end()), false});
+  return std::make_shared<BrokerMessage>(
+      BrokerMessage{"", "q", {}, {}, Bytes(body.begin(), body.end()), false, AccountedBytes(body.size())});
 }
 
 std::string body(const QueuedMessage& m) { return std::string(m.message->body.begin(), m.message->body.end()); }

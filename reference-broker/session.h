@@ -94,6 +94,8 @@ class Session {
   const std::string& conn_id() const { return conn_id_; }
   const std::string& user() const { return user_; }
   const std::string& vhost() const { return vhost_name_; }
+  // Whether it ever published: while an alarm holds, such connections are paused and no longer read.
+  bool has_published() const { return has_published_; }
 
  private:
   friend class Subscription;
@@ -155,6 +157,7 @@ class Session {
   // Publishing: "Every publish with a non-zero seq is confirmed exactly once"; positive confirms are coalesced
   // into one {upto} per batch of frames read.
   std::uint64_t last_seq_ = 0;
+  bool has_published_ = false;
   std::uint64_t pending_upto_ = 0;
 
   // Consuming: delivery tags are "unique and increasing on the connection, starting at 1", shared by deliver

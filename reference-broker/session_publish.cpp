@@ -5,6 +5,7 @@
 namespace firemq {
 
 void Session::on_publish(op::Publish& p, ByteView body) {
+  has_published_ = true;  // flow control pauses connections that publish
   // "seq: Client-assigned sequence number, starting at 1 and increasing by 1." A seq that does not increase
   // cannot be confirmed unambiguously by {upto}: it is nacked (docs/spec-notes.md, "seq discipline").
   if (p.seq != 0 && p.seq <= last_seq_) {
@@ -34,7 +35,7 @@ void Session::on_publish(op::Publish& p, ByteView body) {
   }
   auto message = std::make_shared<BrokerMessage>(
       BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
-                    Bytes(body.begin(), body.end()), p.persistent});
+                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(body.size())});
   std::string refused_by;
   for (Queue* queue : route->queues) {
     // "the other queues the message was routed to still get it"
