@@ -64,6 +64,7 @@ Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group
   }
   c.timeout_ms = j.value("timeout_ms", 10'000);
   c.broker_args = strings(j, "broker_args");
+  c.own_broker = j.contains("broker_args");
   c.steps = j.at("steps");
   if (std::string bad = check_steps(c.steps); !bad.empty()) return c.id + ": " + bad;
   return c;

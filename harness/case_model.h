@@ -27,6 +27,7 @@ struct CaseSpec {
   // Flags for a broker of the case's own: the embedded reference broker is started with them for this case
   // alone (flow control needs a small watermark). Against a --url target such a case is skipped.
   std::vector<std::string> broker_args;
+  bool own_broker = false;  // "broker_args" is present, even empty
   nlohmann::json steps;  // validated by load_cases: every step is one known verb with an object
   std::string file;      // where the case is defined, for error messages
 };

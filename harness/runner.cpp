@@ -64,8 +64,10 @@ CaseResult run_on_own_broker(const CaseSpec& spec, const Target& target, const R
   own.description = "the case's own reference broker";
   const std::shared_ptr<void> proxy = options.through ? options.through(own) : nullptr;
   Scenario scenario(spec, own, prefix);
+  EmbeddedBroker& process = **broker;
+  scenario.set_broker_stopper([&process] { return process.stop(); });
   CaseResult r = scenario.run();
-  (*broker)->stop();
+  process.stop();  // a no-op when a stop_broker step already stopped it
   return r;
 }
 
@@ -138,7 +140,7 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
       CaseResult r;
       if (std::string missing = missing_requirement(spec, target, server); !missing.empty()) {
         r = skipped(spec, missing);
-      } else if (!spec.broker_args.empty()) {
+      } else if (spec.own_broker) {
         r = run_on_own_broker(spec, target, options, "conform-" + options.run_id + "-" + std::to_string(i));
       } else {
         // Names a case creates start with this prefix, so parallel cases never meet.

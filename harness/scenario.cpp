@@ -171,7 +171,7 @@ StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
       {"expect_error", &Scenario::step_expect_error}, {"expect_close", &Scenario::step_expect_close},
       {"expect_none", &Scenario::step_expect_none}, {"sleep", &Scenario::step_sleep},
       {"disconnect", &Scenario::step_disconnect},   {"auto_pong", &Scenario::step_auto_pong},
-      {"check", &Scenario::step_check},
+      {"check", &Scenario::step_check},             {"stop_broker", &Scenario::step_stop_broker},
   };
   auto it = kSteps.find(verb);
   if (it == kSteps.end()) return StepOutcome::error("unknown verb " + verb);
@@ -182,7 +182,7 @@ const std::vector<std::string>& step_verbs() {
   static const std::vector<std::string> verbs = {"connect",      "hello",        "handshake",   "send",
                                                  "send_raw",     "expect",       "expect_error", "expect_close",
                                                  "expect_none",  "sleep",        "disconnect",  "auto_pong",
-                                                 "check"};
+                                                 "check",        "stop_broker"};
   return verbs;
 }
 
@@ -544,6 +544,18 @@ StepOutcome Scenario::step_auto_pong(const Json& args) {
   auto c = conn_for(args);
   if (!c) return StepOutcome::error(c.error());
   (*c)->auto_pong = args.value("enabled", true);
+  return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_stop_broker(const Json& args) {
+  if (!stop_broker_) return StepOutcome::error("stop_broker needs a broker of the case's own (broker_args)");
+  // The broker's frames to this case's connections wait in their sockets while it stops.
+  const int status = stop_broker_();
+  note("", "broker stopped with SIGTERM, exit status " + std::to_string(status));
+  if (args.value("expect_exit", 0) != status) {
+    return StepOutcome::fail("after SIGTERM the broker exited with status " + std::to_string(status) + ", expected " +
+                             std::to_string(args.value("expect_exit", 0)));
+  }
   return StepOutcome::ok();
 }
 

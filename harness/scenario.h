@@ -37,6 +37,8 @@ const std::map<std::string, Check>& named_checks();
 class Scenario {
  public:
   Scenario(const CaseSpec& spec, const Target& target, std::string unique_prefix);
+  // For cases on a broker of their own: stops it with SIGTERM and returns its exit status (stop_broker step).
+  void set_broker_stopper(std::function<int()> stop) { stop_broker_ = std::move(stop); }
   CaseResult run();
 
   // For named checks ----------------------------------------------------------------------------------
@@ -74,6 +76,7 @@ class Scenario {
   StepOutcome step_disconnect(const nlohmann::json& args);
   StepOutcome step_auto_pong(const nlohmann::json& args);
   StepOutcome step_check(const nlohmann::json& args);
+  StepOutcome step_stop_broker(const nlohmann::json& args);
 
   StepOutcome expect_closed_after_fatal(Conn& c, const std::string& what, Clock::time_point deadline);
   StepOutcome expect_still_open(Conn& c, Clock::time_point deadline);
@@ -92,6 +95,7 @@ class Scenario {
   std::map<std::string, std::unique_ptr<Conn>> conns_;
   Vars vars_;
   std::vector<TranscriptLine> transcript_;
+  std::function<int()> stop_broker_;
 };
 
 }  // namespace firemq::conform
