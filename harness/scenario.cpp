@@ -139,10 +139,9 @@ CaseResult Scenario::run() {
   case_deadline_ = started_ + std::chrono::milliseconds(spec_.timeout_ms);
   for (std::size_t i = 0; i < spec_.steps.size(); ++i) {
     const Json& step = spec_.steps[i];
-    const std::string verb = step.begin().key();
     StepOutcome outcome;
     try {
-      outcome = run_step(verb, substitute(step.begin().value()));
+      outcome = run_step(step.begin().key(), substitute(step.begin().value()));
     } catch (const Json::exception& e) {
       outcome = StepOutcome::error(std::string("malformed step: ") + e.what());
     }
@@ -379,7 +378,8 @@ StepOutcome Scenario::step_send(const Json& args) {
     // pad_to: a size, or {"size": n, "add": k} (variables are substituted first: "${welcome_max_frame}").
     const Json& pad = args.at("pad_to");
     const std::size_t size = pad.is_object() ? pad.at("size").get<std::size_t>() + pad.value("add", 0) : pad.get<std::size_t>();
-    auto padded = padded_frame(*op, map ? *map->get_if<Map>() : Map{}, payload, size);
+    const Map* fields = map ? map->get_if<Map>() : nullptr;
+    auto padded = padded_frame(*op, fields ? *fields : Map{}, payload, size);
     if (!padded) return StepOutcome::error(padded.error());
     frame = std::move(*padded);
   }

@@ -44,6 +44,7 @@ class ValueBuilder : public msgpack::null_visitor {
   bool end_map() { return close(); }
 
   bool too_deep() const { return too_deep_; }
+  bool too_many() const { return too_many_; }
   Value take_root() { return std::move(root_); }
 
  private:
@@ -73,6 +74,10 @@ class ValueBuilder : public msgpack::null_visitor {
   }
 
   bool emit(Value item) {
+    if (++items_ > kMaxItems) {
+      too_many_ = true;
+      return false;
+    }
     if (open_.empty()) {
       root_ = std::move(item);
       return true;
@@ -91,6 +96,8 @@ class ValueBuilder : public msgpack::null_visitor {
   std::vector<OpenContainer> open_;
   Value root_;
   bool too_deep_ = false;
+  bool too_many_ = false;
+  std::size_t items_ = 0;
 };
 
 Error syntax_error(std::string msg) { return make_error(ReplyCode::syntax_error, std::move(msg)); }
@@ -123,6 +130,9 @@ Result<Value> decode_value(ByteView bytes) {
     case msgpack::PARSE_STOP_VISITOR:
       if (builder.too_deep()) {
         return syntax_error("MessagePack value nests deeper than " + std::to_string(kMaxNesting) + " levels");
+      }
+      if (builder.too_many()) {
+        return syntax_error("MessagePack value has more than " + std::to_string(kMaxItems) + " items");
       }
       return syntax_error("invalid MessagePack value");
     default:

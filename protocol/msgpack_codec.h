@@ -14,6 +14,10 @@ namespace firemq {
 // a few bytes of 0x91 0x91 0x91 ... A reference-broker limit, not a spec rule.
 inline constexpr std::size_t kMaxNesting = 64;
 
+// A value made of more items than this is refused (502): each decoded item takes tens of bytes, so a 16 MiB
+// frame of one-byte items would otherwise become over half a gigabyte. A reference-broker limit.
+inline constexpr std::size_t kMaxItems = 65536;
+
 // Decodes `bytes`, which must hold exactly one MessagePack value (no trailing bytes).
 Result<Value> decode_value(ByteView bytes);
 

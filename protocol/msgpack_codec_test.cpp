@@ -86,6 +86,20 @@ TEST(MsgpackCodec, HugeDeclaredSizesWithoutTheirBytesAreErrorsNotAllocations) {
   }
 }
 
+TEST(MsgpackCodec, ItemsUpToTheLimitAreAcceptedAndOneMoreIsRefused) {
+  auto array_of_nils = [](std::size_t n) {  // array32 of n nils: n + 1 items with the array
+    Bytes bytes = {0xdd};
+    append_u32_be(bytes, static_cast<std::uint32_t>(n));
+    bytes.insert(bytes.end(), n, 0xc0);
+    return bytes;
+  };
+  EXPECT_TRUE(decode_value(array_of_nils(kMaxItems - 1)).ok());
+  Result<Value> v = decode_value(array_of_nils(kMaxItems));
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().code, 502);
+  EXPECT_NE(v.error().msg.find("more than 65536 items"), std::string::npos);
+}
+
 TEST(MsgpackCodec, TrailingBytesAreSyntaxError) {
   Result<Value> v = decode_value(Bytes{0x80, 0xc0});
   ASSERT_FALSE(v.ok());

@@ -135,13 +135,13 @@ awaitable<void> Connection::writer() {
     }
     error_code ec;
     co_await asio::async_write(socket_, buffers, asio::redirect_error(use_awaitable, ec));
-    pending_bytes_ -= size;
-    MemoryAccount::remove(size);
-    reader_wakeup_.cancel();
-    if (ec) {
+    if (ec || stopped_) {  // stop() has already released every pending byte, this batch's included
       stop();
       co_return;
     }
+    pending_bytes_ -= size;
+    MemoryAccount::remove(size);
+    reader_wakeup_.cancel();
     heartbeat_.on_sent(Clock::now());
   }
 }

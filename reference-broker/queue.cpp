@@ -35,7 +35,8 @@ QueuedMessage Queue::make_queued(MessagePtr message) {
     ttl = ttl ? std::min(*ttl, *own) : *own;
     has_expiring_ = true;
   }
-  if (ttl) q.expires_at_ms = time_.now_ms() + *ttl;
+  // A peer's expiration is clamped to the longest TTL a queue accepts, so the sum cannot wrap around.
+  if (ttl) q.expires_at_ms = time_.now_ms() + std::min(*ttl, kMaxTtlMs);
   q.message = std::move(message);
   return q;
 }

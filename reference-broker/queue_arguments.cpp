@@ -13,9 +13,6 @@ constexpr std::array<std::string_view, 10> kCompared = {
     "x-max-length", "x-max-length-bytes", "x-max-priority",         "x-overflow",
     "x-single-active-consumer", "x-queue-type"};
 
-// The longest TTL RabbitMQ accepts: ten years.
-constexpr std::uint64_t kMaxTtlMs = 315'360'000'000;
-
 class ArgumentReader {
  public:
   ArgumentReader(const Map& args, const std::string& queue, const std::string& vhost)

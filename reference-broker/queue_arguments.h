@@ -13,6 +13,9 @@
 
 namespace firemq {
 
+// The longest TTL RabbitMQ accepts: ten years, in milliseconds.
+inline constexpr std::uint64_t kMaxTtlMs = 315'360'000'000;
+
 enum class Overflow { drop_head, reject_publish, reject_publish_dlx };
 
 struct QueueArguments {

@@ -2,6 +2,8 @@
 // dead-lettering with x-death, priorities, single active consumer, alternate exchanges, argument checks.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "reference-broker/vhost.h"
 
 namespace firemq {
@@ -77,6 +79,14 @@ TEST_F(QueueFeatures, TheLowerOfQueueTtlAndMessageExpirationWins) {
   time_.advance(50);
   vhost_.tick();
   EXPECT_EQ(q.ready_count(), 0u);
+}
+
+TEST_F(QueueFeatures, AHugeExpirationDoesNotWrapAroundToExpireAtOnce) {
+  Queue& q = declare("q", {});
+  q.enqueue(message("m", args({{Value("expiration"), Value(std::numeric_limits<std::uint64_t>::max())}})));
+  time_.advance(1000);
+  vhost_.tick();
+  EXPECT_EQ(q.ready_count(), 1u);
 }
 
 TEST_F(QueueFeatures, TtlZeroDeliversOnlyWhatAConsumerTakesAtOnce) {

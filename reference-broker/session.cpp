@@ -72,7 +72,7 @@ void Session::on_message(Message&& message, const RawFrame& frame) {
                             std::string(op_name(op)) + " is sent by servers only, not by clients",
                             rid_of(message)));
   }
-  on_request(message, frame.payload());
+  on_request(message, frame);
 }
 
 void Session::on_hello(const op::Hello& hello) {
@@ -140,9 +140,9 @@ void Session::enter_closing() {
   on_connection_lost();
 }
 
-void Session::on_request(Message& message, ByteView payload) {
+void Session::on_request(Message& message, const RawFrame& frame) {
   std::visit(
-      [this, payload](auto& m) {
+      [this, &frame](auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, op::Ping>) {
           out_.send(op::Pong{});
@@ -161,7 +161,7 @@ void Session::on_request(Message& message, ByteView payload) {
         } else if constexpr (std::is_same_v<T, op::Unbind>) {
           on_bind(m, false);
         } else if constexpr (std::is_same_v<T, op::Publish>) {
-          on_publish(m, payload);
+          on_publish(m, frame);
         } else if constexpr (std::is_same_v<T, op::Subscribe>) {
           on_subscribe(m);
         } else if constexpr (std::is_same_v<T, op::Unsubscribe>) {

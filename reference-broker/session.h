@@ -54,10 +54,13 @@ class Subscription : public Consumer {
   void take(QueuedMessage message, Queue& queue) override;
   void on_queue_deleted(Queue& queue) override;
 
-  void add_credit(std::uint64_t credit) { credit_ += credit; }
+  void add_credit(std::uint64_t credit) {  // saturating: a peer's huge grants must not wrap to a small credit
+    credit_ = credit > UINT64_MAX - credit_ ? UINT64_MAX : credit_ + credit;
+  }
   // The connection is closing: nothing more may be delivered to it, even while other subscriptions are removed.
   void stop() { credit_ = 0; }
   const op::Subscribe& request() const { return request_; }
+  std::uint64_t credit() const { return credit_; }
   std::shared_ptr<Queue> queue() const { return queue_.lock(); }
 
  private:
@@ -110,7 +113,7 @@ class Session {
   void on_message(Message&& message, const RawFrame& frame);
   void on_hello(const op::Hello& hello);
   void on_close(const op::Close& close);
-  void on_request(Message& message, ByteView payload);
+  void on_request(Message& message, const RawFrame& frame);
   Status check_hello(const op::Hello& hello) const;
   void send_welcome();
   void fail(Error error);
@@ -127,7 +130,7 @@ class Session {
   void on_bind(const op::BindFields& r, bool bind);
 
   // session_publish.cpp
-  void on_publish(op::Publish& p, ByteView body);
+  void on_publish(op::Publish& p, const RawFrame& frame);
   void reject_publish(std::uint64_t seq, const Error& error);
   void confirm(std::uint64_t seq);
 

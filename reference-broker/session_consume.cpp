@@ -91,6 +91,10 @@ void Session::on_subscription_cancelled(Subscription& subscription, Queue& queue
 
 Result<std::vector<std::uint64_t>> Session::settled_tags(std::uint64_t tag, bool multiple) {
   std::vector<std::uint64_t> tags;
+  if (tag >= next_tag_) {
+    // Never issued: unknown, with or without multiple.
+    return make_error(ReplyCode::precondition_failed, "unknown delivery tag " + std::to_string(tag));
+  }
   if (multiple) {
     // "With multiple, acknowledges every unacknowledged delivery with a tag up to and including tag"; tag 0 with
     // multiple means all of them, as in AMQP.

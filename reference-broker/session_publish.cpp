@@ -4,14 +4,30 @@
 
 namespace firemq {
 
-void Session::on_publish(op::Publish& p, ByteView body) {
+namespace {
+
+// What a message costs in memory, for the memory watermark: its body, its decoded props and headers (each
+// decoded item takes several times its encoded size: an estimate of 8x), and the bookkeeping around it.
+constexpr std::size_t kDecodedHeaderFactor = 8;
+constexpr std::size_t kPerMessageOverhead = 256;
+
+std::size_t memory_cost(const RawFrame& frame) {
+  return frame.payload().size() + kDecodedHeaderFactor * frame.header().size() + kPerMessageOverhead;
+}
+
+}  // namespace
+
+void Session::on_publish(op::Publish& p, const RawFrame& frame) {
+  const ByteView body = frame.payload();
   has_published_ = true;  // flow control pauses connections that publish
   // "seq: Client-assigned sequence number, starting at 1 and increasing by 1." A seq that does not increase
   // cannot be confirmed unambiguously by {upto}: it is nacked (docs/spec-notes.md, "seq discipline").
   if (p.seq != 0 && p.seq <= last_seq_) {
-    return reject_publish(p.seq, make_error(ReplyCode::precondition_failed,
-                                            "seq " + std::to_string(p.seq) + " after " + std::to_string(last_seq_) +
-                                                ": seq must increase"));
+    // Refused with an error frame, not a confirm: that seq was already confirmed (or is still to be), and a
+    // second confirm for it would break "exactly once".
+    return fail(make_error(ReplyCode::precondition_failed, "publish refused: seq " + std::to_string(p.seq) +
+                                                               " after " + std::to_string(last_seq_) +
+                                                               ", seq must increase"));
   }
   if (p.seq != 0) last_seq_ = p.seq;
   // "user_id ... When set, it must equal the connection's user."
@@ -35,7 +51,7 @@ void Session::on_publish(op::Publish& p, ByteView body) {
   }
   auto message = std::make_shared<BrokerMessage>(
       BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
-                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(body.size())});
+                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(memory_cost(frame))});
   std::string refused_by;
   for (Queue* queue : route->queues) {
     // "the other queues the message was routed to still get it"

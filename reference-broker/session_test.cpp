@@ -202,3 +202,50 @@ TEST_F(SessionTest, NothingIsDeliveredAfterTheCloseReply) {
 
 }  // namespace
 }  // namespace firemq
+
+namespace firemq {
+namespace {
+
+TEST_F(SessionTest, ASeqThatDoesNotIncreaseIsRefusedWithoutASecondConfirm) {
+  receive(good_hello());
+  op::DeclareQueue declare;
+  declare.rid = 1;
+  declare.name = "q";
+  receive(declare);
+  op::Publish p;
+  p.seq = 1;
+  p.key = "q";
+  session_.on_frame(frame_of(p));
+  session_.flush();
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent.back()).upto, 1u);
+  session_.on_frame(frame_of(p));  // seq 1 again
+  session_.flush();
+  ASSERT_TRUE(std::holds_alternative<op::Error>(out_.sent.back()));
+  EXPECT_EQ(last_error().code, 406u);
+  EXPECT_FALSE(last_error().fatal);
+}
+
+TEST_F(SessionTest, AckWithMultipleOfATagNeverIssuedIsAnUnknownTag) {
+  receive(good_hello());
+  receive(op::Ack{1000, true});
+  EXPECT_EQ(last_error().code, 406u);
+  EXPECT_NE(last_error().msg.find("unknown delivery tag 1000"), std::string::npos);
+}
+
+TEST(SubscriptionCredit, HugeGrantsSaturateInsteadOfWrapping) {
+  struct NullOutbox : Outbox {
+    void send(const Message&, ByteView) override {}
+    void close_after_flush() override {}
+  } out;
+  BrokerConfig config;
+  Definitions definitions = Definitions::defaults();
+  ManualTime time;
+  Core core(definitions, time);
+  Session session(SessionEnv{config, definitions, core}, out, "c");
+  Subscription s(session, op::Subscribe{1, 1, "q", UINT64_MAX, false, false, "", {}}, {});
+  s.add_credit(2);  // UINT64_MAX + 2 would wrap to 1
+  EXPECT_EQ(s.credit(), UINT64_MAX);
+}
+
+}  // namespace
+}  // namespace firemq
