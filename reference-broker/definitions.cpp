@@ -1,4 +1,5 @@
 #include "reference-broker/definitions.h"
+#include "reference-broker/permissions.h"
 
 #include <algorithm>
 #include <fstream>
@@ -54,8 +55,12 @@ Result<Definitions, std::string> Definitions::parse(const std::string& json_text
       if (it == d.users_.end()) return "permission for unknown user '" + user + "'";
       const std::string vhost = p.at("vhost").get<std::string>();
       if (!d.has_vhost(vhost)) return "permission on unknown vhost '" + vhost + "'";
-      it->second.permissions[vhost] = Permission{string_field(p, "configure", ".*"), string_field(p, "write", ".*"),
-                                                 string_field(p, "read", ".*")};
+      Permission permission{string_field(p, "configure", ".*"), string_field(p, "write", ".*"),
+                            string_field(p, "read", ".*")};
+      for (const std::string* pattern : {&permission.configure, &permission.write, &permission.read}) {
+        if (Status bad = check_permission_pattern(*pattern)) return "user '" + user + "': " + bad->msg;
+      }
+      it->second.permissions[vhost] = std::move(permission);
     }
     return d;
   } catch (const Json::exception& e) {

@@ -83,6 +83,8 @@ void Session::on_hello(const op::Hello& hello) {
   user_ = hello.auth.user;
   vhost_name_ = hello.vhost.empty() ? "/" : hello.vhost;  // "Empty means /."
   vhost_ = env_.core.vhost(vhost_name_);
+  permissions_ = Permissions(*env_.definitions.permission(*env_.definitions.authenticate(hello.auth.user, hello.auth.pass),
+                                                          vhost_name_));
   heartbeat_ = negotiate_heartbeat(hello.heartbeat, env_.config.heartbeat_seconds);
   send_welcome();
 }

@@ -22,6 +22,7 @@
 #include "reference-broker/config.h"
 #include "reference-broker/core.h"
 #include "reference-broker/definitions.h"
+#include "reference-broker/permissions.h"
 #include "reference-broker/queue.h"
 
 namespace firemq {
@@ -120,6 +121,9 @@ class Session {
   void enter_closing();
   void refuse(std::uint64_t rid, const Error& error);
   void reply_ok(std::uint64_t rid) { out_.send(op::Ok{rid, "", 0, 0, false}); }
+  Status allowed(Access access, std::string_view kind, const std::string& resource) const {
+    return permissions_.check(access, kind, resource, vhost_name_, user_);
+  }
 
   // session_topology.cpp
   void on_declare_exchange(const op::DeclareExchange& r);
@@ -156,6 +160,7 @@ class Session {
   std::string user_;
   std::string vhost_name_;
   Vhost* vhost_ = nullptr;
+  Permissions permissions_;  // the user's on this vhost, compiled at hello
 
   // Publishing: "Every publish with a non-zero seq is confirmed exactly once"; positive confirms are coalesced
   // into one {upto} per batch of frames read.

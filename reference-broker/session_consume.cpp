@@ -22,6 +22,7 @@ void Session::on_subscribe(const op::Subscribe& r) {
       return refuse(r.rid, make_error(ReplyCode::not_allowed, "consumer tag '" + request.tag + "' is already in use"));
     }
   }
+  if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
   Result<Queue*> queue = vhost_->usable_queue(r.queue, conn_id_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
@@ -138,6 +139,7 @@ void Session::on_nack(const op::Nack& r) {
 }
 
 void Session::on_get(const op::Get& r) {
+  if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
   Result<Queue*> queue = vhost_->usable_queue(r.queue, conn_id_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;

@@ -37,6 +37,7 @@ void Session::on_publish(op::Publish& p, const RawFrame& frame) {
                                             "user_id property set to '" + *user->get_if<std::string>() +
                                                 "' but authenticated user was '" + user_ + "'"));
   }
+  if (Status denied = allowed(Access::write, "exchange", p.exchange)) return reject_publish(p.seq, *denied);
   Result<Route> route = vhost_->route(p.exchange, p.key, p.headers);
   if (!route) return reject_publish(p.seq, route.error());
   if (route->queues.empty()) {

@@ -20,35 +20,49 @@ Status check_queue_arguments(const Map& args) {
 }  // namespace
 
 void Session::on_declare_exchange(const op::DeclareExchange& r) {
+  if (Status denied = r.passive ? Status() : allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
   if (Status bad = vhost_->declare_exchange(r)) return refuse(r.rid, *bad);
   reply_ok(r.rid);
 }
 
 void Session::on_delete_exchange(const op::DeleteExchange& r) {
+  if (Status denied = allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
   if (Status bad = vhost_->delete_exchange(r)) return refuse(r.rid, *bad);
   reply_ok(r.rid);
 }
 
 void Session::on_declare_queue(const op::DeclareQueue& r) {
   if (Status bad = check_queue_arguments(r.args)) return refuse(r.rid, *bad);
+  // A server-named queue's name is not known yet; RabbitMQ checks amq.gen-* names the same way, after naming.
+  if (Status denied = r.passive ? Status() : allowed(Access::configure, "queue", r.name.empty() ? "amq.gen-" : r.name)) {
+    return refuse(r.rid, *denied);
+  }
   Result<op::Ok> ok = vhost_->declare_queue(r, conn_id_);
   if (!ok) return refuse(r.rid, ok.error());
   out_.send(*ok);  // "Reply: ok with name, messages and consumers."
 }
 
 void Session::on_delete_queue(const op::DeleteQueue& r) {
+  if (Status denied = allowed(Access::configure, "queue", r.name)) return refuse(r.rid, *denied);
   Result<std::uint64_t> deleted = vhost_->delete_queue(r, conn_id_);
   if (!deleted) return refuse(r.rid, deleted.error());
   out_.send(op::Ok{r.rid, "", *deleted, 0, false});  // "ok with messages, the number of messages deleted"
 }
 
 void Session::on_purge_queue(const op::PurgeQueue& r) {
+  if (Status denied = allowed(Access::read, "queue", r.name)) return refuse(r.rid, *denied);
   Result<std::uint64_t> purged = vhost_->purge_queue(r.name, conn_id_);
   if (!purged) return refuse(r.rid, purged.error());
   out_.send(op::Ok{r.rid, "", *purged, 0, false});
 }
 
 void Session::on_bind(const op::BindFields& r, bool bind) {
+  // Write on the destination, read on the source, as RabbitMQ.
+  const bool to_queue = !r.queue.empty();
+  if (Status denied = allowed(Access::write, to_queue ? "queue" : "exchange", to_queue ? r.queue : r.to_exchange)) {
+    return refuse(r.rid, *denied);
+  }
+  if (Status denied = allowed(Access::read, "exchange", r.exchange)) return refuse(r.rid, *denied);
   Status bad = bind ? vhost_->bind(r, conn_id_) : vhost_->unbind(r, conn_id_);
   if (bad) return refuse(r.rid, *bad);
   reply_ok(r.rid);
