@@ -186,6 +186,34 @@ bool write_all(int fd, ByteView bytes) {
   return true;
 }
 
+using Rewriter = std::function<Rewrite(const RawFrame&)>;
+
+// Frame by frame from `from` to `to`, each frame through `rewrite`; a frame that cannot be framed, or a rewrite
+// that cuts, ends both directions.
+void copy_frames(int from, int to, const Rewriter& rewrite) {
+  FrameDecoder decoder(StreamSide::client, 64 * 1024 * 1024);
+  std::array<std::uint8_t, 64 * 1024> buffer;
+  while (true) {
+    const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
+    if (n <= 0) break;
+    ByteView rest(buffer.data(), static_cast<std::size_t>(n));
+    while (!rest.empty()) {
+      const auto step = decoder.feed(rest);
+      rest = rest.subspan(step.consumed);
+      if (step.state == FrameDecoder::State::error) return (void)::shutdown(to, SHUT_RDWR);
+      if (step.state != FrameDecoder::State::frame) continue;
+      const Rewrite r = rewrite(decoder.take_frame());
+      for (const Bytes& frame : r.frames) write_all(to, frame);
+      if (r.cut) {
+        ::shutdown(to, SHUT_RDWR);
+        ::shutdown(from, SHUT_RDWR);
+        return;
+      }
+    }
+  }
+  ::shutdown(to, SHUT_WR);
+}
+
 // Client to broker with a rewrite: the preamble as it is, then frame by frame.
 void copy_rewritten_upward(int from, int to, const Fault& fault) {
   std::array<std::uint8_t, 4> preamble;
@@ -196,21 +224,7 @@ void copy_rewritten_upward(int from, int to, const Fault& fault) {
     have += static_cast<std::size_t>(n);
   }
   write_all(to, preamble);
-  FrameDecoder decoder(StreamSide::client, 64 * 1024 * 1024);
-  std::array<std::uint8_t, 64 * 1024> buffer;
-  while (true) {
-    const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
-    if (n <= 0) break;
-    ByteView rest(buffer.data(), static_cast<std::size_t>(n));
-    while (!rest.empty()) {
-      const auto step = decoder.feed(rest);
-      rest = rest.subspan(step.consumed);
-      if (step.state == FrameDecoder::State::error) return (void)::shutdown(to, SHUT_RDWR);
-      if (step.state != FrameDecoder::State::frame) continue;
-      for (const Bytes& frame : fault.rewrite_upward(decoder.take_frame()).frames) write_all(to, frame);
-    }
-  }
-  ::shutdown(to, SHUT_WR);
+  copy_frames(from, to, fault.rewrite_upward);
 }
 
 // Client to broker: bytes as they are.
@@ -219,31 +233,6 @@ void copy_raw(int from, int to) {
   while (true) {
     const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
     if (n <= 0 || !write_all(to, ByteView(buffer.data(), static_cast<std::size_t>(n)))) break;
-  }
-  ::shutdown(to, SHUT_WR);
-}
-
-// Broker to client: frame by frame through the fault.
-void copy_rewritten(int from, int to, const Fault& fault) {
-  FrameDecoder decoder(StreamSide::client, 64 * 1024 * 1024);
-  std::array<std::uint8_t, 64 * 1024> buffer;
-  while (true) {
-    const ssize_t n = ::recv(from, buffer.data(), buffer.size(), 0);
-    if (n <= 0) break;
-    ByteView rest(buffer.data(), static_cast<std::size_t>(n));
-    while (!rest.empty()) {
-      const auto step = decoder.feed(rest);
-      rest = rest.subspan(step.consumed);
-      if (step.state == FrameDecoder::State::error) return (void)::shutdown(to, SHUT_RDWR);
-      if (step.state != FrameDecoder::State::frame) continue;
-      const Rewrite r = fault.rewrite(decoder.take_frame());
-      for (const Bytes& frame : r.frames) write_all(to, frame);
-      if (r.cut) {
-        ::shutdown(to, SHUT_RDWR);
-        ::shutdown(from, SHUT_RDWR);
-        return;
-      }
-    }
   }
   ::shutdown(to, SHUT_WR);
 }
@@ -275,7 +264,7 @@ void FaultProxy::serve(int client) {
       copy_raw(client, upstream);
     }
   });
-  copy_rewritten(upstream, client, fault_);
+  copy_frames(upstream, client, fault_.rewrite);  // broker to client, through the fault
   upward.join();
   std::lock_guard lock(mutex_);
   std::erase(sockets_, client);

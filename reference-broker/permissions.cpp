@@ -6,7 +6,8 @@ namespace firemq {
 
 Permissions::Pattern Permissions::compile(const std::string& pattern) {
   if (pattern.empty()) return Pattern{};
-  return Pattern{true, std::regex(pattern, std::regex::ECMAScript | std::regex::optimize)};
+  const bool everything = pattern == ".*" || pattern == "^.*" || pattern == "^.*$";
+  return Pattern{true, everything, std::regex(pattern, std::regex::ECMAScript | std::regex::optimize)};
 }
 
 Permissions::Permissions(const Permission& p)
@@ -16,7 +17,7 @@ Status Permissions::check(Access access, std::string_view kind, const std::strin
                           const std::string& user) const {
   const Pattern& pattern = access == Access::configure ? configure_ : access == Access::write ? write_ : read_;
   const std::string name = resource.empty() && kind == "exchange" ? "amq.default" : resource;
-  if (pattern.any && std::regex_search(name, pattern.regex)) return std::nullopt;
+  if (pattern.everything || (pattern.any && std::regex_search(name, pattern.regex))) return std::nullopt;
   static constexpr const char* kAccess[] = {"configure", "write", "read"};
   return make_error(ReplyCode::access_refused, std::string(kAccess[static_cast<int>(access)]) + " access to " +
                                                    std::string(kind) + " '" + resource + "' in vhost '" + vhost +

@@ -26,7 +26,8 @@ class Permissions {
 
  private:
   struct Pattern {
-    bool any = false;  // empty pattern: nothing matches
+    bool any = false;         // empty pattern: nothing matches
+    bool everything = false;  // ".*": no need to run the regex on every publish
     std::regex regex;
   };
   static Pattern compile(const std::string& pattern);

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -59,7 +60,8 @@ struct QueueSettings {
   QueueArguments arguments;     // parsed from args
 };
 
-class Queue {
+// Owned by a shared_ptr (the vhost's), so that deliveries not yet acknowledged can refer to it weakly.
+class Queue : public std::enable_shared_from_this<Queue> {
  public:
   // `time` and `dead_letterer` must outlive the queue; dead_letterer may be null (messages are then dropped).
   Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer = nullptr);

@@ -32,7 +32,7 @@ void Session::on_subscribe(const op::Subscribe& r) {
                                     "queue '" + r.queue + "' has " +
                                         (q.has_exclusive_consumer() ? "an exclusive consumer" : "other consumers")));
   }
-  auto subscription = std::make_unique<Subscription>(*this, std::move(request), vhost_->shared_queue(q));
+  auto subscription = std::make_unique<Subscription>(*this, std::move(request), q.weak_from_this());
   Subscription& s = *subscription;
   subscriptions_.emplace(r.sub, std::move(subscription));
   q.add_consumer(&s, r.exclusive);
@@ -70,7 +70,7 @@ std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) 
   if (no_ack) {
     queue.on_settled();  // "Messages count as acknowledged once sent."
   } else {
-    unacked_.emplace(tag, Unacked{message, vhost_->shared_queue(queue)});
+    unacked_.emplace(tag, Unacked{message, queue.weak_from_this()});
   }
   return tag;
 }

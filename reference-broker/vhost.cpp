@@ -217,11 +217,6 @@ Result<std::uint64_t> Vhost::purge_queue(const std::string& name, const std::str
   return static_cast<std::uint64_t>((*q)->purge());
 }
 
-std::shared_ptr<Queue> Vhost::shared_queue(const Queue& queue) const {
-  auto it = queues_.find(queue.name());
-  return it != queues_.end() && it->second.get() == &queue ? it->second : nullptr;
-}
-
 void Vhost::delete_if_auto_delete_due(Queue& queue) {
   if (queue.auto_delete_due()) remove_queue(queue.name());
 }

@@ -73,8 +73,6 @@ class Vhost : private DeadLetterer {
 
   const std::map<std::string, Exchange>& exchanges() const { return exchanges_; }
   const std::map<std::string, std::shared_ptr<Queue>>& queues() const { return queues_; }
-  // The queue's owner, for a session that keeps a weak reference to it (deliveries not yet acknowledged).
-  std::shared_ptr<Queue> shared_queue(const Queue& queue) const;
 
  private:
   void add_builtin(const std::string& name, ExchangeType type);
