@@ -15,6 +15,7 @@ struct BrokerConfig {
   std::uint16_t port = 5673;     // TCP; 0 picks a free port, reported in port_file and on stdout
   std::string port_file;         // where to write {"fire": port} once bound; empty: don't
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
+  std::string data_dir = "firemq-data";  // durable definitions and the message store (docs/durability.md)
 
   // "the smaller non-zero value of the client's and the server's" (welcome.heartbeat)
   std::uint64_t heartbeat_seconds = 60;

@@ -23,6 +23,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, std::uint64_t& h
       ("port-file", po::value(&c.port_file), "once listening, write {\"fire\": PORT} to this file")
       ("definitions", po::value(&c.definitions_file),
        "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")
+      ("data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
+       "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")
       ("heartbeat", po::value(&c.heartbeat_seconds)->default_value(c.heartbeat_seconds),
        "the server's heartbeat interval in seconds; 0 lets the client's value stand")
       ("max-frame", po::value(&c.max_frame)->default_value(c.max_frame),
