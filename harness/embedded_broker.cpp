@@ -49,7 +49,7 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
   const auto log = options.work_dir / "broker.log";
 
   std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1", "--port", "0",
-                                   "--port-file", port_file.string()};
+                                   "--port-file", port_file.string(), "--data-dir", (options.work_dir / "data").string()};
   if (!options.definitions_file.empty()) args.insert(args.end(), {"--definitions", options.definitions_file});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   std::vector<char*> argv;
