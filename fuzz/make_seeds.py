@@ -7,6 +7,7 @@ rerun rewrites the same files; inputs kept from fuzzer findings are named crash-
 import json
 import pathlib
 import struct
+import zlib
 
 import msgpack
 
@@ -72,6 +73,31 @@ def session_scenario():
     ])
 
 
+def store_record(kind, body):
+    """A message store record (reference-broker/store_record.h), written here independently of the C++:
+    size u32, CRC-32 of type and body u32, type u8, body."""
+    typed = bytes([kind]) + body
+    return struct.pack(">II", len(typed), zlib.crc32(typed)) + typed
+
+
+def store_str(s):
+    return struct.pack(">I", len(s)) + s
+
+
+def store_segment():
+    """A segment as the store writes one: publishes to two queues, a delivery, a removal, a queue dropped."""
+    q1, q2 = b"/\x00orders", b"/\x00audit"
+    message = frame(0x20, {"exchange": "ex", "key": "k", "persistent": True,
+                           "props": {"message_id": "m1", "expiration": 60000},
+                           "headers": {"n": -1, "f": 1.5, "b": b"\x00\x01", "a": [1, "x"]}}, b"body")[4:]
+    refs = store_str(q1) + struct.pack(">QQB", 1, 0, 0) + store_str(q2) + struct.pack(">QQB", 7, 1700000000000, 1)
+    publish = store_record(1, struct.pack(">QH", 1, 2) + refs + message)
+    delivered = store_record(2, struct.pack(">Q", 1) + store_str(q1))
+    removed = store_record(3, struct.pack(">Q", 1) + store_str(q2))
+    dropped = store_record(4, store_str(q1))
+    return publish + delivered + removed + dropped
+
+
 def main():
     frames = load("frames.json") + load("encodings.json")
     for v in frames:
@@ -101,6 +127,13 @@ def main():
         write("fuzz_frame_decoder", v["name"], b"\x01" + data)
     for v in load("urls.json"):
         write("fuzz_url", v["name"], v["url"].encode())
+    # Segment files: a whole one, one cut short (a torn tail), one with a damaged record in the middle.
+    segment = store_segment()
+    write("fuzz_store_record", "segment", segment)
+    write("fuzz_store_record", "torn-tail", segment[:-5])
+    damaged = bytearray(segment)
+    damaged[20] ^= 0xff
+    write("fuzz_store_record", "damaged", bytes(damaged))
 
 
 if __name__ == "__main__":
