@@ -15,9 +15,6 @@ Broker::Broker(BrokerConfig config, Definitions definitions)
 
 Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
   const std::filesystem::path dir = config_.data_dir;
-  for (const std::string& problem : DurableTopology::restore(stored, core_)) {
-    std::cerr << "firemq-broker: not restored: " << problem << std::endl;
-  }
   store::RecoveryReport report;
   auto post = [this](std::function<void()> work) { asio::post(io_, std::move(work)); };
   auto opened = store::MessageStore::open({dir / "messages", config_.segment_bytes}, time_, post, report);
@@ -26,9 +23,13 @@ Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
   for (const std::string& problem : report.problems) std::cerr << "firemq-broker: message store: " << problem << std::endl;
   std::cout << "firemq-broker: recovered " << report.messages << " messages from " << report.segments
             << " segments (" << report.records << " records) in " << report.elapsed.count() << " ms" << std::endl;
-  restore_messages();
+  // Attached first: the durable queues restored next write their new messages to the store like any other.
   topology_ = std::make_unique<DurableTopology>(dir / "definitions.json", core_, definitions_);
   core_.attach_storage(store_.get(), topology_.get());
+  for (const std::string& problem : DurableTopology::restore(stored, core_)) {
+    std::cerr << "firemq-broker: not restored: " << problem << std::endl;
+  }
+  restore_messages();
   // The users, vhosts and permissions in use now are kept too (a restart without --definitions finds them).
   if (Status unsaved = topology_->save()) return unsaved->msg;
   return true;

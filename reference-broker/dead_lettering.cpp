@@ -105,6 +105,7 @@ void Vhost::dead_letter(const Queue& from, const QueuedMessage& message, DeathRe
   auto dlx = exchanges_.find(*a.dead_letter_exchange);
   if (dlx == exchanges_.end()) return;  // "a missing dead-letter exchange drops the message"
   BrokerMessage copy = *message.message;
+  copy.store_id = 0;  // a new message to the store: its headers differ from the original's
   record_death(copy, from.name(), reason, time_.unix_seconds());
   // "Without a DLK the message keeps its original routing key."
   if (a.dead_letter_routing_key) copy.routing_key = *a.dead_letter_routing_key;

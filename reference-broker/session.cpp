@@ -143,6 +143,15 @@ void Session::enter_closing() {
 }
 
 void Session::on_request(Message& message, const RawFrame& frame) {
+  // What this request writes to the store (an ack's removal, say) is durable before any later confirm of this
+  // connection: "an ack is durable once a later publish on the same connection has been confirmed".
+  Journal* journal = env_.core.journal();
+  const std::uint64_t log_before = journal ? journal->end_position() : 0;
+  handle_request(message, frame);
+  if (journal && journal->end_position() > log_before) own_records_end_ = journal->end_position();
+}
+
+void Session::handle_request(Message& message, const RawFrame& frame) {
   std::visit(
       [this, &frame](auto& m) {
         using T = std::decay_t<decltype(m)>;

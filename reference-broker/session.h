@@ -116,6 +116,7 @@ class Session : private DurabilityWaiter {
   void on_hello(const op::Hello& hello);
   void on_close(const op::Close& close);
   void on_request(Message& message, const RawFrame& frame);
+  void handle_request(Message& message, const RawFrame& frame);
   Status check_hello(const op::Hello& hello) const;
   void send_welcome();
   void fail(Error error);
@@ -178,8 +179,10 @@ class Session : private DurabilityWaiter {
   struct AwaitingDisk {
     std::uint64_t seq;
     std::uint64_t durable_at;  // 0: needs no disk, but an earlier one does
+    bool message_on_disk;      // the message itself is written (else it waits for an earlier request's records)
   };
   std::deque<AwaitingDisk> awaiting_disk_;
+  std::uint64_t own_records_end_ = 0;  // where the records of this connection's requests end in the store
   bool waiting_on_journal_ = false;
 
   // Consuming: delivery tags are "unique and increasing on the connection, starting at 1", shared by deliver

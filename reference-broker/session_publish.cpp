@@ -1,4 +1,6 @@
 // The spec's "Publishing" section: publish, confirm and return.
+#include <algorithm>
+
 #include "protocol/reply_codes.h"
 #include "reference-broker/session.h"
 
@@ -62,12 +64,19 @@ void Session::on_publish(op::Publish& p, const RawFrame& frame) {
 
 void Session::confirm(std::uint64_t seq, std::uint64_t durable_at) {
   if (seq == 0) return;
+  const bool message_on_disk = durable_at != 0;
+  // An earlier request's records (an ack) are durable before this confirm goes (docs/durability.md); after a
+  // store failure nothing more becomes durable, and only the publishes that needed the disk themselves wait.
+  if (Journal* journal = env_.core.journal();
+      journal && journal->failure().empty() && own_records_end_ > journal->durable_position()) {
+    durable_at = std::max(durable_at, own_records_end_);
+  }
   if (durable_at == 0 && awaiting_disk_.empty()) {
     pending_upto_ = seq;  // sent by flush(), one {upto} for the batch
     return;
   }
   // {upto} confirms every seq up to it, so one waiting for the disk holds back the ones after it.
-  awaiting_disk_.push_back({seq, durable_at});
+  awaiting_disk_.push_back({seq, durable_at, message_on_disk});
   if (!waiting_on_journal_) {
     env_.core.journal()->add_waiter(this);
     waiting_on_journal_ = true;
@@ -88,9 +97,10 @@ void Session::on_durable(std::uint64_t position) {
 }
 
 void Session::on_store_failed(std::uint64_t durable_position, const std::string& reason) {
-  // What reached the disk is confirmed; what never will is nacked, each nack before the upto that covers it.
+  // What reached the disk is confirmed, and so are the publishes that needed no disk of their own (they only
+  // waited for an earlier ack's record); what never will reach it is nacked, before the upto that covers it.
   for (const AwaitingDisk& waiting : awaiting_disk_) {
-    if (waiting.durable_at > durable_position) {
+    if (waiting.message_on_disk && waiting.durable_at > durable_position) {
       out_.send(op::Confirm{0, waiting.seq, true, static_cast<std::uint64_t>(ReplyCode::internal_error),
                             "message not written to disk: " + reason});
     } else {

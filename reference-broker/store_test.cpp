@@ -455,6 +455,75 @@ TEST_F(StoreSessionTest, ATransientPublishAloneIsConfirmedAtOnce) {
   EXPECT_EQ(std::get<op::Confirm>(out_.sent[0]).upto, 1u);
 }
 
+TEST_F(StoreSessionTest, AnAckIsDurableOnceALaterPublishOfTheConnectionIsConfirmed) {
+  publish(1, true);
+  end_of_read();
+  run_storage_until_sent(1);
+  op::Get get;
+  get.rid = 2;
+  get.queue = "dq";
+  session_.on_frame(frame_of(get));
+  ASSERT_EQ(out_.sent.size(), 2u);
+  session_.on_frame(frame_of(op::Ack{std::get<op::GetOk>(out_.sent[1]).tag, false}));
+  publish(2, false);  // needs no disk itself, but the ack before it does
+  end_of_read();
+  EXPECT_EQ(out_.sent.size(), 2u) << "the confirm waits for the ack's record";
+  run_storage_until_sent(3);
+  ASSERT_EQ(out_.sent.size(), 3u);
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent[2]).upto, 2u);
+  stop();
+  open();
+  EXPECT_TRUE(recovered_bodies("dq").empty()) << "the acked message does not come back";
+}
+
+TEST_F(StoreSessionTest, ADeadLetteredCopyIsStoredAsItsOwnMessageWithItsDeathHistory) {
+  op::DeclareQueue dlq;
+  dlq.rid = 2;
+  dlq.name = "dlq";
+  dlq.durable = true;
+  session_.on_frame(frame_of(dlq));
+  op::DeclareQueue src;
+  src.rid = 3;
+  src.name = "src";
+  src.durable = true;
+  src.args = Map{{Value("x-dead-letter-exchange"), Value("")}, {Value("x-dead-letter-routing-key"), Value("dlq")}};
+  session_.on_frame(frame_of(src));
+  // The original stays in a second durable queue, so the store still holds it when the copy is written.
+  op::BindFields to_src;
+  to_src.exchange = "amq.fanout";
+  to_src.queue = "src";
+  session_.on_frame(frame_of(op::Bind{to_src}));
+  op::BindFields to_dq = to_src;
+  to_dq.queue = "dq";
+  session_.on_frame(frame_of(op::Bind{to_dq}));
+  op::Publish p;
+  p.seq = 1;
+  p.exchange = "amq.fanout";
+  p.persistent = true;
+  session_.on_frame(frame_of(p, "doomed"));
+  op::Get get;
+  get.rid = 4;
+  get.queue = "src";
+  session_.on_frame(frame_of(get));
+  const auto tag = std::get<op::GetOk>(out_.sent.back()).tag;
+  session_.on_frame(frame_of(op::Nack{tag, false, false}));  // rejected without requeue: dead-lettered
+  publish(2, true);
+  end_of_read();
+  run_storage_until_sent(6);  // ok, ok, ok, ok, get_ok, then one {upto: 2}
+  ASSERT_EQ(out_.sent.size(), 6u);
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent[5]).upto, 2u);
+  stop();
+  open();
+  auto recovered = store_->take_recovered();
+  EXPECT_TRUE(recovered[queue_store_key("/", "src")].empty());
+  ASSERT_EQ(recovered[queue_store_key("/", "dlq")].size(), 1u);
+  const BrokerMessage& copy = *recovered[queue_store_key("/", "dlq")][0].message;
+  EXPECT_EQ(std::string(copy.body.begin(), copy.body.end()), "doomed");
+  EXPECT_NE(find(copy.headers, "x-death"), nullptr) << "the copy, not the original, is what the store keeps";
+  ASSERT_EQ(recovered[queue_store_key("/", "dq")].size(), 2u);  // the original, and publish 2
+  EXPECT_EQ(find(recovered[queue_store_key("/", "dq")][0].message->headers, "x-death"), nullptr);
+}
+
 TEST_F(StoreSessionTest, AFailedFsyncNacksWhatWaitedAndEveryLaterPersistentPublish) {
   storage_faults().fail_fsync_number = storage_faults().fsyncs.load() + 1;
   publish(1, true);
