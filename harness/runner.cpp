@@ -100,7 +100,8 @@ bool restarts_broker(const CaseSpec& spec) {
   return std::count(spec.required_features.begin(), spec.required_features.end(), "restart") > 0;
 }
 
-StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline) {
+StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline,
+                                 const std::function<void()>& signalled) {
   // The command's output goes to a file, shown when it fails.
   const std::filesystem::path output =
       std::filesystem::temp_directory_path() / ("firemq-conform-restart-" + std::to_string(::getpid()) + ".log");
@@ -128,6 +129,9 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
   if (rc != 0) return StepOutcome::error("cannot run the restart command: " + std::string(std::strerror(rc)));
+  // While the command stops the broker gracefully, the case's connections answer its close as clients do, so
+  // that it need not wait for them.
+  if (!kill && signalled) signalled();
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) != pid) {
     if (Clock::now() >= deadline) {
@@ -229,8 +233,8 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
       Scenario scenario(spec, target, prefix);
       if (restarts_broker(spec) && options.restart_command) {
         scenario.set_broker_restarter([&how = *options.restart_command](bool kill, Clock::time_point deadline,
-                                                                        const std::function<void()>&) {
-          return restart_with_command(how, kill, deadline);
+                                                                        const std::function<void()>& signalled) {
+          return restart_with_command(how, kill, deadline, signalled);
         });
       }
       r = scenario.run();

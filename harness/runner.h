@@ -46,8 +46,10 @@ struct RestartCommand {
   std::uint16_t port = 0;
 };
 
-// Restarts the target with `how.command`, bounded by `deadline` (the case's).
-StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline);
+// Restarts the target with `how.command`, bounded by `deadline` (the case's); `signalled` runs while the
+// command works, for a graceful restart (the case's connections answer the broker's close).
+StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline,
+                                 const std::function<void()>& signalled);
 
 // Whether the case restarts its broker (requires the feature "restart"). Such a case runs alone: on a broker
 // of its own when the harness starts the broker, or against a --url target after every other case, one at a
