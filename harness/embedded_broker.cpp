@@ -54,12 +54,13 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
   std::filesystem::create_directories(options.work_dir, ec);
   if (ec) return "cannot create " + options.work_dir.string() + ": " + ec.message();
 
+  const auto data_dir = options.data_dir.empty() ? options.work_dir / "data" : options.data_dir;
   std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1",
                                    "--port-file", (options.work_dir / "ports.json").string(),
-                                   "--data-dir", (options.work_dir / "data").string()};
+                                   "--data-dir", data_dir.string()};
   if (!options.definitions_file.empty()) args.insert(args.end(), {"--definitions", options.definitions_file});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir));
+  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir));
   auto spawned = broker->spawn(options.keep_work_dir);
   if (!spawned) return spawned.error();
   return broker;

@@ -22,6 +22,7 @@ struct EmbeddedOptions {
   std::filesystem::path work_dir;          // created fresh; the broker's log, port file and data dir go here
   std::vector<std::string> extra_args;
   bool keep_work_dir = false;              // reuse what is there (the data dir of an earlier run) instead
+  std::filesystem::path data_dir;          // the broker's --data-dir; empty: <work_dir>/data
 };
 
 class EmbeddedBroker {
@@ -32,7 +33,7 @@ class EmbeddedBroker {
 
   std::uint16_t port() const { return port_; }
   const std::filesystem::path& log_file() const { return log_; }
-  std::filesystem::path data_dir() const { return work_dir_ / "data"; }
+  const std::filesystem::path& data_dir() const { return data_dir_; }
   bool running() const { return pid_ > 0; }
   // SIGTERM, then SIGKILL after `grace_ms`; returns the exit status as `wait` reports it (-1 if killed).
   // `signalled`, when given, runs once SIGTERM is sent (a client answering the broker's close, say).
@@ -49,14 +50,15 @@ class EmbeddedBroker {
   Result<Restarted, std::string> restart(bool kill, const std::function<void()>& signalled = {});
 
  private:
-  EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir)
-      : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log") {}
+  EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir, std::filesystem::path data_dir)
+      : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"), data_dir_(std::move(data_dir)) {}
   // Spawns the broker with args_ (port_ as --port) and waits until it reports its port.
   Result<bool, std::string> spawn(bool append_log);
 
   std::vector<std::string> args_;  // every flag but --port's value
   std::filesystem::path work_dir_;
   std::filesystem::path log_;
+  std::filesystem::path data_dir_;
   pid_t pid_ = 0;
   std::uint16_t port_ = 0;  // 0 until the first start reports it; then kept across restarts
 };
