@@ -13,6 +13,46 @@ using boost::system::error_code;
 Broker::Broker(BrokerConfig config, Definitions definitions)
     : config_(std::move(config)), definitions_(std::move(definitions)) {}
 
+Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
+  const std::filesystem::path dir = config_.data_dir;
+  for (const std::string& problem : DurableTopology::restore(stored, core_)) {
+    std::cerr << "firemq-broker: not restored: " << problem << std::endl;
+  }
+  store::RecoveryReport report;
+  auto post = [this](std::function<void()> work) { asio::post(io_, std::move(work)); };
+  auto opened = store::MessageStore::open({dir / "messages", config_.segment_bytes}, time_, post, report);
+  if (!opened) return opened.error();
+  store_ = std::move(*opened);
+  for (const std::string& problem : report.problems) std::cerr << "firemq-broker: message store: " << problem << std::endl;
+  std::cout << "firemq-broker: recovered " << report.messages << " messages from " << report.segments
+            << " segments (" << report.records << " records) in " << report.elapsed.count() << " ms" << std::endl;
+  restore_messages();
+  topology_ = std::make_unique<DurableTopology>(dir / "definitions.json", core_, definitions_);
+  core_.attach_storage(store_.get(), topology_.get());
+  // The users, vhosts and permissions in use now are kept too (a restart without --definitions finds them).
+  if (Status unsaved = topology_->save()) return unsaved->msg;
+  return true;
+}
+
+void Broker::restore_messages() {
+  const std::uint64_t now_ms = time_.now_ms(), now_unix_ms = time_.unix_ms();
+  for (auto& [key, messages] : store_->take_recovered()) {
+    const auto names = store::split_queue_key(key);
+    Vhost* vhost = names ? core_.vhost(names->first) : nullptr;
+    for (store::RecoveredMessage& m : messages) {
+      std::optional<std::uint64_t> expires;
+      if (m.ref.expires_at != 0) expires = now_ms + (m.ref.expires_at > now_unix_ms ? m.ref.expires_at - now_unix_ms : 0);
+      if (vhost == nullptr || !vhost->restore_message(names->second, m.message, m.ref.position, m.ref.delivered, expires)) {
+        std::cerr << "firemq-broker: message store: " << messages.size() << " messages of a queue that is gone ("
+                  << (names ? names->first + "/" + names->second : key) << ") dropped" << std::endl;
+        store_->drop_queue(key);
+        break;
+      }
+    }
+  }
+  store_->write_out();
+}
+
 Result<std::uint16_t, std::string> Broker::listen() {
   error_code ec;
   const auto address = asio::ip::make_address(config_.bind_address, ec);
@@ -54,6 +94,7 @@ int Broker::run() {
   asio::co_spawn(io_, accept_loop(), asio::detached);
   asio::co_spawn(io_, tick_loop(), asio::detached);
   io_.run();
+  if (store_) store_->write_out();  // what the last connections did is written before the store's final fsync
   return 0;
 }
 
@@ -77,6 +118,9 @@ awaitable<void> Broker::tick_loop() {
     error_code ec;
     co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
     core_.tick();
+    // x-expires and auto-delete removals change the durable topology outside any request.
+    if (Status unsaved = core_.save_topology()) std::cerr << "firemq-broker: " << unsaved->msg << std::endl;
+    if (store_) store_->write_out();  // expiries' records
     if (alarms_.update()) {
       std::cout << "firemq-broker: " << (alarms_.active() ? "alarm: " : "alarms cleared")
                 << (alarms_.memory() ? "memory high watermark reached " : "") << (alarms_.disk() ? "disk free limit reached" : "")

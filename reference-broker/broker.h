@@ -12,6 +12,8 @@
 #include "reference-broker/connection.h"
 #include "reference-broker/core.h"
 #include "reference-broker/definitions.h"
+#include "reference-broker/durable_topology.h"
+#include "reference-broker/message_store.h"
 
 namespace firemq {
 
@@ -19,6 +21,11 @@ class Broker {
  public:
   Broker(BrokerConfig config, Definitions definitions);
 
+  // Brings back what the data directory holds (durable exchanges, queues, bindings, then persistent messages)
+  // and starts the message store; `stored` is the data directory's definitions file (null when none). What
+  // could not be restored is reported on stderr and the rest still comes back; the error is for a data
+  // directory that cannot be used at all.
+  Result<bool, std::string> open_storage(const nlohmann::json& stored);
   // Binds the listeners and reports the bound ports (stdout, and port_file when set). The error says which
   // address could not be bound, and why.
   Result<std::uint16_t, std::string> listen();
@@ -31,6 +38,7 @@ class Broker {
   void begin_shutdown();
   awaitable<void> finish_shutdown();
   Status write_port_file(std::uint16_t port) const;
+  void restore_messages();
 
   BrokerConfig config_;
   Definitions definitions_;
@@ -42,6 +50,9 @@ class Broker {
   asio::signal_set signals_{io_, SIGTERM, SIGINT};
   ConnectionRegistry registry_;
   bool shutting_down_ = false;
+  // After io_: destroyed first, while io_ still exists for the storage thread's last completion.
+  std::unique_ptr<DurableTopology> topology_;
+  std::unique_ptr<store::MessageStore> store_;
 };
 
 }  // namespace firemq

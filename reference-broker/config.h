@@ -16,6 +16,7 @@ struct BrokerConfig {
   std::string port_file;         // where to write {"fire": port} once bound; empty: don't
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   std::string data_dir = "firemq-data";  // durable definitions and the message store (docs/durability.md)
+  std::uint64_t segment_bytes = 64ull << 20;  // the message store starts a new segment file past this size
 
   // "the smaller non-zero value of the client's and the server's" (welcome.heartbeat)
   std::uint64_t heartbeat_seconds = 60;

@@ -44,6 +44,7 @@ std::string Connection::describe(const asio::ip::tcp::socket& socket) {
 Connection::Connection(asio::ip::tcp::socket socket, SessionEnv env, ConnectionRegistry& registry)
     : socket_(std::move(socket)),
       registry_(registry),
+      env_core_(env.core),
       session_(env, *this, describe(socket_)),
       writer_wakeup_(socket_.get_executor()),
       reader_wakeup_(socket_.get_executor()),
@@ -87,7 +88,8 @@ awaitable<void> Connection::reader() {
     }
     if (stopped_) co_return;
     consume(ByteView(buffer.data(), n));
-    session_.flush();  // one confirm {upto} for everything this read brought
+    write_out_journal();  // the records of this read's publishes go to the OS and the fsync starts
+    session_.flush();     // one confirm {upto} for everything this read brought
     tell_flow();       // a connection that just published during an alarm is paused now
   }
 }
@@ -125,6 +127,7 @@ awaitable<void> Connection::writer() {
       co_await wait(writer_wakeup_);
       continue;
     }
+    write_out_journal();  // no deliver leaves before the store's record of it (redelivered after a kill -9)
     batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
     queue_.clear();
     buffers.clear();

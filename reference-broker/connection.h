@@ -55,6 +55,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   void consume(ByteView bytes);
   bool paused_by_alarm() const { return registry_.alarm() && session_.has_published(); }
   void tell_flow();
+  void write_out_journal() {
+    if (Journal* journal = env_core_.journal()) journal->write_out();
+  }
   void send(const Message& message, ByteView payload) override;
   void close_after_flush() override;
   void stop();
@@ -63,6 +66,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
 
   asio::ip::tcp::socket socket_;
   ConnectionRegistry& registry_;
+  Core& env_core_;  // for the message store
   FrameDecoder decoder_{StreamSide::server};
   Session session_;
   HeartbeatMonitor heartbeat_;

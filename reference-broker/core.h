@@ -7,6 +7,7 @@
 #include <string>
 
 #include "reference-broker/definitions.h"
+#include "reference-broker/journal.h"
 #include "reference-broker/time_source.h"
 #include "reference-broker/vhost.h"
 
@@ -18,10 +19,27 @@ class Core {
   Core(const Definitions& definitions, const TimeSource& time) {
     for (const std::string& name : definitions.vhost_names()) vhosts_.emplace(name, std::make_unique<Vhost>(name, time));
   }
+  // The disk behind durability (message_store.h, durable_topology.h); without it nothing is persisted. Called
+  // once, before any client connects.
+  void attach_storage(Journal* journal, TopologyStore* topology) {
+    journal_ = journal;
+    topology_ = topology;
+    for (auto& [name, vhost] : vhosts_) vhost->set_journal(journal);
+  }
+  Journal* journal() const { return journal_; }
+
+  // Saves the durable topology if it changed (after a declare, delete, bind or unbind, before its reply).
+  Status save_topology() {
+    bool changed = false;
+    for (auto& [name, vhost] : vhosts_) changed = vhost->take_durable_change() || changed;
+    return changed && topology_ != nullptr ? topology_->save() : std::nullopt;
+  }
+
   // Time passes (the broker calls this every few tens of milliseconds): TTLs and x-expires take effect.
   void tick() {
     for (auto& [name, vhost] : vhosts_) vhost->tick();
   }
+  const std::map<std::string, std::unique_ptr<Vhost>>& vhosts() const { return vhosts_; }
   // nullptr for a vhost that does not exist.
   Vhost* vhost(const std::string& name) {
     auto it = vhosts_.find(name);
@@ -30,6 +48,8 @@ class Core {
 
  private:
   std::map<std::string, std::unique_ptr<Vhost>> vhosts_;
+  Journal* journal_ = nullptr;
+  TopologyStore* topology_ = nullptr;
 };
 
 }  // namespace firemq

@@ -68,6 +68,19 @@ Result<Definitions, std::string> Definitions::parse(const std::string& json_text
   }
 }
 
+Json Definitions::to_json() const {
+  Json root{{"users", Json::array()}, {"vhosts", Json::array()}, {"permissions", Json::array()}};
+  for (const std::string& vhost : vhosts_) root["vhosts"].push_back({{"name", vhost}});
+  for (const auto& [name, user] : users_) {
+    root["users"].push_back({{"name", name}, {"password", user.password}, {"tags", user.tags}});
+    for (const auto& [vhost, p] : user.permissions) {
+      root["permissions"].push_back(
+          {{"user", name}, {"vhost", vhost}, {"configure", p.configure}, {"write", p.write}, {"read", p.read}});
+    }
+  }
+  return root;
+}
+
 Result<Definitions, std::string> Definitions::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) return "cannot read definitions file '" + path + "'";

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "protocol/error.h"
 
 namespace firemq {
@@ -37,6 +39,8 @@ class Definitions {
   // Reads a definitions file; the error names the file and what is wrong with it.
   static Result<Definitions, std::string> load(const std::string& path);
   static Result<Definitions, std::string> parse(const std::string& json_text);
+  // The users, vhosts and permissions in the shape parse() reads (the data directory keeps a copy).
+  nlohmann::json to_json() const;
 
   // The user whose name and password match, or nullptr. Passwords are compared in constant time.
   const User* authenticate(const std::string& name, const std::string& password) const;

@@ -1,9 +1,11 @@
 // firemq-broker: the FireMQ reference broker. `firemq-broker --help` lists every flag.
 #include <boost/program_options.hpp>
 
+#include <filesystem>
 #include <iostream>
 
 #include "reference-broker/broker.h"
+#include "reference-broker/storage_io.h"
 
 namespace po = boost::program_options;
 
@@ -13,6 +15,31 @@ struct Parsed {
   firemq::BrokerConfig config;
   bool help = false;
 };
+
+// The data directory's definitions file: read, or set aside when it cannot be read (reported; the broker starts
+// without what it held rather than not at all, and a later save does not overwrite the damaged file).
+nlohmann::json read_stored_definitions(const std::filesystem::path& file) {
+  auto stored = firemq::DurableTopology::read(file);
+  if (stored) return *stored;
+  const std::filesystem::path aside = file.string() + ".unreadable";
+  std::error_code ec;
+  std::filesystem::rename(file, aside, ec);
+  std::cerr << "firemq-broker: " << stored.error() << "; set aside as " << aside.string()
+            << "; starting without its exchanges, queues and bindings" << std::endl;
+  return nlohmann::json();
+}
+
+// --definitions wins (as RabbitMQ's load_definitions at boot); else what the data directory kept; else guest.
+firemq::Result<firemq::Definitions, std::string> choose_definitions(const firemq::BrokerConfig& config,
+                                                                    const nlohmann::json& stored) {
+  if (!config.definitions_file.empty()) return firemq::Definitions::load(config.definitions_file);
+  if (stored.is_object() && stored.contains("users")) {
+    auto kept = firemq::Definitions::parse(stored.dump());
+    if (!kept) return "the data directory's definitions: " + kept.error();
+    return kept;
+  }
+  return firemq::Definitions::defaults();
+}
 
 po::options_description describe_flags(firemq::BrokerConfig& c, std::uint64_t& handshake_ms) {
   po::options_description flags("firemq-broker [flags]");
@@ -25,6 +52,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, std::uint64_t& h
        "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")
       ("data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
        "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")
+      ("segment-bytes", po::value(&c.segment_bytes)->default_value(c.segment_bytes),
+       "the message store starts a new segment file once the current one holds this many bytes")
+      ("storage-fault", po::value<std::string>(),
+       "testing: fail the Nth write or fsync of the data directory (write:N or fsync:N)")
       ("heartbeat", po::value(&c.heartbeat_seconds)->default_value(c.heartbeat_seconds),
        "the server's heartbeat interval in seconds; 0 lets the client's value stand")
       ("max-frame", po::value(&c.max_frame)->default_value(c.max_frame),
@@ -61,15 +92,35 @@ int main(int argc, char** argv) {
     return 2;
   }
   config.handshake_timeout = std::chrono::milliseconds(handshake_ms);
+  if (vm.count("storage-fault")) {
+    if (firemq::Status bad = firemq::storage_faults().configure(vm["storage-fault"].as<std::string>())) {
+      std::cerr << "firemq-broker: " << bad->msg << "\n";
+      return 2;
+    }
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(config.data_dir, ec);
+  if (ec) {
+    std::cerr << "firemq-broker: cannot create --data-dir " << config.data_dir << ": " << ec.message() << "\n";
+    return 2;
+  }
+  if (firemq::IoStatus in_use = firemq::lock_data_directory(config.data_dir)) {
+    std::cerr << "firemq-broker: " << *in_use << "\n";
+    return 2;
+  }
+  config.alarms.disk_path = config.data_dir;  // the disk free limit guards the disk the store writes to
 
-  auto definitions = config.definitions_file.empty() ? firemq::Result<firemq::Definitions, std::string>(
-                                                           firemq::Definitions::defaults())
-                                                     : firemq::Definitions::load(config.definitions_file);
+  const nlohmann::json stored = read_stored_definitions(std::filesystem::path(config.data_dir) / "definitions.json");
+  auto definitions = choose_definitions(config, stored);
   if (!definitions) {
     std::cerr << "firemq-broker: " << definitions.error() << "\n";
     return 2;
   }
   firemq::Broker broker(config, std::move(*definitions));
+  if (auto opened = broker.open_storage(stored); !opened) {
+    std::cerr << "firemq-broker: " << opened.error() << "\n";
+    return 1;
+  }
   auto port = broker.listen();
   if (!port) {
     std::cerr << "firemq-broker: " << port.error() << "\n";

@@ -22,8 +22,13 @@ std::uint8_t message_priority(const BrokerMessage& m, std::uint8_t max_priority)
 
 }  // namespace
 
-Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer)
-    : settings_(std::move(settings)), time_(time), dead_letterer_(dead_letterer), last_used_ms_(time.now_ms()) {}
+Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal)
+    : settings_(std::move(settings)),
+      store_key_(queue_store_key(settings_.vhost, settings_.name)),
+      time_(time),
+      dead_letterer_(dead_letterer),
+      journal_(journal),
+      last_used_ms_(time.now_ms()) {}
 
 QueuedMessage Queue::make_queued(MessagePtr message) {
   QueuedMessage q;
@@ -70,7 +75,9 @@ bool Queue::enqueue(MessagePtr message) {
     }
     return false;
   }
-  insert_ready(make_queued(std::move(message)));
+  QueuedMessage queued = make_queued(std::move(message));
+  if (journaled(queued)) journal_->enqueued(*this, queued);
+  insert_ready(std::move(queued));
   dispatch_ready();
   drop_head_while_over_limits();
   // TTL 0: what no consumer could take at once expires now.
@@ -82,6 +89,7 @@ void Queue::drop_head_while_over_limits() {
   // drop-head: "drop or dead-letter from the head, reason maxlen" while over either limit.
   while (!ready_.empty() && over_limits(0, 0)) {
     QueuedMessage dropped = pop_head();
+    leave_for_good(dropped);
     if (dead_letterer_) dead_letterer_->dead_letter(*this, dropped, DeathReason::maxlen);
   }
 }
@@ -94,6 +102,7 @@ void Queue::expire_messages() {
     const QueuedMessage& head = ready_.begin()->second;
     if (!head.expires_at_ms || *head.expires_at_ms > now) break;
     QueuedMessage expired = pop_head();
+    leave_for_good(expired);
     if (dead_letterer_) dead_letterer_->dead_letter(*this, expired, DeathReason::expired);
   }
 }
@@ -103,15 +112,34 @@ bool Queue::expired_unused() const {
   return expires && consumers_.empty() && time_.now_ms() - last_used_ms_ >= *expires;
 }
 
+void Queue::restore(MessagePtr message, std::uint64_t position, bool redelivered,
+                    std::optional<std::uint64_t> expires_at_ms) {
+  QueuedMessage q;
+  q.priority = message_priority(*message, settings_.arguments.max_priority);
+  q.message = std::move(message);
+  q.position = position;
+  q.redelivered = redelivered;
+  q.expires_at_ms = expires_at_ms;
+  next_position_ = std::max(next_position_, position + 1);
+  if (expires_at_ms) has_expiring_ = true;
+  insert_ready(std::move(q));
+}
+
+void Queue::acknowledge(const QueuedMessage& message) {
+  count_settled();
+  leave_for_good(message);
+}
+
 void Queue::requeue(QueuedMessage message) {
-  on_settled();
+  count_settled();
   message.redelivered = true;
   insert_ready(std::move(message));
   dispatch();
 }
 
 void Queue::reject(const QueuedMessage& message) {
-  on_settled();
+  count_settled();
+  leave_for_good(message);
   if (dead_letterer_) dead_letterer_->dead_letter(*this, message, DeathReason::rejected);
 }
 
@@ -120,11 +148,14 @@ std::optional<QueuedMessage> Queue::take_next() {
   expire_messages();
   if (ready_.empty()) return std::nullopt;
   ++unacked_;  // as dispatch(): settled at once by the session when the get is no_ack
-  return pop_head();
+  QueuedMessage head = pop_head();
+  if (journaled(head)) journal_->delivered(*this, head);
+  return head;
 }
 
 std::size_t Queue::purge() {
   const std::size_t purged = ready_.size();
+  for (const auto& [key, message] : ready_) leave_for_good(message);
   ready_.clear();
   ready_bytes_ = 0;
   return purged;
@@ -172,7 +203,9 @@ void Queue::dispatch_ready() {
     Consumer* consumer = next_consumer_with_credit();
     if (consumer == nullptr) break;
     ++unacked_;  // the consumer settles it at once if its subscription is no_ack
-    consumer->take(pop_head(), *this);
+    QueuedMessage head = pop_head();
+    if (journaled(head)) journal_->delivered(*this, head);
+    consumer->take(std::move(head), *this);
   }
   dispatching_ = false;
 }

@@ -13,6 +13,7 @@
 
 #include "protocol/value.h"
 #include "reference-broker/broker_message.h"
+#include "reference-broker/journal.h"
 #include "reference-broker/queue_arguments.h"
 #include "reference-broker/time_source.h"
 
@@ -52,6 +53,7 @@ class DeadLetterer {
 };
 
 struct QueueSettings {
+  std::string vhost;
   std::string name;
   bool durable = false;
   bool auto_delete = false;
@@ -63,15 +65,23 @@ struct QueueSettings {
 // Owned by a shared_ptr (the vhost's), so that deliveries not yet acknowledged can refer to it weakly.
 class Queue : public std::enable_shared_from_this<Queue> {
  public:
-  // `time` and `dead_letterer` must outlive the queue; dead_letterer may be null (messages are then dropped).
-  Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer = nullptr);
+  // `time`, `dead_letterer` and `journal` must outlive the queue; dead_letterer may be null (messages are then
+  // dropped); journal is null unless the queue is durable and the broker keeps a message store.
+  Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer = nullptr,
+        Journal* journal = nullptr);
 
   const QueueSettings& settings() const { return settings_; }
   const std::string& name() const { return settings_.name; }
+  const std::string& store_key() const { return store_key_; }  // queue_store_key(vhost, name)
   bool exclusive() const { return !settings_.exclusive_owner.empty(); }
 
   // Enqueues a published message; false when the queue refused it (x-overflow reject-publish[-dlx], full).
   bool enqueue(MessagePtr message);
+  // A message recovered from the message store at startup, at its stored position; `expires_at_ms` on this
+  // queue's clock.
+  void restore(MessagePtr message, std::uint64_t position, bool redelivered, std::optional<std::uint64_t> expires_at_ms);
+  // A delivery was acknowledged (or was no_ack): it leaves the queue for good.
+  void acknowledge(const QueuedMessage& message);
   // A message that was delivered and not acknowledged goes back to its original position, redelivered.
   void requeue(QueuedMessage message);
   // A delivery settled without requeue: dead-lettered (reason rejected) when the queue has a dead-letter exchange.
@@ -103,7 +113,6 @@ class Queue : public std::enable_shared_from_this<Queue> {
   std::size_t ready_count() const { return ready_.size(); }
   std::uint64_t ready_bytes() const { return ready_bytes_; }
   std::size_t unacked_count() const { return unacked_; }
-  void on_settled() { if (unacked_ > 0) --unacked_; }  // an unacknowledged delivery was acked or dropped
 
  private:
   // Ready messages in delivery order: higher priority first, then by position (FIFO within a priority).
@@ -122,10 +131,18 @@ class Queue : public std::enable_shared_from_this<Queue> {
   bool over_limits(std::size_t extra_count, std::uint64_t extra_bytes) const;
   Consumer* next_consumer_with_credit();
   QueuedMessage make_queued(MessagePtr message);
+  void count_settled() { if (unacked_ > 0) --unacked_; }  // an unacknowledged delivery was settled
+  // The message store hears of persistent messages only ("persistent: Write the message to disk").
+  bool journaled(const QueuedMessage& m) const { return journal_ != nullptr && m.message->persistent; }
+  void leave_for_good(const QueuedMessage& m) {
+    if (journaled(m)) journal_->removed(*this, m);
+  }
 
   QueueSettings settings_;
+  std::string store_key_;
   const TimeSource& time_;
   DeadLetterer* dead_letterer_;
+  Journal* journal_;
   std::map<ReadyKey, QueuedMessage> ready_;
   std::uint64_t ready_bytes_ = 0;
   std::uint64_t next_position_ = 1;

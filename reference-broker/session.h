@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -71,7 +72,7 @@ class Subscription : public Consumer {
   std::weak_ptr<Queue> queue_;
 };
 
-class Session {
+class Session : private DurabilityWaiter {
  public:
   enum class State { awaiting_hello, open, closing };
 
@@ -136,7 +137,12 @@ class Session {
   // session_publish.cpp
   void on_publish(op::Publish& p, const RawFrame& frame);
   void reject_publish(std::uint64_t seq, const Error& error);
-  void confirm(std::uint64_t seq);
+  // `durable_at`: the log position the publish's records end at, 0 when it needs no disk.
+  void confirm(std::uint64_t seq, std::uint64_t durable_at = 0);
+  void release_durable(std::uint64_t durable_position);
+  void on_durable(std::uint64_t position) override;
+  void on_store_failed(std::uint64_t durable_position, const std::string& reason) override;
+  void stop_waiting_for_disk();
 
   // session_consume.cpp
   void on_subscribe(const op::Subscribe& r);
@@ -167,6 +173,14 @@ class Session {
   std::uint64_t last_seq_ = 0;
   bool has_published_ = false;
   std::uint64_t pending_upto_ = 0;
+  // Publishes whose confirm waits for the disk ("they are on disk when persistent and routed to a durable
+  // queue"), with the log position each one's records end at, in seq order; confirms follow that order.
+  struct AwaitingDisk {
+    std::uint64_t seq;
+    std::uint64_t durable_at;  // 0: needs no disk, but an earlier one does
+  };
+  std::deque<AwaitingDisk> awaiting_disk_;
+  bool waiting_on_journal_ = false;
 
   // Consuming: delivery tags are "unique and increasing on the connection, starting at 1", shared by deliver
   // and get_ok.

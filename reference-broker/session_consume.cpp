@@ -68,7 +68,7 @@ void Session::on_credit(const op::Credit& r) {
 std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) {
   const std::uint64_t tag = next_tag_++;
   if (no_ack) {
-    queue.on_settled();  // "Messages count as acknowledged once sent."
+    queue.acknowledge(message);  // "Messages count as acknowledged once sent."
   } else {
     unacked_.emplace(tag, Unacked{message, queue.weak_from_this()});
   }
@@ -116,7 +116,7 @@ void Session::on_ack(const op::Ack& r) {
   if (!tags) return fail(tags.error());
   for (std::uint64_t tag : *tags) {
     auto it = unacked_.find(tag);
-    if (std::shared_ptr<Queue> q = it->second.queue.lock()) q->on_settled();
+    if (std::shared_ptr<Queue> q = it->second.queue.lock()) q->acknowledge(it->second.message);
     unacked_.erase(it);
   }
 }
@@ -155,6 +155,8 @@ void Session::on_get(const op::Get& r) {
 }
 
 void Session::on_connection_lost() {
+  awaiting_disk_.clear();  // no one is left to confirm to
+  stop_waiting_for_disk();
   if (vhost_ == nullptr) return;
   Vhost& vhost = *vhost_;
   vhost_ = nullptr;  // once only

@@ -4,19 +4,6 @@
 
 namespace firemq {
 
-namespace {
-
-// What a message costs in memory, for the memory watermark: its body, its decoded props and headers (each
-// decoded item takes several times its encoded size: an estimate of 8x), and the bookkeeping around it.
-constexpr std::size_t kDecodedHeaderFactor = 8;
-constexpr std::size_t kPerMessageOverhead = 256;
-
-std::size_t memory_cost(const RawFrame& frame) {
-  return frame.payload().size() + kDecodedHeaderFactor * frame.header().size() + kPerMessageOverhead;
-}
-
-}  // namespace
-
 void Session::on_publish(op::Publish& p, const RawFrame& frame) {
   const ByteView body = frame.payload();
   has_published_ = true;  // flow control pauses connections that publish
@@ -50,22 +37,75 @@ void Session::on_publish(op::Publish& p, const RawFrame& frame) {
     }
     return confirm(p.seq);
   }
+  Journal* journal = env_.core.journal();
+  const std::uint64_t log_before = journal ? journal->end_position() : 0;
   auto message = std::make_shared<BrokerMessage>(
       BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
-                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(memory_cost(frame))});
+                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(message_memory_cost(frame.header().size(), body.size()))});
   std::string refused_by;
   for (Queue* queue : route->queues) {
     // "the other queues the message was routed to still get it"
     if (!queue->enqueue(message) && refused_by.empty()) refused_by = queue->name();
   }
-  if (refused_by.empty()) return confirm(p.seq);
+  // Persistent and routed to a durable queue: the store appended its records, and the confirm waits for them.
+  const std::uint64_t log_after = journal ? journal->end_position() : 0;
+  const bool needs_disk = log_after > log_before;
+  if (needs_disk && !journal->failure().empty()) {
+    return reject_publish(p.seq, make_error(ReplyCode::internal_error,
+                                            "message not written to disk: " + journal->failure()));
+  }
+  if (refused_by.empty()) return confirm(p.seq, needs_disk ? log_after : 0);
   // x-overflow reject-publish: "a confirm nack with a code and msg" (resource-error: the queue is full).
   reject_publish(p.seq, make_error(ReplyCode::resource_error,
                                    "queue '" + refused_by + "' is full and its x-overflow refuses new messages"));
 }
 
-void Session::confirm(std::uint64_t seq) {
-  if (seq != 0) pending_upto_ = seq;  // sent by flush(), one {upto} for the batch
+void Session::confirm(std::uint64_t seq, std::uint64_t durable_at) {
+  if (seq == 0) return;
+  if (durable_at == 0 && awaiting_disk_.empty()) {
+    pending_upto_ = seq;  // sent by flush(), one {upto} for the batch
+    return;
+  }
+  // {upto} confirms every seq up to it, so one waiting for the disk holds back the ones after it.
+  awaiting_disk_.push_back({seq, durable_at});
+  if (!waiting_on_journal_) {
+    env_.core.journal()->add_waiter(this);
+    waiting_on_journal_ = true;
+  }
+}
+
+void Session::release_durable(std::uint64_t durable_position) {
+  while (!awaiting_disk_.empty() && awaiting_disk_.front().durable_at <= durable_position) {
+    pending_upto_ = awaiting_disk_.front().seq;
+    awaiting_disk_.pop_front();
+  }
+  if (awaiting_disk_.empty()) stop_waiting_for_disk();
+}
+
+void Session::on_durable(std::uint64_t position) {
+  release_durable(position);
+  flush();
+}
+
+void Session::on_store_failed(std::uint64_t durable_position, const std::string& reason) {
+  // What reached the disk is confirmed; what never will is nacked, each nack before the upto that covers it.
+  for (const AwaitingDisk& waiting : awaiting_disk_) {
+    if (waiting.durable_at > durable_position) {
+      out_.send(op::Confirm{0, waiting.seq, true, static_cast<std::uint64_t>(ReplyCode::internal_error),
+                            "message not written to disk: " + reason});
+    } else {
+      pending_upto_ = waiting.seq;
+    }
+  }
+  awaiting_disk_.clear();
+  stop_waiting_for_disk();
+  flush();
+}
+
+void Session::stop_waiting_for_disk() {
+  if (!waiting_on_journal_) return;
+  env_.core.journal()->remove_waiter(this);
+  waiting_on_journal_ = false;
 }
 
 void Session::reject_publish(std::uint64_t seq, const Error& error) {
@@ -81,6 +121,7 @@ void Session::reject_publish(std::uint64_t seq, const Error& error) {
 }
 
 void Session::flush() {
+  if (waiting_on_journal_) release_durable(env_.core.journal()->durable_position());
   if (pending_upto_ == 0 || state_ != State::open) return;
   out_.send(op::Confirm{pending_upto_, 0, false, 0, ""});
   pending_upto_ = 0;

@@ -22,12 +22,14 @@ Status check_queue_arguments(const Map& args) {
 void Session::on_declare_exchange(const op::DeclareExchange& r) {
   if (Status denied = r.passive ? Status() : allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
   if (Status bad = vhost_->declare_exchange(r)) return refuse(r.rid, *bad);
+  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   reply_ok(r.rid);
 }
 
 void Session::on_delete_exchange(const op::DeleteExchange& r) {
   if (Status denied = allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
   if (Status bad = vhost_->delete_exchange(r)) return refuse(r.rid, *bad);
+  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   reply_ok(r.rid);
 }
 
@@ -39,6 +41,8 @@ void Session::on_declare_queue(const op::DeclareQueue& r) {
   }
   Result<op::Ok> ok = vhost_->declare_queue(r, conn_id_);
   if (!ok) return refuse(r.rid, ok.error());
+  // "durable: Survives a broker restart": the definitions file holds it before the reply goes.
+  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   out_.send(*ok);  // "Reply: ok with name, messages and consumers."
 }
 
@@ -46,6 +50,7 @@ void Session::on_delete_queue(const op::DeleteQueue& r) {
   if (Status denied = allowed(Access::configure, "queue", r.name)) return refuse(r.rid, *denied);
   Result<std::uint64_t> deleted = vhost_->delete_queue(r, conn_id_);
   if (!deleted) return refuse(r.rid, deleted.error());
+  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   out_.send(op::Ok{r.rid, "", *deleted, 0, false});  // "ok with messages, the number of messages deleted"
 }
 
@@ -65,6 +70,7 @@ void Session::on_bind(const op::BindFields& r, bool bind) {
   if (Status denied = allowed(Access::read, "exchange", r.exchange)) return refuse(r.rid, *denied);
   Status bad = bind ? vhost_->bind(r, conn_id_) : vhost_->unbind(r, conn_id_);
   if (bad) return refuse(r.rid, *bad);
+  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   reply_ok(r.rid);
 }
 

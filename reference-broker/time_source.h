@@ -12,8 +12,10 @@ class TimeSource {
   virtual ~TimeSource() = default;
   // Milliseconds on a monotonic clock: for expiry.
   virtual std::uint64_t now_ms() const = 0;
+  // Milliseconds since the Unix epoch: for expiry times that outlive a restart (the message store's).
+  virtual std::uint64_t unix_ms() const = 0;
   // Seconds since the Unix epoch: for timestamps carried in messages (x-death time).
-  virtual std::uint64_t unix_seconds() const = 0;
+  std::uint64_t unix_seconds() const { return unix_ms() / 1000; }
 };
 
 class SystemTime : public TimeSource {
@@ -23,16 +25,17 @@ class SystemTime : public TimeSource {
                                           std::chrono::steady_clock::now().time_since_epoch())
                                           .count());
   }
-  std::uint64_t unix_seconds() const override {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count());
+  std::uint64_t unix_ms() const override {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
   }
 };
 
 class ManualTime : public TimeSource {
  public:
   std::uint64_t now_ms() const override { return ms_; }
-  std::uint64_t unix_seconds() const override { return 1'700'000'000 + ms_ / 1000; }
+  std::uint64_t unix_ms() const override { return 1'700'000'000'000 + ms_; }
   void advance(std::uint64_t ms) { ms_ += ms; }
 
  private:

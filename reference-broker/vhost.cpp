@@ -90,6 +90,7 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
   e.internal = r.internal;
   e.args = r.args;
   exchanges_.emplace(r.name, std::move(e));
+  note_change(r.durable);
   return std::nullopt;
 }
 
@@ -107,7 +108,10 @@ Status Vhost::delete_exchange(const op::DeleteExchange& r) {
 }
 
 void Vhost::remove_exchange(const std::string& name) {
-  exchanges_.erase(name);
+  auto it = exchanges_.find(name);
+  if (it == exchanges_.end()) return;
+  note_change(it->second.durable);
+  exchanges_.erase(it);
   remove_bindings_to(name, true);
 }
 
@@ -116,6 +120,7 @@ void Vhost::remove_bindings_to(const std::string& destination, bool to_exchange)
   for (auto& [source, e] : exchanges_) {
     const auto before = e.bindings.size();
     std::erase_if(e.bindings, [&](const Binding& b) { return b.destination == destination && b.to_exchange == to_exchange; });
+    if (e.bindings.size() != before) note_change(e.durable);
     if (e.bindings.size() != before && e.bindings.empty()) emptied.push_back(source);
   }
   for (const std::string& source : emptied) delete_exchange_if_auto_delete_due(source);
@@ -182,8 +187,12 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
   const std::string name = r.name.empty() ? server_named_queue() : r.name;
   Result<QueueArguments> arguments = parse_queue_arguments(r.args, name, name_);
   if (!arguments) return arguments.error();
-  QueueSettings settings{name, r.durable, r.auto_delete, r.exclusive ? conn_id : std::string(), r.args, *arguments};
-  queues_.emplace(name, std::make_shared<Queue>(std::move(settings), time_, static_cast<DeadLetterer*>(this)));
+  QueueSettings settings{name_, name, r.durable, r.auto_delete, r.exclusive ? conn_id : std::string(), r.args, *arguments};
+  // "durable: Survives a broker restart"; an exclusive queue ends with its connection, so never does.
+  const bool kept = r.durable && !r.exclusive;
+  queues_.emplace(name, std::make_shared<Queue>(std::move(settings), time_, static_cast<DeadLetterer*>(this),
+                                                kept ? journal_ : nullptr));
+  note_change(kept);
   return op::Ok{r.rid, name, 0, 0, false};
 }
 
@@ -207,6 +216,9 @@ void Vhost::remove_queue(const std::string& name) {
   if (it == queues_.end()) return;
   std::shared_ptr<Queue> queue = std::move(it->second);
   queues_.erase(it);
+  const bool kept = queue->settings().durable && !queue->exclusive();
+  if (kept && journal_ != nullptr) journal_->queue_deleted(*queue);
+  note_change(kept);
   queue->cancel_consumers();  // "cancelled ... for example because its queue was deleted"
   remove_bindings_to(name, false);
 }
@@ -215,6 +227,14 @@ Result<std::uint64_t> Vhost::purge_queue(const std::string& name, const std::str
   auto q = usable_queue(name, conn_id);
   if (!q) return q.error();
   return static_cast<std::uint64_t>((*q)->purge());
+}
+
+bool Vhost::restore_message(const std::string& queue, MessagePtr message, std::uint64_t position, bool redelivered,
+                            std::optional<std::uint64_t> expires_at_ms) {
+  auto it = queues_.find(queue);
+  if (it == queues_.end() || !it->second->settings().durable || it->second->exclusive()) return false;
+  it->second->restore(std::move(message), position, redelivered, expires_at_ms);
+  return true;
 }
 
 void Vhost::delete_if_auto_delete_due(Queue& queue) {
@@ -265,6 +285,7 @@ Status Vhost::bind(const op::BindFields& r, const std::string& conn_id) {
   Binding b{to_exchange ? r.to_exchange : r.queue, to_exchange, r.key, r.args};
   auto& bindings = exchanges_.at(r.exchange).bindings;
   if (std::find(bindings.begin(), bindings.end(), b) == bindings.end()) bindings.push_back(std::move(b));
+  note_change(exchanges_.at(r.exchange).durable);
   return std::nullopt;
 }
 
@@ -283,6 +304,7 @@ Status Vhost::unbind(const op::BindFields& r, const std::string& conn_id) {
   auto& bindings = source->second.bindings;
   const auto before = bindings.size();
   std::erase(bindings, b);
+  if (bindings.size() != before) note_change(source->second.durable);
   if (bindings.size() != before && bindings.empty()) delete_exchange_if_auto_delete_due(r.exchange);
   return std::nullopt;
 }

@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "protocol/error.h"
@@ -71,6 +72,15 @@ class Vhost : private DeadLetterer {
   // Time passes: expired messages leave their queues, queues unused for their x-expires are deleted.
   void tick();
 
+  // The message store that durable queues write their persistent messages to (null: none).
+  void set_journal(Journal* journal) { journal_ = journal; }
+  // A recovered message goes back into its durable queue (at startup, before any client connects).
+  // False when the queue is not there (or not durable).
+  bool restore_message(const std::string& queue, MessagePtr message, std::uint64_t position, bool redelivered,
+                       std::optional<std::uint64_t> expires_at_ms);
+  // Whether durable exchanges, queues or bindings changed since the last call (the definitions file is due).
+  bool take_durable_change() { return std::exchange(durable_changed_, false); }
+
   const std::map<std::string, Exchange>& exchanges() const { return exchanges_; }
   const std::map<std::string, std::shared_ptr<Queue>>& queues() const { return queues_; }
 
@@ -85,6 +95,7 @@ class Vhost : private DeadLetterer {
   void delete_exchange_if_auto_delete_due(const std::string& name);
   Status check_bind_target(const op::BindFields& request, const std::string& conn_id);
   std::string server_named_queue();
+  void note_change(bool durable) { durable_changed_ = durable_changed_ || durable; }
 
   std::string name_;
   const TimeSource& time_;
@@ -92,6 +103,8 @@ class Vhost : private DeadLetterer {
   // Shared so that unacknowledged deliveries can refer to their queue weakly: a deleted queue is gone for them too.
   std::map<std::string, std::shared_ptr<Queue>> queues_;
   std::mt19937_64 random_{std::random_device{}()};
+  Journal* journal_ = nullptr;
+  bool durable_changed_ = false;
 };
 
 }  // namespace firemq

@@ -1,0 +1,362 @@
+#include "reference-broker/message_store.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <iostream>
+#include <system_error>
+
+namespace firemq::store {
+namespace {
+
+constexpr const char* kSegmentPrefix = "segment-";
+constexpr const char* kSegmentSuffix = ".log";
+
+// "segment-000000000042.log" -> 42; nullopt for any other file name.
+std::optional<std::uint64_t> segment_number(const std::filesystem::path& file) {
+  const std::string name = file.filename().string();
+  const std::string prefix = kSegmentPrefix, suffix = kSegmentSuffix;
+  if (name.size() != prefix.size() + 12 + suffix.size() || name.rfind(prefix, 0) != 0 ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return std::nullopt;
+  }
+  const std::string digits = name.substr(prefix.size(), 12);
+  if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return std::nullopt;
+  return std::stoull(digits);
+}
+
+}  // namespace
+
+MessageStore::MessageStore(StoreOptions options, const TimeSource& time) : options_(std::move(options)), time_(time) {}
+
+MessageStore::~MessageStore() {
+  // A clean stop: what is buffered goes to disk before the syncer's last fsync (its destructor waits for it).
+  write_out();
+}
+
+Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptions options, const TimeSource& time,
+                                                                      Syncer::Post post, RecoveryReport& report) {
+  std::error_code ec;
+  std::filesystem::create_directories(options.directory, ec);
+  if (ec) return "cannot create the message store directory " + options.directory.string() + ": " + ec.message();
+  std::unique_ptr<MessageStore> store(new MessageStore(std::move(options), time));
+  const auto started = std::chrono::steady_clock::now();
+  if (std::string error = store->recover(report); !error.empty()) return error;
+  report.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  MessageStore* self = store.get();
+  store->syncer_ = std::make_unique<Syncer>(
+      store->options_.directory, std::move(post),
+      [self](std::uint64_t position, const std::optional<std::string>& error) { self->on_synced(position, error); });
+  if (std::string error = store->start_segment(); !error.empty()) return error;
+  store->reclaim_dead_segments();
+  return store;
+}
+
+std::filesystem::path MessageStore::segment_path(std::uint64_t number) const {
+  char name[64];
+  std::snprintf(name, sizeof name, "%s%012" PRIu64 "%s", kSegmentPrefix, number, kSegmentSuffix);
+  return options_.directory / name;
+}
+
+// Recovery ----------------------------------------------------------------------------------------------------
+
+std::string MessageStore::recover(RecoveryReport& report) {
+  std::vector<std::uint64_t> numbers;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(options_.directory, ec)) {
+    if (auto n = segment_number(entry.path())) numbers.push_back(*n);
+  }
+  if (ec) return "cannot list the message store directory " + options_.directory.string() + ": " + ec.message();
+  std::sort(numbers.begin(), numbers.end());
+  for (std::size_t i = 0; i < numbers.size(); ++i) {
+    if (std::string error = recover_segment(numbers[i], i + 1 == numbers.size(), report); !error.empty()) return error;
+  }
+  report.segments = numbers.size();
+  for (const auto& [id, message] : messages_) report.messages += message.queues.size();
+  // What was read may still be only in the page cache (the last run was killed): make it durable before any
+  // segment is deleted on the strength of it.
+  for (std::uint64_t n : numbers) {
+    if (IoStatus error = sync_existing_file(segment_path(n))) return *error;
+  }
+  return "";
+}
+
+std::string MessageStore::recover_segment(std::uint64_t number, bool last, RecoveryReport& report) {
+  const std::filesystem::path path = segment_path(number);
+  Result<Bytes, std::string> contents = read_whole_file(path);
+  if (!contents) return contents.error();
+  const Bytes& bytes = *contents;
+  segments_[number] = Segment{number, bytes.size()};
+  std::size_t offset = 0;
+  while (offset < bytes.size()) {
+    ReadOutcome outcome = read_record(ByteView(bytes).subspan(offset));
+    const std::string where = path.filename().string() + " at offset " + std::to_string(offset);
+    if (outcome.kind == ReadOutcome::Kind::record) {
+      apply(*outcome.record, number, outcome.size);
+      ++report.records;
+      offset += outcome.size;
+      continue;
+    }
+    if (outcome.kind == ReadOutcome::Kind::corrupt && outcome.size > 0) {
+      // The size looked right and the checksum did not: that one record is lost, the ones after it are read.
+      report.problems.push_back(where + ": corrupt record of " + std::to_string(outcome.size) + " bytes skipped (" +
+                                outcome.problem + ")");
+      offset += outcome.size;
+      continue;
+    }
+    const std::size_t rest = bytes.size() - offset;
+    if (outcome.kind == ReadOutcome::Kind::torn && last) {
+      // A write cut short by a crash: nothing in it was confirmed (a confirm waits for the fsync after it).
+      report.problems.push_back(where + ": torn tail of " + std::to_string(rest) + " bytes dropped");
+      std::error_code ec;
+      std::filesystem::resize_file(path, offset, ec);
+      if (ec) return "cannot truncate the torn tail of " + path.string() + ": " + ec.message();
+      segments_[number].bytes = offset;
+    } else {
+      report.problems.push_back(where + ": " + (outcome.kind == ReadOutcome::Kind::torn ? "record cut short" : outcome.problem) +
+                                "; the remaining " + std::to_string(rest) + " bytes of the segment are skipped");
+    }
+    break;
+  }
+  return "";
+}
+
+std::map<std::string, std::vector<RecoveredMessage>> MessageStore::take_recovered() {
+  std::map<std::string, std::vector<RecoveredMessage>> by_queue;
+  for (const auto& [id, stored] : messages_) {
+    for (const QueueRef& ref : stored.queues) by_queue[ref.queue].push_back({stored.message, ref});
+  }
+  for (auto& [queue, messages] : by_queue) {
+    std::sort(messages.begin(), messages.end(),
+              [](const RecoveredMessage& a, const RecoveredMessage& b) { return a.ref.position < b.ref.position; });
+  }
+  return by_queue;
+}
+
+void MessageStore::drop_queue(const std::string& queue_key) { append(QueueDroppedRecord{queue_key}); }
+
+// What the log says, applied to the live view: the same code for recovery and for writing -----------------------
+
+void MessageStore::apply(const Record& record, std::uint64_t segment, std::uint64_t record_bytes) {
+  if (const auto* publish = std::get_if<PublishRecord>(&record)) return apply_publish(*publish, segment, record_bytes);
+  if (const auto* delivered = std::get_if<DeliveredRecord>(&record)) {
+    auto it = messages_.find(delivered->message_id);
+    if (it == messages_.end()) return;
+    for (QueueRef& ref : it->second.queues) {
+      if (ref.queue == delivered->queue) ref.delivered = true;
+    }
+    return;
+  }
+  if (const auto* removed = std::get_if<RemovedRecord>(&record)) return forget_ref(removed->message_id, removed->queue);
+  const auto& dropped = std::get<QueueDroppedRecord>(record);
+  auto it = queue_messages_.find(dropped.queue);
+  if (it == queue_messages_.end()) return;
+  const std::vector<std::uint64_t> ids(it->second.begin(), it->second.end());
+  for (std::uint64_t id : ids) forget_ref(id, dropped.queue);
+  queue_messages_.erase(dropped.queue);
+}
+
+void MessageStore::apply_publish(const PublishRecord& record, std::uint64_t segment, std::uint64_t record_bytes) {
+  auto [it, fresh] = messages_.try_emplace(record.message_id);
+  StoredMessage& stored = it->second;
+  if (fresh) {
+    stored.message = record.message;
+  } else {
+    // A later record for the same message (a copy made by compaction): the message now lives there.
+    Segment& old = segments_[stored.segment];
+    --old.live_messages;
+    old.live_bytes -= stored.record_bytes;
+    if (old.live_messages == 0) old.dead_at = end_position_;
+  }
+  stored.segment = segment;
+  stored.record_bytes = record_bytes;
+  ++segments_[segment].live_messages;
+  segments_[segment].live_bytes += record_bytes;
+  for (const QueueRef& ref : record.queues) {
+    auto same = std::find_if(stored.queues.begin(), stored.queues.end(), [&](const QueueRef& q) { return q.queue == ref.queue; });
+    if (same != stored.queues.end()) {
+      *same = ref;
+    } else {
+      stored.queues.push_back(ref);
+    }
+    queue_messages_[ref.queue].insert(record.message_id);
+  }
+  next_message_id_ = std::max(next_message_id_, record.message_id + 1);
+}
+
+void MessageStore::forget_ref(std::uint64_t message_id, const std::string& queue) {
+  auto it = messages_.find(message_id);
+  if (it == messages_.end()) return;
+  std::erase_if(it->second.queues, [&](const QueueRef& ref) { return ref.queue == queue; });
+  if (auto q = queue_messages_.find(queue); q != queue_messages_.end()) q->second.erase(message_id);
+  if (it->second.queues.empty()) forget_message(it);
+}
+
+void MessageStore::forget_message(std::unordered_map<std::uint64_t, StoredMessage>::iterator it) {
+  Segment& segment = segments_[it->second.segment];
+  --segment.live_messages;
+  segment.live_bytes -= it->second.record_bytes;
+  // Deleted once the records that emptied it are durable too (else a crash could bring back nothing at all
+  // of a message that a durable copy elsewhere was meant to keep).
+  if (segment.live_messages == 0) segment.dead_at = end_position_;
+  messages_.erase(it);
+}
+
+// Writing ------------------------------------------------------------------------------------------------------
+
+std::string MessageStore::start_segment() {
+  const std::uint64_t number = segments_.empty() ? 1 : segments_.rbegin()->first + 1;
+  Result<AppendFile, std::string> file = AppendFile::create(segment_path(number));
+  if (!file) return file.error();
+  current_ = std::make_shared<AppendFile>(std::move(*file));
+  current_number_ = number;
+  current_is_new_ = true;
+  segments_[number] = Segment{number};
+  return "";
+}
+
+QueueRef MessageStore::ref_for(const Queue& queue, const QueuedMessage& message) const {
+  QueueRef ref{queue.store_key(), message.position, 0, message.redelivered};
+  if (message.expires_at_ms) {
+    // The queue counts expiry on a monotonic clock, which a restart resets: the store keeps wall-clock time.
+    const std::uint64_t now = time_.now_ms();
+    const std::uint64_t left = *message.expires_at_ms > now ? *message.expires_at_ms - now : 0;
+    ref.expires_at = time_.unix_ms() + left;
+  }
+  return ref;
+}
+
+void MessageStore::append(const Record& record) {
+  const std::size_t before = buffer_.size();
+  append_record(buffer_, record);
+  const std::uint64_t size = buffer_.size() - before;
+  end_position_ += size;
+  segments_[current_number_].bytes += size;
+  apply(record, current_number_, size);
+}
+
+void MessageStore::finish_open_publish() {
+  if (!open_publish_) return;
+  PublishRecord record = std::move(*open_publish_);
+  open_publish_.reset();
+  append(record);
+}
+
+void MessageStore::enqueued(const Queue& queue, const QueuedMessage& message) {
+  const BrokerMessage& m = *message.message;
+  // A message routed to several durable queues is written once, with all of them (the routing loop enqueues
+  // into each in turn; the record is finished by whatever comes next).
+  if (open_publish_ && open_publish_->message.get() == &m) {
+    open_publish_->queues.push_back(ref_for(queue, message));
+    return;
+  }
+  finish_open_publish();
+  if (m.store_id == 0) m.store_id = next_message_id_++;
+  open_publish_ = PublishRecord{m.store_id, {ref_for(queue, message)}, message.message};
+}
+
+void MessageStore::delivered(const Queue& queue, const QueuedMessage& message) {
+  finish_open_publish();
+  auto it = messages_.find(message.message->store_id);
+  if (it == messages_.end()) return;
+  // Only the first delivery is written: "redelivered" after a restart needs no more than that.
+  for (const QueueRef& ref : it->second.queues) {
+    if (ref.queue == queue.store_key() && !ref.delivered) return append(DeliveredRecord{it->first, ref.queue});
+  }
+}
+
+void MessageStore::removed(const Queue& queue, const QueuedMessage& message) {
+  finish_open_publish();
+  const std::uint64_t id = message.message->store_id;
+  if (messages_.count(id)) append(RemovedRecord{id, queue.store_key()});
+}
+
+void MessageStore::queue_deleted(const Queue& queue) {
+  finish_open_publish();
+  append(QueueDroppedRecord{queue.store_key()});
+}
+
+std::uint64_t MessageStore::end_position() {
+  finish_open_publish();
+  return end_position_;
+}
+
+void MessageStore::write_out() {
+  finish_open_publish();
+  if (buffer_.empty()) return;
+  if (!failure_.empty()) {
+    buffer_.clear();  // nothing more is written after a failure: see fail()
+    return;
+  }
+  if (IoStatus error = current_->append(buffer_)) return fail(*error);
+  buffer_.clear();
+  written_position_ = end_position_;
+  syncer_->request(written_position_, current_, std::exchange(current_is_new_, false));
+  if (segments_[current_number_].bytes >= options_.segment_bytes) {
+    if (std::string error = start_segment(); !error.empty()) return fail(error);
+    compact_oldest_segment();
+  }
+}
+
+void MessageStore::on_synced(std::uint64_t position, const std::optional<std::string>& error) {
+  if (error) return fail(*error);
+  if (!failure_.empty()) return;
+  durable_position_ = std::max(durable_position_, position);
+  const std::vector<DurabilityWaiter*> waiting(waiters_.begin(), waiters_.end());
+  for (DurabilityWaiter* waiter : waiting) {
+    if (waiters_.count(waiter)) waiter->on_durable(durable_position_);
+  }
+  reclaim_dead_segments();
+}
+
+void MessageStore::fail(const std::string& reason) {
+  if (!failure_.empty()) return;
+  // After a failed write or fsync the file's state is unknown (the kernel may have dropped the pages), so the
+  // store stops: what waits is nacked, and nothing later is confirmed as durable. A restart recovers what is
+  // on disk.
+  failure_ = reason;
+  buffer_.clear();
+  std::cerr << "firemq-broker: message store failed, persistent publishes to durable queues are refused until "
+               "restart: "
+            << reason << std::endl;
+  const std::vector<DurabilityWaiter*> waiting(waiters_.begin(), waiters_.end());
+  for (DurabilityWaiter* waiter : waiting) {
+    if (waiters_.count(waiter)) waiter->on_store_failed(durable_position_, reason);
+  }
+}
+
+// Compaction ---------------------------------------------------------------------------------------------------
+
+void MessageStore::reclaim_dead_segments() {
+  // Oldest first: a removal record in a later segment may be what keeps a message of an earlier one dead.
+  while (!segments_.empty()) {
+    const Segment& oldest = segments_.begin()->second;
+    if (oldest.number == current_number_ || oldest.live_messages > 0 || oldest.dead_at > durable_position_) return;
+    std::error_code ec;
+    std::filesystem::remove(segment_path(oldest.number), ec);
+    if (ec) {
+      std::cerr << "firemq-broker: cannot delete " << segment_path(oldest.number) << ": " << ec.message() << std::endl;
+      return;
+    }
+    segments_.erase(segments_.begin());
+  }
+}
+
+void MessageStore::compact_oldest_segment() {
+  if (segments_.empty()) return;
+  const Segment& oldest = segments_.begin()->second;
+  // Mostly live: copying it would cost about as much as keeping it.
+  if (oldest.number == current_number_ || oldest.live_messages == 0 || oldest.live_bytes * 2 > oldest.bytes) return;
+  const std::uint64_t number = oldest.number;
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, stored] : messages_) {
+    if (stored.segment == number) ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  for (std::uint64_t id : ids) {
+    const StoredMessage& stored = messages_.at(id);
+    append(PublishRecord{id, stored.queues, stored.message});
+  }
+}
+
+}  // namespace firemq::store

@@ -1,0 +1,50 @@
+#include "reference-broker/store_syncer.h"
+
+#include <algorithm>
+
+namespace firemq::store {
+
+Syncer::Syncer(std::filesystem::path directory, Post post, Done done)
+    : directory_(std::move(directory)), post_(std::move(post)), done_(std::move(done)), thread_([this] { run(); }) {}
+
+Syncer::~Syncer() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void Syncer::request(std::uint64_t position, const std::shared_ptr<AppendFile>& file, bool new_file) {
+  {
+    std::lock_guard lock(mutex_);
+    pending_.position = std::max(pending_.position, position);
+    if (std::find(pending_.files.begin(), pending_.files.end(), file) == pending_.files.end()) {
+      pending_.files.push_back(file);
+    }
+    pending_.directory = pending_.directory || new_file;
+  }
+  wake_.notify_one();
+}
+
+void Syncer::run() {
+  for (;;) {
+    Work work;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !pending_.files.empty(); });
+      if (pending_.files.empty()) return;  // stopping, and nothing left to sync
+      work = std::exchange(pending_, Work{});
+    }
+    // Group commit: whatever was appended while the previous fsync ran is covered by this one.
+    std::optional<std::string> error;
+    for (const auto& file : work.files) {
+      if (!error) error = file->sync();
+    }
+    if (!error && work.directory) error = sync_directory(directory_);
+    post_([this, position = work.position, error] { done_(position, error); });
+  }
+}
+
+}  // namespace firemq::store
