@@ -283,18 +283,19 @@ std::uint64_t MessageStore::end_position() {
 
 void MessageStore::write_out() {
   finish_open_publish();
-  if (buffer_.empty()) return;
-  if (!failure_.empty()) {
-    buffer_.clear();  // nothing more is written after a failure: see fail()
-    return;
-  }
-  if (IoStatus error = current_->append(buffer_)) return fail(*error);
-  buffer_.clear();
-  written_position_ = end_position_;
-  syncer_->request(written_position_, current_, std::exchange(current_is_new_, false));
-  if (segments_[current_number_].bytes >= options_.segment_bytes) {
-    if (std::string error = start_segment(); !error.empty()) return fail(error);
-    compact_oldest_segment();
+  while (!buffer_.empty()) {
+    if (!failure_.empty()) {
+      buffer_.clear();  // nothing more is written after a failure: see fail()
+      return;
+    }
+    if (IoStatus error = current_->append(buffer_)) return fail(*error);
+    buffer_.clear();
+    written_position_ = end_position_;
+    syncer_->request(written_position_, current_, std::exchange(current_is_new_, false));
+    if (segments_[current_number_].bytes >= options_.segment_bytes) {
+      if (std::string error = start_segment(); !error.empty()) return fail(error);
+      compact_oldest_segments();  // their copies are in the buffer: the next turn writes them
+    }
   }
 }
 
@@ -342,20 +343,32 @@ void MessageStore::reclaim_dead_segments() {
   }
 }
 
-void MessageStore::compact_oldest_segment() {
-  if (segments_.empty()) return;
-  const Segment& oldest = segments_.begin()->second;
-  // Mostly live: copying it would cost about as much as keeping it.
-  if (oldest.number == current_number_ || oldest.live_messages == 0 || oldest.live_bytes * 2 > oldest.bytes) return;
-  const std::uint64_t number = oldest.number;
+void MessageStore::compact_oldest_segments() {
+  // Segments go oldest first (reclaim_dead_segments), so a live segment at the front holds back the dead ones
+  // behind it. While the log is more than twice what is live, the oldest segments have their live messages
+  // copied to the tail, a few per roll-over so that the broker thread never stalls for long.
+  constexpr std::size_t kSegmentsPerRollOver = 4;
+  std::uint64_t total = 0, live = 0;
+  for (const auto& [number, segment] : segments_) {
+    total += segment.bytes;
+    live += segment.live_bytes;
+  }
+  std::set<std::uint64_t> chosen;
+  for (const auto& [number, segment] : segments_) {
+    if (chosen.size() == kSegmentsPerRollOver || number == current_number_ || total <= 2 * live + options_.segment_bytes) break;
+    total -= segment.bytes;  // what the copy frees, once the segment is deleted
+    total += segment.live_bytes;
+    if (segment.live_messages > 0) chosen.insert(number);
+  }
+  if (chosen.empty()) return;
   std::vector<std::uint64_t> ids;
   for (const auto& [id, stored] : messages_) {
-    if (stored.segment == number) ids.push_back(id);
+    if (chosen.count(stored.segment)) ids.push_back(id);
   }
   std::sort(ids.begin(), ids.end());
   for (std::uint64_t id : ids) {
     const StoredMessage& stored = messages_.at(id);
-    append(PublishRecord{id, stored.queues, stored.message});
+    append(PublishRecord{id, stored.queues, stored.message});  // the copy: the message now lives at the tail
   }
 }
 

@@ -8,8 +8,8 @@
 // - Recovery: open() reads every segment in order, keeps what was published and not removed, drops a torn tail
 //   (a record cut short by a crash) and reports a corrupt record without giving up on the rest.
 // - Compaction: a segment whose messages are all gone is deleted (oldest first, once the records that made
-//   them gone are durable); when a new segment starts, the oldest one, if mostly garbage, has its few live
-//   messages copied forward so that it can go.
+//   them gone are durable); when a new segment starts and the log is more than twice what is live, the
+//   oldest segments have their live messages copied forward so that they can go.
 // - Failure: after a write or fsync fails, nothing more is made durable: waiting publishes are nacked, and new
 //   persistent publishes to durable queues are nacked, until the broker is restarted (docs/durability.md).
 //
@@ -118,7 +118,7 @@ class MessageStore final : public Journal {
   void on_synced(std::uint64_t position, const std::optional<std::string>& error);
   void fail(const std::string& reason);
   void reclaim_dead_segments();
-  void compact_oldest_segment();
+  void compact_oldest_segments();
   std::filesystem::path segment_path(std::uint64_t number) const;
 
   StoreOptions options_;

@@ -1,0 +1,457 @@
+// The message store without a broker: records, recovery, torn tails and corrupt records, compaction, and the
+// failure of each write and each fsync. The storage thread is real; its completions are run by the test (the
+// broker thread's part) through a queue.
+#include "reference-broker/message_store.h"
+#include "reference-broker/session.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+namespace firemq::store {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The broker thread's mailbox: the storage thread posts here, the test runs what was posted.
+class Mailbox {
+ public:
+  Syncer::Post post() {
+    return [this](std::function<void()> work) {
+      std::lock_guard lock(mutex_);
+      posted_.push_back(std::move(work));
+    };
+  }
+  void run_posted() {
+    std::vector<std::function<void()>> work;
+    {
+      std::lock_guard lock(mutex_);
+      work.swap(posted_);
+    }
+    for (auto& w : work) w();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::function<void()>> posted_;
+};
+
+struct Waiter : DurabilityWaiter {
+  std::uint64_t durable = 0;
+  std::string failed;
+  void on_durable(std::uint64_t position) override { durable = position; }
+  void on_store_failed(std::uint64_t position, const std::string& reason) override {
+    durable = position;
+    failed = reason;
+  }
+};
+
+MessagePtr message(const std::string& body, bool persistent = true) {
+  Props props{Map{{Value("message_id"), Value(body)}}};
+  return std::make_shared<const BrokerMessage>(
+      BrokerMessage{"ex", "key", props, Map{{Value("h"), Value(std::int64_t{-7})}}, Bytes(body.begin(), body.end()),
+                    persistent, AccountedBytes(body.size())});
+}
+
+std::string body_of(const QueuedMessage& m) { return std::string(m.message->body.begin(), m.message->body.end()); }
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("firemq-store-test-" + std::to_string(::getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    storage_faults().fail_write_number = 0;
+    storage_faults().fail_fsync_number = 0;
+  }
+  void TearDown() override {
+    queues_.clear();
+    store_.reset();
+    fs::remove_all(dir_);
+    storage_faults().fail_write_number = 0;
+    storage_faults().fail_fsync_number = 0;
+  }
+
+  // Opens (or reopens) the store on dir_; the queues made by queue() use it.
+  RecoveryReport open(std::uint64_t segment_bytes = 64ull << 20) {
+    if (store_) stop();
+    RecoveryReport report;
+    auto opened = MessageStore::open({dir_, segment_bytes}, time_, mailbox_.post(), report);
+    EXPECT_TRUE(opened.ok()) << (opened.ok() ? "" : opened.error());
+    store_ = std::move(*opened);
+    return report;
+  }
+  void stop() {
+    queues_.clear();
+    store_.reset();
+    mailbox_.run_posted();  // the last completion, which nothing waits for any more
+  }
+  Queue& queue(const std::string& name, QueueArguments arguments = {}) {
+    QueueSettings s;
+    s.vhost = "/";
+    s.name = name;
+    s.durable = true;
+    s.arguments = arguments;
+    queues_.push_back(std::make_shared<Queue>(s, time_, nullptr, store_.get()));
+    return *queues_.back();
+  }
+  // Writes out and waits until the store says it is durable (or failed).
+  void sync(Waiter& waiter) {
+    store_->write_out();
+    const std::uint64_t target = store_->end_position();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (waiter.durable < target && waiter.failed.empty() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      mailbox_.run_posted();
+    }
+  }
+  void sync() {
+    Waiter w;
+    store_->add_waiter(&w);
+    sync(w);
+    store_->remove_waiter(&w);
+  }
+  std::vector<std::string> recovered_bodies(const std::string& name) {
+    std::vector<std::string> bodies;
+    auto recovered = store_->take_recovered();
+    for (const RecoveredMessage& m : recovered[queue_store_key("/", name)]) {
+      bodies.emplace_back(m.message->body.begin(), m.message->body.end());
+    }
+    return bodies;
+  }
+  fs::path only_segment() {
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir_)) files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    return files.front();
+  }
+
+  fs::path dir_;
+  ManualTime time_;
+  Mailbox mailbox_;
+  std::unique_ptr<MessageStore> store_;
+  std::vector<std::shared_ptr<Queue>> queues_;
+};
+
+TEST(StoreRecord, EveryRecordTypeReadsBackAsWritten) {
+  Bytes bytes;
+  const MessagePtr m = message("hello");
+  const std::string q = queue_store_key("/", "q"), r = queue_store_key("/", "r");
+  append_record(bytes, PublishRecord{42, {{q, 7, 1234, true}, {r, 9, 0, false}}, m});
+  append_record(bytes, DeliveredRecord{42, q});
+  append_record(bytes, RemovedRecord{42, r});
+  append_record(bytes, QueueDroppedRecord{q});
+  ByteView rest(bytes);
+  std::vector<Record> records;
+  while (!rest.empty()) {
+    ReadOutcome outcome = read_record(rest);
+    ASSERT_EQ(outcome.kind, ReadOutcome::Kind::record) << outcome.problem;
+    records.push_back(*outcome.record);
+    rest = rest.subspan(outcome.size);
+  }
+  ASSERT_EQ(records.size(), 4u);
+  const auto& p = std::get<PublishRecord>(records[0]);
+  EXPECT_EQ(p.message_id, 42u);
+  EXPECT_EQ(p.queues, (std::vector<QueueRef>{{q, 7, 1234, true}, {r, 9, 0, false}}));
+  EXPECT_EQ(p.message->body, m->body);
+  EXPECT_EQ(p.message->props, m->props);
+  EXPECT_EQ(p.message->headers, m->headers);  // an int stays an int
+  EXPECT_EQ(p.message->exchange, "ex");
+  EXPECT_EQ(p.message->routing_key, "key");
+  EXPECT_TRUE(p.message->persistent);
+  EXPECT_EQ(std::get<DeliveredRecord>(records[1]).queue, q);
+  EXPECT_EQ(std::get<RemovedRecord>(records[2]).message_id, 42u);
+  EXPECT_EQ(std::get<QueueDroppedRecord>(records[3]).queue, q);
+}
+
+TEST(StoreRecord, ARecordCutAnywhereIsTornAndAnyFlippedByteIsCaught) {
+  Bytes bytes;
+  append_record(bytes, PublishRecord{1, {{queue_store_key("/", "q"), 1, 0, false}}, message("payload")});
+  for (std::size_t cut = 1; cut < bytes.size(); ++cut) {
+    EXPECT_EQ(read_record(ByteView(bytes).first(cut)).kind, ReadOutcome::Kind::torn) << "cut at " << cut;
+  }
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    Bytes damaged = bytes;
+    damaged[i] ^= 0x40;
+    EXPECT_NE(read_record(damaged).kind, ReadOutcome::Kind::record) << "byte " << i;
+  }
+}
+
+TEST_F(StoreTest, PersistentMessagesComeBackInOrderWithoutTheAckedOnes) {
+  open();
+  Queue& q = queue("q");
+  for (const char* body : {"a", "b", "c", "d"}) ASSERT_TRUE(q.enqueue(message(body)));
+  ASSERT_TRUE(q.enqueue(message("transient", false)));
+  auto b = q.take_next();  // "a" is left ready; take it then "b"
+  auto first = std::move(b);
+  auto second = q.take_next();
+  q.acknowledge(*first);  // "a" acked; "b" delivered and not acked
+  sync();
+  open();
+  EXPECT_EQ(recovered_bodies("q"), (std::vector<std::string>{"b", "c", "d"}));
+  open();
+  auto recovered = store_->take_recovered()[queue_store_key("/", "q")];
+  ASSERT_EQ(recovered.size(), 3u);
+  EXPECT_TRUE(recovered[0].ref.delivered) << "b was delivered and not acknowledged: redelivered";
+  EXPECT_FALSE(recovered[1].ref.delivered);
+  EXPECT_EQ(body_of(*second), "b");
+}
+
+TEST_F(StoreTest, AMessageInTwoDurableQueuesIsWrittenOnceAndLeavesEachSeparately) {
+  open();
+  Queue& q1 = queue("q1");
+  Queue& q2 = queue("q2");
+  const MessagePtr m = message("shared");
+  q1.enqueue(m);
+  q2.enqueue(m);
+  const std::uint64_t one_message = store_->end_position();
+  q1.acknowledge(*q1.take_next());
+  sync();
+  EXPECT_LT(one_message, 2 * (m->body.size() + 100)) << "one publish record for both queues";
+  open();
+  EXPECT_TRUE(recovered_bodies("q1").empty());
+  open();
+  EXPECT_EQ(recovered_bodies("q2"), (std::vector<std::string>{"shared"}));
+}
+
+TEST_F(StoreTest, ADeletedQueueTakesItsMessagesAndTTLIsKeptInWallClockTime) {
+  open();
+  Queue& gone = queue("gone");
+  gone.enqueue(message("x"));
+  store_->queue_deleted(gone);
+  QueueArguments ttl;
+  ttl.message_ttl_ms = 60'000;
+  Queue& q = queue("ttl", ttl);
+  q.enqueue(message("y"));
+  sync();
+  open();
+  auto recovered = store_->take_recovered();
+  EXPECT_FALSE(recovered.count(queue_store_key("/", "gone")));
+  ASSERT_EQ(recovered[queue_store_key("/", "ttl")].size(), 1u);
+  EXPECT_EQ(recovered[queue_store_key("/", "ttl")][0].ref.expires_at, time_.unix_ms() + 60'000);
+}
+
+TEST_F(StoreTest, ATornTailIsDroppedAndReportedAndTheRestRecovered) {
+  open();
+  Queue& q = queue("q");
+  q.enqueue(message("kept"));
+  sync();
+  stop();
+  const fs::path segment = only_segment();
+  const auto whole = fs::file_size(segment);
+  {
+    std::ofstream out(segment, std::ios::binary | std::ios::app);
+    Bytes half;
+    append_record(half, PublishRecord{99, {{queue_store_key("/", "q"), 50, 0, false}}, message("torn")});
+    out.write(reinterpret_cast<const char*>(half.data()), static_cast<std::streamsize>(half.size() / 2));
+  }
+  RecoveryReport report = open();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find("torn tail"), std::string::npos) << report.problems[0];
+  EXPECT_EQ(fs::file_size(segment), whole) << "the torn tail is cut off the file";
+  EXPECT_EQ(recovered_bodies("q"), (std::vector<std::string>{"kept"}));
+}
+
+TEST_F(StoreTest, ACorruptRecordIsReportedAndTheRecordsAfterItStillRecovered) {
+  open();
+  Queue& q = queue("q");
+  for (const char* body : {"one", "two", "three"}) q.enqueue(message(body));
+  sync();
+  stop();
+  const fs::path segment = only_segment();
+  Bytes bytes = *read_whole_file(segment);
+  const std::string needle = "two";
+  auto at = std::search(bytes.begin(), bytes.end(), needle.begin(), needle.end());
+  ASSERT_NE(at, bytes.end());
+  *at = 'T';  // the body of the second record changes under its checksum
+  std::ofstream(segment, std::ios::binary | std::ios::trunc)
+      .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  RecoveryReport report = open();
+  ASSERT_EQ(report.problems.size(), 1u);
+  EXPECT_NE(report.problems[0].find("checksum"), std::string::npos) << report.problems[0];
+  EXPECT_EQ(recovered_bodies("q"), (std::vector<std::string>{"one", "three"}));
+}
+
+TEST_F(StoreTest, CompactionKeepsTheStoreSmallAndTheLiveMessagesInOrder) {
+  open(4096);
+  Queue& kept = queue("kept");
+  Queue& churn = queue("churn");
+  const std::string filler(200, 'f');
+  // Every tenth message stays (in "kept"); the others are consumed and acked.
+  for (int i = 0; i < 2000; ++i) {
+    const std::string body = std::to_string(i) + filler;
+    if (i % 10 == 0) {
+      kept.enqueue(message(body));
+      continue;
+    }
+    churn.enqueue(message(body));
+    churn.acknowledge(*churn.take_next());
+    if (i % 50 == 1) sync();
+  }
+  sync();
+  kept.enqueue(message("last"));
+  sync();  // dead segments go once the records that emptied them are durable
+  // Two hundred live messages of ~300 bytes fill ~15 segments of 4 KiB; all 2000 would fill ~150.
+  EXPECT_LT(store_->segment_count(), 30u);
+  EXPECT_EQ(store_->live_message_count(), 201u);
+  open(4096);
+  const std::vector<std::string> bodies = recovered_bodies("kept");
+  ASSERT_EQ(bodies.size(), 201u);
+  for (int k = 0; k < 200; ++k) EXPECT_EQ(bodies[k], std::to_string(k * 10) + filler);
+  EXPECT_TRUE(recovered_bodies("churn").empty());
+}
+
+// "no confirm for what was not made durable": fail the Nth write or fsync; whatever the store said was durable
+// comes back after a restart, and nothing is said durable after the failure.
+class StoreFaultTest : public StoreTest, public ::testing::WithParamInterface<std::tuple<bool, int>> {};
+
+TEST_P(StoreFaultTest, WhatWasSaidDurableSurvivesAndNothingIsSaidDurableAfterTheFailure) {
+  const auto [fsync, nth] = GetParam();
+  open(2048);  // small segments: rolling over (new files, directory syncs) is among the calls that fail
+  (fsync ? storage_faults().fail_fsync_number : storage_faults().fail_write_number) =
+      (fsync ? storage_faults().fsyncs.load() : storage_faults().writes.load()) + static_cast<std::uint64_t>(nth);
+  Queue& q = queue("q");
+  Waiter waiter;
+  store_->add_waiter(&waiter);
+  std::vector<std::string> durable_bodies;
+  std::vector<std::string> pending;
+  for (int i = 0; i < 40 && waiter.failed.empty(); ++i) {
+    const std::string body = "m" + std::to_string(i) + std::string(100, '.');
+    q.enqueue(message(body));
+    pending.push_back(body);
+    const std::uint64_t needs = store_->end_position();
+    sync(waiter);
+    if (waiter.failed.empty() && waiter.durable >= needs) {
+      durable_bodies.insert(durable_bodies.end(), pending.begin(), pending.end());
+      pending.clear();
+    }
+  }
+  ASSERT_FALSE(waiter.failed.empty()) << "call " << nth << " was never made";
+  EXPECT_NE(waiter.failed.find("injected"), std::string::npos) << waiter.failed;
+  const std::uint64_t durable_at_failure = waiter.durable;
+  q.enqueue(message("after"));
+  sync(waiter);
+  EXPECT_EQ(waiter.durable, durable_at_failure) << "nothing is durable after a failure";
+  EXPECT_FALSE(store_->failure().empty());
+  store_->remove_waiter(&waiter);
+  storage_faults().fail_write_number = 0;
+  storage_faults().fail_fsync_number = 0;
+  open(2048);
+  const std::vector<std::string> recovered = recovered_bodies("q");
+  // Every message said durable is there, in order (what was written but not said durable may be there too).
+  ASSERT_GE(recovered.size(), durable_bodies.size());
+  for (std::size_t i = 0; i < durable_bodies.size(); ++i) EXPECT_EQ(recovered[i], durable_bodies[i]);
+}
+
+INSTANTIATE_TEST_SUITE_P(EachWriteAndFsync, StoreFaultTest,
+                         ::testing::Combine(::testing::Bool(), ::testing::Range(1, 13)),
+                         [](const auto& param_info) {
+                           return std::string(std::get<0>(param_info.param) ? "fsync" : "write") +
+                                  std::to_string(std::get<1>(param_info.param));
+                         });
+
+// A session on a core whose queues write to the store: the confirm of a persistent publish to a durable queue
+// waits for the fsync ("they are on disk when persistent and routed to a durable queue").
+struct RecordingOutbox : Outbox {
+  std::vector<Message> sent;
+  void send(const Message& m, ByteView) override { sent.push_back(m); }
+  void close_after_flush() override {}
+};
+
+RawFrame frame_of(const Message& m, std::string_view payload = "") {
+  Bytes bytes = encode_frame(m, as_bytes(payload));
+  return RawFrame(Bytes(bytes.begin() + 4, bytes.end()));
+}
+
+class StoreSessionTest : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    open();
+    core_.attach_storage(store_.get(), nullptr);
+    op::Hello hello;
+    hello.ver = 1;
+    hello.auth = {"plain", "guest", "guest"};
+    session_.on_frame(frame_of(hello));
+    op::DeclareQueue durable;
+    durable.rid = 1;
+    durable.name = "dq";
+    durable.durable = true;
+    session_.on_frame(frame_of(durable));
+    out_.sent.clear();
+  }
+  void TearDown() override {
+    session_.on_connection_lost();
+    StoreTest::TearDown();
+  }
+  void publish(std::uint64_t seq, bool persistent) {
+    op::Publish p;
+    p.seq = seq;
+    p.key = "dq";
+    p.persistent = persistent;
+    session_.on_frame(frame_of(p, "body"));
+  }
+  // What the transport does after a read: write the records out, then flush the session's confirms.
+  void end_of_read() {
+    store_->write_out();
+    session_.flush();
+  }
+  // The broker thread runs the storage thread's completions until the session has sent `count` frames.
+  void run_storage_until_sent(std::size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (out_.sent.size() < count && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      mailbox_.run_posted();
+    }
+  }
+
+  BrokerConfig config_;
+  Definitions definitions_ = Definitions::defaults();
+  Core core_{definitions_, time_};
+  RecordingOutbox out_;
+  Session session_{SessionEnv{config_, definitions_, core_}, out_, "c"};
+};
+
+TEST_F(StoreSessionTest, TheConfirmOfAPersistentPublishWaitsForTheFsync) {
+  publish(1, true);
+  publish(2, false);  // not persistent: needs no disk, but {upto} cannot confirm 2 before 1
+  end_of_read();
+  EXPECT_TRUE(out_.sent.empty()) << "no confirm before the storage thread has synced";
+  run_storage_until_sent(1);
+  ASSERT_EQ(out_.sent.size(), 1u);
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent[0]).upto, 2u);
+}
+
+TEST_F(StoreSessionTest, ATransientPublishAloneIsConfirmedAtOnce) {
+  publish(1, false);
+  end_of_read();
+  ASSERT_EQ(out_.sent.size(), 1u);
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent[0]).upto, 1u);
+}
+
+TEST_F(StoreSessionTest, AFailedFsyncNacksWhatWaitedAndEveryLaterPersistentPublish) {
+  storage_faults().fail_fsync_number = storage_faults().fsyncs.load() + 1;
+  publish(1, true);
+  end_of_read();
+  run_storage_until_sent(1);
+  ASSERT_EQ(out_.sent.size(), 1u);
+  const auto& nack = std::get<op::Confirm>(out_.sent[0]);
+  EXPECT_EQ(nack.seq, 1u);
+  EXPECT_TRUE(nack.nack);
+  EXPECT_EQ(nack.code, 541u);
+  EXPECT_NE(nack.msg.find("fsync"), std::string::npos) << nack.msg;
+  publish(2, true);
+  end_of_read();
+  ASSERT_EQ(out_.sent.size(), 2u);
+  EXPECT_TRUE(std::get<op::Confirm>(out_.sent[1]).nack) << "the store takes nothing more until a restart";
+  publish(3, false);  // transient messages are still served
+  end_of_read();
+  ASSERT_EQ(out_.sent.size(), 3u);
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent[2]).upto, 3u);
+}
+
+}  // namespace
+}  // namespace firemq::store
