@@ -67,6 +67,10 @@ Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group
   c.own_broker = j.contains("broker_args");
   c.steps = j.at("steps");
   if (std::string bad = check_steps(c.steps); !bad.empty()) return c.id + ": " + bad;
+  // A case that restarts its broker must say so, so that it runs alone and is skipped where no restart exists.
+  const bool restarts = std::any_of(c.steps.begin(), c.steps.end(), [](const Json& s) { return s.contains("restart_broker"); });
+  const bool declared = std::count(c.required_features.begin(), c.required_features.end(), "restart") > 0;
+  if (restarts && !declared) return c.id + ": uses restart_broker, so it must declare \"requires\": {\"features\": [\"restart\"]}";
   return c;
 }
 

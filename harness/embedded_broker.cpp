@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -19,6 +20,8 @@ namespace {
 
 using namespace std::chrono;
 
+constexpr auto kStartTimeout = seconds(10);
+
 // The port the broker wrote, or 0 while the file is not there yet.
 std::uint16_t read_port(const std::filesystem::path& file) {
   std::ifstream in(file);
@@ -29,6 +32,11 @@ std::uint16_t read_port(const std::filesystem::path& file) {
 }
 
 bool exited(pid_t pid, int& status) { return ::waitpid(pid, &status, WNOHANG) == pid; }
+
+void append_line(const std::filesystem::path& file, const std::string& line) {
+  std::ofstream out(file, std::ios::app);
+  out << line << "\n";
+}
 
 }  // namespace
 
@@ -42,46 +50,82 @@ std::string tail_of(const std::filesystem::path& file, std::size_t max_bytes) {
 
 Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const EmbeddedOptions& options) {
   std::error_code ec;
-  std::filesystem::remove_all(options.work_dir, ec);
+  if (!options.keep_work_dir) std::filesystem::remove_all(options.work_dir, ec);
   std::filesystem::create_directories(options.work_dir, ec);
   if (ec) return "cannot create " + options.work_dir.string() + ": " + ec.message();
-  const auto port_file = options.work_dir / "ports.json";
-  const auto log = options.work_dir / "broker.log";
 
-  std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1", "--port", "0",
-                                   "--port-file", port_file.string(), "--data-dir", (options.work_dir / "data").string()};
+  const auto data_dir = options.data_dir.empty() ? options.work_dir / "data" : options.data_dir;
+  std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1",
+                                   "--port-file", (options.work_dir / "ports.json").string(),
+                                   "--data-dir", data_dir.string()};
   if (!options.definitions_file.empty()) args.insert(args.end(), {"--definitions", options.definitions_file});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
+  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir));
+  auto spawned = broker->spawn(options.keep_work_dir);
+  if (!spawned) return spawned.error();
+  return broker;
+}
+
+Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
+  const auto port_file = work_dir_ / "ports.json";
+  std::error_code ec;
+  std::filesystem::remove(port_file, ec);
+  // The first start takes a free port (0); a restart asks for the same one again.
+  std::vector<std::string> args = args_;
+  args.insert(args.begin() + 1, {"--port", std::to_string(port_)});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) return "cannot start " + options.broker_path + ": " + std::strerror(rc);
+  const auto deadline = steady_clock::now() + kStartTimeout;
+  int attempt = 0;
+  while (true) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    const int flags = O_WRONLY | O_CREAT | (append_log || attempt > 0 ? O_APPEND : O_TRUNC);
+    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), flags, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return "cannot start " + args_.front() + ": " + std::strerror(rc);
+    ++attempt;
 
-  const auto deadline = steady_clock::now() + seconds(10);
-  while (steady_clock::now() < deadline) {
-    if (const std::uint16_t port = read_port(port_file)) {
-      return std::unique_ptr<EmbeddedBroker>(new EmbeddedBroker(pid, port, log));
+    bool gone = false;
+    while (steady_clock::now() < deadline) {
+      if (const std::uint16_t port = read_port(port_file)) {
+        pid_ = pid;
+        port_ = port;
+        return true;
+      }
+      int status = 0;
+      if (exited(pid, status)) {
+        gone = true;
+        break;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
     }
-    int status = 0;
-    if (exited(pid, status)) return "the reference broker exited at start:\n" + tail_of(log);
-    std::this_thread::sleep_for(milliseconds(20));
+    if (!gone) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      return "the reference broker did not report its port within 10 s:\n" + tail_of(log_);
+    }
+    // On a restart the old port may still be held for a moment (a socket of the killed process being torn
+    // down): try again until the deadline. A first start that exits has a reason in its log.
+    if (port_ == 0 || steady_clock::now() >= deadline) {
+      return std::string(port_ == 0 ? "the reference broker exited at start:\n"
+                                    : "the reference broker exited at restart on port " + std::to_string(port_) + ":\n") +
+             tail_of(log_);
+    }
+    append_line(log_, "--- firemq-conform: the broker exited at restart; starting it again ---");
+    std::this_thread::sleep_for(milliseconds(100));
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
-  return "the reference broker did not report its port within 10 s:\n" + tail_of(log);
 }
 
-int EmbeddedBroker::stop(int grace_ms) {
+int EmbeddedBroker::stop(int grace_ms, const std::function<void()>& signalled) {
   if (pid_ <= 0) return 0;
   ::kill(pid_, SIGTERM);
+  if (signalled) signalled();
   int status = 0;
   const auto deadline = steady_clock::now() + milliseconds(grace_ms);
   while (steady_clock::now() < deadline) {
@@ -95,6 +139,29 @@ int EmbeddedBroker::stop(int grace_ms) {
   ::waitpid(pid_, &status, 0);
   pid_ = 0;
   return -1;
+}
+
+void EmbeddedBroker::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  ::waitpid(pid_, nullptr, 0);
+  pid_ = 0;
+}
+
+Result<EmbeddedBroker::Restarted, std::string> EmbeddedBroker::restart(bool kill_it, const std::function<void()>& signalled) {
+  std::string what;
+  int status = -1;
+  if (kill_it) {
+    kill();
+    what = "killed with SIGKILL";
+  } else {
+    status = stop(10'000, signalled);
+    what = status < 0 ? "did not exit within 10 s of SIGTERM, killed" : "SIGTERM: exit status " + std::to_string(status);
+  }
+  append_line(log_, "--- firemq-conform: restart (" + what + "); the restarted broker's log follows ---");
+  auto spawned = spawn(true);
+  if (!spawned) return "after the broker " + what + ", it did not come back: " + spawned.error();
+  return Restarted{status, what + "; started again on port " + std::to_string(port_)};
 }
 
 EmbeddedBroker::~EmbeddedBroker() { stop(); }

@@ -1,11 +1,13 @@
 // The reference broker as a child process, for runs without --url: started on a free port with a fresh
-// working directory, stopped with SIGTERM (SIGKILL if it does not exit) when the run ends.
+// working directory, stopped with SIGTERM (SIGKILL if it does not exit) when the run ends. It keeps its
+// durable state in <work_dir>/data, so that restart() brings it back with what it stored.
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,8 +19,10 @@ namespace firemq::conform {
 struct EmbeddedOptions {
   std::string broker_path;                 // the firemq-broker executable
   std::string definitions_file;            // conformance/definitions.json
-  std::filesystem::path work_dir;          // created fresh; the broker's log and port file go here
+  std::filesystem::path work_dir;          // created fresh; the broker's log, port file and data dir go here
   std::vector<std::string> extra_args;
+  bool keep_work_dir = false;              // reuse what is there (the data dir of an earlier run) instead
+  std::filesystem::path data_dir;          // the broker's --data-dir; empty: <work_dir>/data
 };
 
 class EmbeddedBroker {
@@ -29,14 +33,34 @@ class EmbeddedBroker {
 
   std::uint16_t port() const { return port_; }
   const std::filesystem::path& log_file() const { return log_; }
+  const std::filesystem::path& data_dir() const { return data_dir_; }
+  bool running() const { return pid_ > 0; }
   // SIGTERM, then SIGKILL after `grace_ms`; returns the exit status as `wait` reports it (-1 if killed).
-  int stop(int grace_ms = 10'000);
+  // `signalled`, when given, runs once SIGTERM is sent (a client answering the broker's close, say).
+  int stop(int grace_ms = 10'000, const std::function<void()>& signalled = {});
+  // SIGKILL at once (kill -9): the broker gets no chance to write anything more.
+  void kill();
+  // Stops the broker (SIGTERM and wait, or SIGKILL at once when `kill`) and starts it again with the same
+  // flags, data dir and port, waiting until it reports the port again. The log is kept: the new process
+  // appends to it after a line that says why. The error says what failed and includes the log's tail.
+  struct Restarted {
+    int exit_status;   // of the stopped process: as stop() returns it; -1 when killed
+    std::string what;  // for transcripts: "SIGTERM: exit status 0; started again on port 40123"
+  };
+  Result<Restarted, std::string> restart(bool kill, const std::function<void()>& signalled = {});
 
  private:
-  EmbeddedBroker(pid_t pid, std::uint16_t port, std::filesystem::path log) : pid_(pid), port_(port), log_(std::move(log)) {}
-  pid_t pid_;
-  std::uint16_t port_;
+  EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir, std::filesystem::path data_dir)
+      : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"), data_dir_(std::move(data_dir)) {}
+  // Spawns the broker with args_ (port_ as --port) and waits until it reports its port.
+  Result<bool, std::string> spawn(bool append_log);
+
+  std::vector<std::string> args_;  // every flag but --port's value
+  std::filesystem::path work_dir_;
   std::filesystem::path log_;
+  std::filesystem::path data_dir_;
+  pid_t pid_ = 0;
+  std::uint16_t port_ = 0;  // 0 until the first start reports it; then kept across restarts
 };
 
 std::string tail_of(const std::filesystem::path& file, std::size_t max_bytes = 2000);

@@ -81,6 +81,27 @@ TEST(BrokerProcess, AClientThatDisconnectsAbruptlyLeavesOthersServed) {
   EXPECT_EQ(broker->stop(), 0);
 }
 
+// restart (the restart_broker step): the same port and data dir, gracefully or with kill -9, the log kept.
+TEST(BrokerProcess, RestartComesBackOnTheSamePortWithTheSameDataDir) {
+  auto broker = start_broker("restart");
+  ASSERT_NE(broker, nullptr);
+  const std::uint16_t port = broker->port();
+  EXPECT_EQ(broker->data_dir().filename(), "data");
+  for (const bool kill : {false, true}) {
+    WireConnection before;
+    open_session(before, port);
+    auto restarted = broker->restart(kill);
+    ASSERT_TRUE(restarted.ok()) << restarted.error();
+    EXPECT_EQ(restarted->exit_status, kill ? -1 : 0) << restarted->what;
+    EXPECT_EQ(broker->port(), port);
+    EXPECT_TRUE(broker->running());
+    WireConnection after;
+    open_session(after, port);
+  }
+  EXPECT_NE(tail_of(broker->log_file(), 100'000).find("restart (killed with SIGKILL)"), std::string::npos);
+  EXPECT_EQ(broker->stop(), 0);
+}
+
 TEST(BrokerProcess, UnreadableDefinitionsFileStopsTheBrokerWithAClearError) {
   EmbeddedOptions options;
   options.broker_path = FIREMQ_BROKER_PATH;

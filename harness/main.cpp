@@ -42,6 +42,7 @@ struct Options {
   std::string known_failures;
   std::string fault;
   std::string fault_check;
+  std::string restart_command;
   std::vector<std::string> ids, groups, tags, levels, features;
   int jobs = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   bool list = false, dryrun = false, verbose = false;
@@ -55,6 +56,10 @@ po::options_description describe_flags(Options& o) {
                                  "reference broker on a free port")
       ("features", po::value(&o.features)->multitoken(),
        "features the --url target has (e.g. conform-definitions); cases needing others are skipped")
+      ("restart-command", po::value(&o.restart_command),
+       "with --url: a shell command that restarts the target (FIREMQ_RESTART_KILL=1 in its environment when a "
+       "case asks for kill -9); it must return once the old broker has stopped. Enables the cases that restart "
+       "the broker (feature restart), which run alone after the others")
       ("id", po::value(&o.ids)->multitoken(), "run the cases whose id matches a glob (also positional)")
       ("group", po::value(&o.groups)->multitoken(), "run only these groups (e.g. framing lifecycle)")
       ("tag", po::value(&o.tags)->multitoken(), "run only cases with one of these tags")
@@ -165,7 +170,9 @@ std::optional<Embedded> start_embedded(const Options& o, const std::string& run_
   t.password = "guest";
   t.vhost = "/";
   t.description = "embedded reference broker (fire://127.0.0.1:" + std::to_string(t.port) + "/)";
-  t.features = {"conform-definitions"};  // the embedded broker loads conformance/definitions.json
+  // The embedded broker loads conformance/definitions.json, and the harness can restart it (each case that
+  // restarts its broker gets one of its own).
+  t.features = {"conform-definitions", "restart"};
   return Embedded{std::move(*broker), t};
 }
 
@@ -181,7 +188,14 @@ std::optional<Target> target_from_url(const Options& o) {
     return std::nullopt;
   }
   Target t{o.url, url->host, url->port, url->user, url->password, url->vhost, {}};
-  for (const std::string& f : o.features) t.features.insert(f);
+  for (const std::string& f : o.features) {
+    if (f == "restart") {
+      std::cerr << "firemq-conform: the feature restart comes with --restart-command, not --features\n";
+      return std::nullopt;
+    }
+    t.features.insert(f);
+  }
+  if (!o.restart_command.empty()) t.features.insert("restart");
   return t;
 }
 
@@ -222,6 +236,11 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
       eo.extra_args = args;
       return EmbeddedBroker::start(eo);
     };
+  }
+  if (!o.url.empty() && !o.restart_command.empty()) {
+    // Wait for the broker itself to come back, not for a fault proxy in front of it (which always listens).
+    auto url = firemq::parse_url(o.url);
+    ro.restart_command = RestartCommand{o.restart_command, url->host, url->port};
   }
   if (fault != nullptr) {
     ro.through = [fault](Target& t) -> std::shared_ptr<void> {
@@ -348,6 +367,11 @@ int main(int argc, char** argv) {
     known = std::move(*k);
   }
 
+  if (o.url.empty() && !o.restart_command.empty()) {
+    std::cerr << "firemq-conform: --restart-command is for --url targets; the embedded broker is restarted by the "
+                 "harness\n";
+    return kExitUsage;
+  }
   const std::string run_id = run_id_now();
   std::optional<Embedded> embedded;
   Target target;

@@ -1,7 +1,9 @@
 // Selecting cases, running them in parallel against a target, and turning outcomes into verdicts.
 #pragma once
 
+#include <cstdint>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -9,6 +11,7 @@
 #include "harness/case_model.h"
 #include "harness/embedded_broker.h"
 #include "harness/run_result.h"
+#include "harness/scenario.h"
 #include "harness/target.h"
 
 namespace firemq::conform {
@@ -34,6 +37,25 @@ struct ServerInfo {
 };
 Result<ServerInfo, std::string> probe_server(const Target& target);
 
+// How the harness restarts a --url target (--restart-command): `command` runs under /bin/sh -c, with
+// FIREMQ_RESTART_KILL=1 in its environment when the case asks for kill -9; then the harness waits until
+// host:port (the broker itself, not a fault proxy in front of it) accepts TCP connections again.
+struct RestartCommand {
+  std::string command;
+  std::string host;
+  std::uint16_t port = 0;
+};
+
+// Restarts the target with `how.command`, bounded by `deadline` (the case's); `signalled` runs while the
+// command works, for a graceful restart (the case's connections answer the broker's close).
+StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline,
+                                 const std::function<void()>& signalled);
+
+// Whether the case restarts its broker (requires the feature "restart"). Such a case runs alone: on a broker
+// of its own when the harness starts the broker, or against a --url target after every other case, one at a
+// time, so that a restart never disturbs a case running beside it.
+bool restarts_broker(const CaseSpec& spec);
+
 struct RunOptions {
   int jobs = 2;
   std::vector<std::string> known_failures;
@@ -41,6 +63,8 @@ struct RunOptions {
   // Starts a reference broker with extra flags, for cases with broker_args; empty when the target is a --url
   // (such cases are then skipped).
   std::function<Result<std::unique_ptr<EmbeddedBroker>, std::string>(const std::vector<std::string>&)> start_broker;
+  // Against a --url target: how to restart it (--restart-command), for cases that require "restart".
+  std::optional<RestartCommand> restart_command;
   // With --fault, puts the fault proxy in front of a case's own broker too: may change the target's port, and
   // returns what keeps the proxy alive for the case.
   std::function<std::shared_ptr<void>(Target&)> through;

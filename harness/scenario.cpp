@@ -171,6 +171,7 @@ StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
       {"expect_none", &Scenario::step_expect_none}, {"sleep", &Scenario::step_sleep},
       {"disconnect", &Scenario::step_disconnect},   {"auto_pong", &Scenario::step_auto_pong},
       {"check", &Scenario::step_check},             {"stop_broker", &Scenario::step_stop_broker},
+      {"restart_broker", &Scenario::step_restart_broker},
   };
   auto it = kSteps.find(verb);
   if (it == kSteps.end()) return StepOutcome::error("unknown verb " + verb);
@@ -181,7 +182,7 @@ const std::vector<std::string>& step_verbs() {
   static const std::vector<std::string> verbs = {"connect",      "hello",        "handshake",   "send",
                                                  "send_raw",     "expect",       "expect_error", "expect_close",
                                                  "expect_none",  "sleep",        "disconnect",  "auto_pong",
-                                                 "check",        "stop_broker"};
+                                                 "check",        "stop_broker",  "restart_broker"};
   return verbs;
 }
 
@@ -228,6 +229,7 @@ Result<Scenario::Conn*, std::string> Scenario::conn_for(const Json& args) {
   const std::string name = args.value("conn", "main");
   Conn* c = conn(name);
   if (c == nullptr) return "no connection named \"" + name + "\": connect it first";
+  if (c->dead) return "connection \"" + name + "\" was closed by restart_broker: connect it again";
   return c;
 }
 
@@ -557,6 +559,41 @@ StepOutcome Scenario::step_stop_broker(const Json& args) {
                              std::to_string(args.value("expect_exit", 0)));
   }
   return StepOutcome::ok();
+}
+
+StepOutcome Scenario::step_restart_broker(const Json& args) {
+  if (!restart_broker_) {
+    return StepOutcome::error("restart_broker needs the feature \"restart\" (declare it in the case's requires)");
+  }
+  const bool kill = args.value("kill", false);
+  note("", kill ? "restarting the broker: kill -9" : "restarting the broker: SIGTERM");
+  StepOutcome outcome = restart_broker_(kill, case_deadline_, [this] { close_after_shutdown(case_deadline_); });
+  // The case's connections went with the old process, whatever it sent them last: a later connect with the
+  // same name opens a fresh one.
+  for (auto& [name, c] : conns_) {
+    c->wire.disconnect();
+    c->dead = true;
+  }
+  if (outcome.kind == StepOutcome::Kind::ok) note("", "broker restarted: " + outcome.message);
+  return outcome.kind == StepOutcome::Kind::ok ? StepOutcome::ok() : outcome;
+}
+
+// A broker shutting down gracefully sends close to every client (320 for the reference broker) and waits for
+// them: each connection answers it as a client does, and goes. Frames before the close (deliveries in
+// flight) are logged and left unanswered.
+void Scenario::close_after_shutdown(Clock::time_point deadline) {
+  const auto until = std::min(deadline, Clock::now() + std::chrono::milliseconds(kDefaultCloseWithinMs));
+  for (auto& [name, c] : conns_) {
+    while (c->wire.is_open()) {
+      const Received r = next(*c, until);
+      if (r.kind != Received::Kind::frame) break;
+      if (r.frame.op() == static_cast<std::uint8_t>(OpCode::close)) {
+        send_message(*c, op::Close{static_cast<std::uint64_t>(200), "closing"});
+        break;
+      }
+    }
+    c->wire.disconnect();
+  }
 }
 
 StepOutcome Scenario::step_check(const Json& args) {

@@ -39,6 +39,13 @@ class Scenario {
   Scenario(const CaseSpec& spec, const Target& target, std::string unique_prefix);
   // For cases on a broker of their own: stops it with SIGTERM and returns its exit status (stop_broker step).
   void set_broker_stopper(std::function<int()> stop) { stop_broker_ = std::move(stop); }
+  // Restarts the broker (restart_broker step): gracefully (SIGTERM), or at once (kill -9) when `kill`; returns
+  // once it accepts connections again, at the latest by `deadline`. Calls `signalled` (when it can) once the
+  // broker was told to stop gracefully, so that the case's connections answer its close as clients do. Set
+  // for cases that require the feature "restart": on a broker of the case's own, or through
+  // --restart-command against a --url target.
+  using Restarter = std::function<StepOutcome(bool kill, Clock::time_point deadline, const std::function<void()>& signalled)>;
+  void set_broker_restarter(Restarter restart) { restart_broker_ = std::move(restart); }
   CaseResult run();
 
   // For named checks ----------------------------------------------------------------------------------
@@ -46,6 +53,7 @@ class Scenario {
     std::string name;
     WireConnection wire;
     bool auto_pong = true;  // answer the broker's pings and hide them from expect steps
+    bool dead = false;      // closed by restart_broker: a step on it is an error until it is connected again
   };
   struct Received {
     enum class Kind { frame, closed, timeout, bad_framing } kind;
@@ -77,7 +85,9 @@ class Scenario {
   StepOutcome step_auto_pong(const nlohmann::json& args);
   StepOutcome step_check(const nlohmann::json& args);
   StepOutcome step_stop_broker(const nlohmann::json& args);
+  StepOutcome step_restart_broker(const nlohmann::json& args);
 
+  void close_after_shutdown(Clock::time_point deadline);
   StepOutcome expect_closed_after_fatal(Conn& c, const std::string& what, Clock::time_point deadline);
   StepOutcome expect_still_open(Conn& c, Clock::time_point deadline);
   Result<Conn*, std::string> conn_for(const nlohmann::json& args);
@@ -96,6 +106,7 @@ class Scenario {
   Vars vars_;
   std::vector<TranscriptLine> transcript_;
   std::function<int()> stop_broker_;
+  Restarter restart_broker_;
 };
 
 }  // namespace firemq::conform
