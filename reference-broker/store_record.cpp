@@ -137,6 +137,7 @@ Result<Record, std::string> parse_body(ByteView body) {
       if (!in.ok()) return std::string("its queue list is cut short");
       Result<MessagePtr, std::string> message = parse_message(in.rest());
       if (!message) return message.error();
+      (*message)->store_id = r.message_id;  // the store knows the message by this id after a restart too
       r.message = std::move(*message);
       return Record(std::move(r));
     }

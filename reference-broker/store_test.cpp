@@ -223,6 +223,24 @@ TEST_F(StoreTest, PersistentMessagesComeBackInOrderWithoutTheAckedOnes) {
   EXPECT_EQ(body_of(*second), "b");
 }
 
+TEST_F(StoreTest, ARecoveredMessageAckedAfterTheRestartStaysGone) {
+  open();
+  queue("q").enqueue(message("first"));
+  queue("q2");
+  sync();
+  open();
+  Queue& q = queue("q");
+  auto recovered = store_->take_recovered();
+  for (RecoveredMessage& m : recovered[queue_store_key("/", "q")]) {
+    q.restore(m.message, m.ref.position, m.ref.delivered, std::nullopt);
+  }
+  q.enqueue(message("second"));
+  q.acknowledge(*q.take_next());  // "first", the recovered one
+  sync();
+  open();
+  EXPECT_EQ(recovered_bodies("q"), (std::vector<std::string>{"second"}));
+}
+
 TEST_F(StoreTest, AMessageInTwoDurableQueuesIsWrittenOnceAndLeavesEachSeparately) {
   open();
   Queue& q1 = queue("q1");
