@@ -16,9 +16,10 @@ namespace {
 
 using namespace std::chrono_literals;
 
-std::unique_ptr<EmbeddedBroker> start_broker(const std::string& name) {
+std::unique_ptr<EmbeddedBroker> start_broker(const std::string& name, std::vector<std::string> extra_args = {}) {
   EmbeddedOptions options;
   options.broker_path = FIREMQ_BROKER_PATH;
+  options.extra_args = std::move(extra_args);
   options.work_dir = std::filesystem::temp_directory_path() / ("firemq-broker-test-" + name + "-" + std::to_string(::getpid()));
   auto broker = EmbeddedBroker::start(options);
   EXPECT_TRUE(broker.ok()) << (broker.ok() ? "" : broker.error());
@@ -111,6 +112,87 @@ TEST(BrokerProcess, UnreadableDefinitionsFileStopsTheBrokerWithAClearError) {
   ASSERT_FALSE(broker.ok());
   EXPECT_NE(broker.error().find("cannot read definitions file '/nonexistent/definitions.json'"), std::string::npos)
       << broker.error();
+}
+
+// Sends a request and returns the first frame that answers it.
+std::optional<Message> ask(WireConnection& wire, const Message& request, std::string_view payload = "") {
+  if (!wire.send(encode_frame(request, as_bytes(payload)), Clock::now() + 5s)) return std::nullopt;
+  return next_message(wire);
+}
+
+op::DeclareQueue declare(std::uint64_t rid, const std::string& name, bool durable) {
+  op::DeclareQueue d;
+  d.rid = rid;
+  d.name = name;
+  d.durable = durable;
+  return d;
+}
+
+op::Publish persistent_publish(std::uint64_t seq, const std::string& queue, bool persistent) {
+  op::Publish p;
+  p.seq = seq;
+  p.key = queue;
+  p.persistent = persistent;
+  return p;
+}
+
+// --storage-fault fsync:N on a real process. At start the broker saves its definitions (an fsync of the file and
+// one of the directory: fsyncs 1 and 2); a durable declare saves them again (3 and 4); the first message store
+// fsync is then number 5.
+TEST(BrokerProcess, AFailedDefinitionsFsyncAnswersTheDeclareWithFatal541AndTheBrokerGoesOn) {
+  auto broker = start_broker("fault-definitions", {"--storage-fault", "fsync:3"});
+  ASSERT_NE(broker, nullptr);
+  WireConnection wire;
+  open_session(wire, broker->port());
+  auto reply = ask(wire, declare(1, "dq", true));
+  ASSERT_TRUE(reply && std::holds_alternative<op::Error>(*reply));
+  EXPECT_EQ(std::get<op::Error>(*reply).code, 541u);
+  EXPECT_TRUE(std::get<op::Error>(*reply).fatal) << "541 is fatal in the spec's table";
+  EXPECT_NE(std::get<op::Error>(*reply).msg.find("definitions not saved"), std::string::npos);
+  WireConnection other;  // the broker goes on for everyone else
+  open_session(other, broker->port());
+  reply = ask(other, op::Ping{});
+  EXPECT_TRUE(reply && std::holds_alternative<op::Pong>(*reply));
+  EXPECT_EQ(broker->stop(), 0);
+}
+
+TEST(BrokerProcess, AFailedStoreFsyncNacksPersistentPublishesWith541AndTransientOnesAreStillConfirmed) {
+  auto broker = start_broker("fault-store", {"--storage-fault", "fsync:5"});
+  ASSERT_NE(broker, nullptr);
+  WireConnection wire;
+  open_session(wire, broker->port());
+  auto reply = ask(wire, declare(1, "dq", true));
+  ASSERT_TRUE(reply && std::holds_alternative<op::Ok>(*reply));
+  reply = ask(wire, persistent_publish(1, "dq", true), "kept?");
+  ASSERT_TRUE(reply && std::holds_alternative<op::Confirm>(*reply));
+  const auto& nack = std::get<op::Confirm>(*reply);
+  EXPECT_TRUE(nack.nack);
+  EXPECT_EQ(nack.seq, 1u);
+  EXPECT_EQ(nack.code, 541u);
+  EXPECT_NE(nack.msg.find("fsync"), std::string::npos) << nack.msg;
+  reply = ask(wire, persistent_publish(2, "dq", true), "also refused");
+  ASSERT_TRUE(reply && std::holds_alternative<op::Confirm>(*reply));
+  EXPECT_TRUE(std::get<op::Confirm>(*reply).nack) << "nothing more is made durable until a restart";
+  ASSERT_TRUE(ask(wire, declare(2, "tq", false)));
+  reply = ask(wire, persistent_publish(3, "tq", false), "transient");
+  ASSERT_TRUE(reply && std::holds_alternative<op::Confirm>(*reply));
+  EXPECT_FALSE(std::get<op::Confirm>(*reply).nack);
+  EXPECT_EQ(std::get<op::Confirm>(*reply).upto, 3u);
+  EXPECT_EQ(broker->stop(), 0);
+  EXPECT_NE(tail_of(broker->log_file()).find("message store failed"), std::string::npos);
+}
+
+TEST(BrokerProcess, ASecondBrokerOnTheSameDataDirectoryIsRefused) {
+  auto first = start_broker("lock");
+  ASSERT_NE(first, nullptr);
+  EmbeddedOptions options;
+  options.broker_path = FIREMQ_BROKER_PATH;
+  options.work_dir = std::filesystem::temp_directory_path() / ("firemq-broker-test-lock2-" + std::to_string(::getpid()));
+  options.data_dir = first->data_dir();
+  auto second = EmbeddedBroker::start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.error().find("is in use by another firemq-broker"), std::string::npos) << second.error();
+  EXPECT_EQ(first->stop(), 0);
 }
 
 }  // namespace
