@@ -140,6 +140,7 @@ void MessageStore::drop_queue(const std::string& queue_key) { append(QueueDroppe
 void MessageStore::apply(const Record& record, std::uint64_t segment, std::uint64_t record_bytes) {
   if (const auto* publish = std::get_if<PublishRecord>(&record)) return apply_publish(*publish, segment, record_bytes);
   if (const auto* delivered = std::get_if<DeliveredRecord>(&record)) {
+    next_message_id_ = std::max(next_message_id_, delivered->message_id + 1);
     auto it = messages_.find(delivered->message_id);
     if (it == messages_.end()) return;
     for (QueueRef& ref : it->second.queues) {
@@ -147,7 +148,12 @@ void MessageStore::apply(const Record& record, std::uint64_t segment, std::uint6
     }
     return;
   }
-  if (const auto* removed = std::get_if<RemovedRecord>(&record)) return forget_ref(removed->message_id, removed->queue);
+  if (const auto* removed = std::get_if<RemovedRecord>(&record)) {
+    // An id is never given twice, even when the segment with its publish record is gone: a removal of it that
+    // is still in the log must not meet a new message with the same id.
+    next_message_id_ = std::max(next_message_id_, removed->message_id + 1);
+    return forget_ref(removed->message_id, removed->queue);
+  }
   const auto& dropped = std::get<QueueDroppedRecord>(record);
   auto it = queue_messages_.find(dropped.queue);
   if (it == queue_messages_.end()) return;
