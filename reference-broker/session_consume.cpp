@@ -69,6 +69,8 @@ std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) 
   const std::uint64_t tag = next_tag_++;
   if (no_ack) {
     queue.acknowledge(message);  // "Messages count as acknowledged once sent."
+    // Durable before this connection's next confirm, as an ack is (a delivery may come from another's publish).
+    if (Journal* journal = env_.core.journal()) own_records_end_ = journal->end_position();
   } else {
     unacked_.emplace(tag, Unacked{message, queue.weak_from_this()});
   }
