@@ -64,7 +64,15 @@ std::string MessageStore::recover(RecoveryReport& report) {
   std::vector<std::uint64_t> numbers;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(options_.directory, ec)) {
-    if (auto n = segment_number(entry.path())) numbers.push_back(*n);
+    const auto n = segment_number(entry.path());
+    if (!n) continue;
+    // An empty segment (a run that stopped before writing to its new one) says nothing: it goes at once.
+    std::error_code size_error;
+    if (entry.file_size(size_error) == 0 && !size_error) {
+      std::filesystem::remove(entry.path(), size_error);
+      continue;
+    }
+    numbers.push_back(*n);
   }
   if (ec) return "cannot list the message store directory " + options_.directory.string() + ": " + ec.message();
   std::sort(numbers.begin(), numbers.end());

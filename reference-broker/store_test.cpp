@@ -241,6 +241,15 @@ TEST_F(StoreTest, ARecoveredMessageAckedAfterTheRestartStaysGone) {
   EXPECT_EQ(recovered_bodies("q"), (std::vector<std::string>{"second"}));
 }
 
+TEST_F(StoreTest, RestartsWithoutWritesLeaveNoEmptySegmentsBehind) {
+  open();
+  queue("q").enqueue(message("kept"));
+  sync();
+  for (int i = 0; i < 3; ++i) open();
+  EXPECT_EQ(store_->segment_count(), 2u) << "the one holding the message, and the new current one";
+  EXPECT_EQ(recovered_bodies("q"), (std::vector<std::string>{"kept"}));
+}
+
 TEST_F(StoreTest, AMessageInTwoDurableQueuesIsWrittenOnceAndLeavesEachSeparately) {
   open();
   Queue& q1 = queue("q1");
