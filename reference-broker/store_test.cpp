@@ -1,6 +1,7 @@
 // The message store without a broker: records, recovery, torn tails and corrupt records, compaction, and the
 // failure of each write and each fsync. The storage thread is real; its completions are run by the test (the
 // broker thread's part) through a queue.
+#include "reference-broker/durable_topology.h"
 #include "reference-broker/message_store.h"
 #include "reference-broker/session.h"
 
@@ -570,6 +571,212 @@ TEST_F(StoreSessionTest, AFailedFsyncNacksWhatWaitedAndEveryLaterPersistentPubli
   end_of_read();
   ASSERT_EQ(out_.sent.size(), 3u);
   EXPECT_EQ(std::get<op::Confirm>(out_.sent[2]).upto, 3u);
+}
+
+
+// --- Review (store-review branch): tests that fail on the code as it is; each names the finding it proves. ---
+
+// A consumer that takes whatever it is offered, as a subscription with credit does.
+struct TakingConsumer : Consumer {
+  std::vector<QueuedMessage> taken;
+  bool can_take() const override { return true; }
+  void take(QueuedMessage message, Queue&) override { taken.push_back(std::move(message)); }
+  void on_queue_deleted(Queue&) override {}
+};
+
+std::vector<PublishRecord> publish_records_in(const fs::path& segment) {
+  std::vector<PublishRecord> found;
+  Result<Bytes, std::string> bytes = read_whole_file(segment);
+  EXPECT_TRUE(bytes.ok());
+  for (ByteView rest(*bytes); !rest.empty();) {
+    ReadOutcome outcome = read_record(rest);
+    if (outcome.kind != ReadOutcome::Kind::record) break;
+    if (const auto* p = std::get_if<PublishRecord>(&*outcome.record)) found.push_back(*p);
+    rest = rest.subspan(outcome.size);
+  }
+  return found;
+}
+
+// Finding: "A message is stored once, with every durable queue it reached" does not hold when the first queue
+// hands the message to a consumer (or drops/expires something) before the routing loop reaches the second: the
+// delivered() in between finishes the open record, and the second queue's enqueued() writes a second publish
+// record (the whole body again) with the same id, holding only the second queue. Correct on replay today only
+// because both records always land in the same segment.
+TEST_F(StoreTest, ReviewAMessageInTwoDurableQueuesIsWrittenOnceEvenWhenTheFirstDeliversItAtOnce) {
+  open();
+  Queue& q1 = queue("q1");
+  Queue& q2 = queue("q2");
+  TakingConsumer consumer;
+  q1.add_consumer(&consumer, false);
+  const MessagePtr m = message(std::string(1000, 'x'));
+  q1.enqueue(m);  // the routing loop: q1 first (its consumer takes it at once), then q2
+  q2.enqueue(m);
+  q1.remove_consumer(&consumer);
+  sync();
+  stop();
+  const std::vector<PublishRecord> publishes = publish_records_in(only_segment());
+  EXPECT_EQ(publishes.size(), 1u) << "the body is written " << publishes.size() << " times";
+  if (!publishes.empty()) {
+    EXPECT_EQ(publishes[0].queues.size(), 2u) << "one record with both queues";
+  }
+}
+
+// Finding: a dead-lettered message's removal from its queue is appended before its copy's publish record, so a
+// prefix of the log that ends between the two (a write cut short by ENOSPC or EIO after part of the buffer, a
+// kill -9 during a large write(), unsynced pages lost at a power cut) holds the message in neither queue: a
+// confirmed persistent message is lost. Recovery relies on every prefix of the log being consistent (torn tails
+// are dropped); with the copy written first, every prefix keeps at least one of the two.
+TEST_F(StoreSessionTest, ReviewAPrefixOfTheLogNeverLosesADeadLetteredMessage) {
+  op::DeclareQueue dlq;
+  dlq.rid = 2;
+  dlq.name = "dlq";
+  dlq.durable = true;
+  session_.on_frame(frame_of(dlq));
+  op::DeclareQueue src;
+  src.rid = 3;
+  src.name = "src";
+  src.durable = true;
+  src.args = Map{{Value("x-dead-letter-exchange"), Value("")}, {Value("x-dead-letter-routing-key"), Value("dlq")}};
+  session_.on_frame(frame_of(src));
+  op::Publish p;
+  p.seq = 1;
+  p.key = "src";
+  p.persistent = true;
+  session_.on_frame(frame_of(p, "precious"));
+  end_of_read();
+  run_storage_until_sent(3);  // ok, ok, {upto: 1}
+  ASSERT_EQ(out_.sent.size(), 3u);
+  ASSERT_EQ(std::get<op::Confirm>(out_.sent[2]).upto, 1u) << "confirmed: it must never be lost";
+  op::Get get;
+  get.rid = 4;
+  get.queue = "src";
+  session_.on_frame(frame_of(get));
+  session_.on_frame(frame_of(op::Nack{std::get<op::GetOk>(out_.sent.back()).tag, false, false}));
+  end_of_read();
+  stop();
+  // Cut the log just after the removal record: a prefix of what the last write() handed to the kernel.
+  const fs::path segment = only_segment();
+  Bytes bytes = *read_whole_file(segment);
+  std::size_t offset = 0, cut = 0;
+  for (ByteView rest(bytes); !rest.empty();) {
+    ReadOutcome outcome = read_record(rest);
+    ASSERT_EQ(outcome.kind, ReadOutcome::Kind::record);
+    offset += outcome.size;
+    if (std::holds_alternative<RemovedRecord>(*outcome.record)) cut = offset;
+    rest = rest.subspan(outcome.size);
+  }
+  ASSERT_NE(cut, 0u);
+  ASSERT_LT(cut, bytes.size()) << "the copy's publish record comes after the removal";
+  fs::resize_file(segment, cut);
+  open();
+  auto recovered = store_->take_recovered();
+  EXPECT_EQ(recovered[queue_store_key("/", "src")].size() + recovered[queue_store_key("/", "dlq")].size(), 1u)
+      << "the confirmed message is in neither queue";
+}
+
+// Finding: after a store failure "transient traffic goes on", but a transient publish whose enqueue writes a
+// record for another, persistent message (drop-head here; a TTL expiry at enqueue does the same) is nacked 541:
+// on_publish counts any growth of the log as "needs disk".
+TEST_F(StoreSessionTest, ReviewATransientPublishIsConfirmedAfterAStoreFailureEvenWhenItDropsAPersistentOne) {
+  op::DeclareQueue lim;
+  lim.rid = 2;
+  lim.name = "lim";
+  lim.durable = true;
+  lim.args = Map{{Value("x-max-length"), Value(std::uint64_t{1})}};
+  session_.on_frame(frame_of(lim));
+  ASSERT_EQ(out_.sent.size(), 1u);
+  storage_faults().fail_fsync_number = storage_faults().fsyncs.load() + 1;
+  op::Publish p;
+  p.seq = 1;
+  p.key = "lim";
+  p.persistent = true;
+  session_.on_frame(frame_of(p, "persistent"));
+  end_of_read();
+  run_storage_until_sent(2);
+  ASSERT_EQ(out_.sent.size(), 2u);
+  ASSERT_TRUE(std::get<op::Confirm>(out_.sent[1]).nack) << "the store failed";
+  p.seq = 2;
+  p.persistent = false;  // transient: drops the persistent one from the head (x-max-length 1)
+  session_.on_frame(frame_of(p, "transient"));
+  end_of_read();
+  ASSERT_EQ(out_.sent.size(), 3u);
+  const auto& confirm = std::get<op::Confirm>(out_.sent[2]);
+  EXPECT_FALSE(confirm.nack) << "a transient publish is nacked: " << confirm.msg;
+  EXPECT_EQ(confirm.upto, 2u);
+}
+
+// Finding: the publish record's queue count is a u16 and append_body truncates it; a message routed to 65,536
+// or more durable queues (a fanout) is written as a record that reads back as corrupt: confirmed, then lost.
+TEST(StoreRecord, ReviewAPublishToMoreThan65535QueuesReadsBack) {
+  PublishRecord record{7, {}, message("wide")};
+  for (std::uint32_t i = 0; i < 65536; ++i) record.queues.push_back({queue_store_key("/", std::to_string(i)), 1, 0, false});
+  Bytes bytes;
+  append_record(bytes, record);
+  ReadOutcome outcome = read_record(bytes);
+  ASSERT_EQ(outcome.kind, ReadOutcome::Kind::record) << outcome.problem;
+  EXPECT_EQ(std::get<PublishRecord>(*outcome.record).queues.size(), 65536u);
+}
+
+// Finding: a durable declare whose definitions save fails is answered 541, but the queue stays in memory and the
+// "changed" flag was already taken, so nothing saves it later. Another connection's declare of the same name is
+// answered ok with no save, and its persistent publishes to the queue are confirmed (the store has them). At the
+// restart the queue is not in definitions.json, so restore_messages drops its messages for good: confirmed
+// persistent messages in a durable queue are lost (guarantee 1, "survives a restart").
+TEST_F(StoreSessionTest, ReviewAConfirmedMessageInADurableQueueSurvivesAFailedDefinitionsSaveOfAnotherClient) {
+  const fs::path defs_dir = dir_ / "defs";
+  fs::create_directories(defs_dir);
+  const fs::path defs = defs_dir / "definitions.json";
+  DurableTopology topology(defs, core_, definitions_);
+  core_.attach_storage(store_.get(), &topology);
+  struct Detach {
+    Core& core;
+    MessageStore* store;
+    ~Detach() { core.attach_storage(store, nullptr); }
+  } detach{core_, store_.get()};
+  ASSERT_FALSE(topology.save());
+  fs::create_directory(defs.string() + ".tmp");  // the next save fails (as with ENOSPC or EIO)
+  op::DeclareQueue declare;
+  declare.rid = 7;
+  declare.name = "orders";
+  declare.durable = true;
+  session_.on_frame(frame_of(declare));
+  ASSERT_EQ(out_.sent.size(), 1u);
+  ASSERT_EQ(std::get<op::Error>(out_.sent[0]).code, 541u) << "the first client is told its declare failed";
+  fs::remove(defs.string() + ".tmp");  // the disk is fine again
+  // A second client declares the same queue, is told ok, publishes a persistent message and has it confirmed.
+  RecordingOutbox out2;
+  Session other{SessionEnv{config_, definitions_, core_}, out2, "c2"};
+  op::Hello hello;
+  hello.ver = 1;
+  hello.auth = {"plain", "guest", "guest"};
+  other.on_frame(frame_of(hello));
+  declare.rid = 1;
+  other.on_frame(frame_of(declare));
+  ASSERT_TRUE(std::holds_alternative<op::Ok>(out2.sent.back())) << "the queue exists: ok";
+  op::Publish p;
+  p.seq = 1;
+  p.key = "orders";
+  p.persistent = true;
+  other.on_frame(frame_of(p, "order-1"));
+  store_->write_out();
+  other.flush();
+  const std::size_t before = out2.sent.size();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (out2.sent.size() == before && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    mailbox_.run_posted();
+  }
+  ASSERT_EQ(out2.sent.size(), before + 1);
+  ASSERT_EQ(std::get<op::Confirm>(out2.sent.back()).upto, 1u) << "confirmed: on disk, must survive a restart";
+  other.on_connection_lost();
+  // The restart (Broker::open_storage): definitions.json is declared again; a queue that is not there loses its
+  // stored messages for good (restore_messages -> drop_queue).
+  Result<nlohmann::json, std::string> stored = DurableTopology::read(defs);
+  ASSERT_TRUE(stored.ok());
+  Core restarted{definitions_, time_};
+  DurableTopology::restore(*stored, restarted);
+  EXPECT_TRUE(restarted.vhost("/")->queues().count("orders"))
+      << "the durable queue holding a confirmed persistent message is gone after the restart";
 }
 
 }  // namespace
