@@ -91,7 +91,7 @@ def store_segment():
                            "props": {"message_id": "m1", "expiration": 60000},
                            "headers": {"n": -1, "f": 1.5, "b": b"\x00\x01", "a": [1, "x"]}}, b"body")[4:]
     refs = store_str(q1) + struct.pack(">QQB", 1, 0, 0) + store_str(q2) + struct.pack(">QQB", 7, 1700000000000, 1)
-    publish = store_record(1, struct.pack(">QH", 1, 2) + refs + message)
+    publish = store_record(1, struct.pack(">QI", 1, 2) + refs + message)
     delivered = store_record(2, struct.pack(">Q", 1) + store_str(q1))
     removed = store_record(3, struct.pack(">Q", 1) + store_str(q2))
     dropped = store_record(4, store_str(q1))

@@ -136,11 +136,12 @@ op::Publish persistent_publish(std::uint64_t seq, const std::string& queue, bool
   return p;
 }
 
-// --storage-fault fsync:N on a real process. At start the broker saves its definitions (an fsync of the file and
-// one of the directory: fsyncs 1 and 2); a durable declare saves them again (3 and 4); the first message store
-// fsync is then number 5.
+// --storage-fault fsync:N on a real process. At start the broker syncs the data directory (fsync 1) and saves
+// its definitions (the file and the directory: 2 and 3). A durable declare first makes the message store durable
+// (its segment and directory: 4 and 5), then saves the definitions (6 and 7); the first fsync of the storage
+// thread, after a persistent publish, is number 8.
 TEST(BrokerProcess, AFailedDefinitionsFsyncAnswersTheDeclareWithFatal541AndTheBrokerGoesOn) {
-  auto broker = start_broker("fault-definitions", {"--storage-fault", "fsync:3"});
+  auto broker = start_broker("fault-definitions", {"--storage-fault", "fsync:6"});
   ASSERT_NE(broker, nullptr);
   WireConnection wire;
   open_session(wire, broker->port());
@@ -157,7 +158,7 @@ TEST(BrokerProcess, AFailedDefinitionsFsyncAnswersTheDeclareWithFatal541AndTheBr
 }
 
 TEST(BrokerProcess, AFailedStoreFsyncNacksPersistentPublishesWith541AndTransientOnesAreStillConfirmed) {
-  auto broker = start_broker("fault-store", {"--storage-fault", "fsync:5"});
+  auto broker = start_broker("fault-store", {"--storage-fault", "fsync:8"});
   ASSERT_NE(broker, nullptr);
   WireConnection wire;
   open_session(wire, broker->port());

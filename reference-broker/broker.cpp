@@ -22,13 +22,14 @@ Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
   if (!opened) return opened.error();
   store_ = std::move(*opened);
   for (const std::string& problem : report.problems) std::cerr << "firemq-broker: message store: " << problem << std::endl;
-  // Attached first: the durable queues restored next write their new messages to the store like any other.
+  // Attached first: the durable queues declared next take back their messages from the store, and write new
+  // ones to it like any other.
   topology_ = std::make_unique<DurableTopology>(dir / "definitions.json", core_, definitions_);
   core_.attach_storage(store_.get(), topology_.get());
   for (const std::string& problem : DurableTopology::restore(stored, core_)) {
     std::cerr << "firemq-broker: not restored: " << problem << std::endl;
   }
-  restore_messages();
+  report_unclaimed_messages();
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   // The whole of recovery: reading the log (report.elapsed) and putting the messages back in their queues.
   std::cout << "firemq-broker: recovered " << report.messages << " messages from " << report.segments
@@ -39,23 +40,15 @@ Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
   return true;
 }
 
-void Broker::restore_messages() {
-  const std::uint64_t now_ms = time_.now_ms(), now_unix_ms = time_.unix_ms();
-  for (auto& [key, messages] : store_->take_recovered()) {
+void Broker::report_unclaimed_messages() const {
+  // Their queues were not declared again (definitions.json set aside, a vhost gone): the messages stay in the
+  // store, and come back into a durable queue of that name when one is declared.
+  for (const auto& [key, messages] : store_->unclaimed()) {
     const auto names = store::split_queue_key(key);
-    Vhost* vhost = names ? core_.vhost(names->first) : nullptr;
-    for (store::RecoveredMessage& m : messages) {
-      std::optional<std::uint64_t> expires;
-      if (m.ref.expires_at != 0) expires = now_ms + (m.ref.expires_at > now_unix_ms ? m.ref.expires_at - now_unix_ms : 0);
-      if (vhost == nullptr || !vhost->restore_message(names->second, m.message, m.ref.position, m.ref.delivered, expires)) {
-        std::cerr << "firemq-broker: message store: " << messages.size() << " messages of a queue that is gone ("
-                  << (names ? names->first + "/" + names->second : key) << ") dropped" << std::endl;
-        store_->drop_queue(key);
-        break;
-      }
-    }
+    std::cerr << "firemq-broker: message store: " << messages.size() << " messages of durable queue "
+              << (names ? "'" + names->second + "' in vhost '" + names->first + "'" : "?")
+              << " kept: the queue was not restored; declare it (durable) to get them back" << std::endl;
   }
-  store_->write_out();
 }
 
 Result<std::uint16_t, std::string> Broker::listen() {

@@ -38,7 +38,7 @@ class Broker {
   void begin_shutdown();
   awaitable<void> finish_shutdown();
   Status write_port_file(std::uint16_t port) const;
-  void restore_messages();
+  void report_unclaimed_messages() const;
 
   BrokerConfig config_;
   Definitions definitions_;

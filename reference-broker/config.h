@@ -30,6 +30,10 @@ struct BrokerConfig {
 // stops reading from it until the queue drains (a peer that sends but never reads meets this limit).
 inline constexpr std::size_t kMaxPendingBytes = 8 * 1024 * 1024;
 
+// The largest --max-frame: a message must fit one record of the message store (store_record.cpp allows 1 GiB,
+// leaving room for its queue list and the headers dead-lettering adds).
+inline constexpr std::size_t kMaxFrameLimit = 256 * 1024 * 1024;
+
 // How often expired messages and unused queues are looked for: the precision of TTL and x-expires.
 inline constexpr std::chrono::milliseconds kTickInterval{20};
 

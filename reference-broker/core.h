@@ -5,6 +5,9 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
+
+#include "protocol/reply_codes.h"
 
 #include "reference-broker/definitions.h"
 #include "reference-broker/journal.h"
@@ -30,9 +33,16 @@ class Core {
 
   // Saves the durable topology if it changed (after a declare, delete, bind or unbind, before its reply).
   Status save_topology() {
-    bool changed = false;
-    for (auto& [name, vhost] : vhosts_) changed = vhost->take_durable_change() || changed;
-    return changed && topology_ != nullptr ? topology_->save() : std::nullopt;
+    std::vector<Vhost*> changed;
+    for (auto& [name, vhost] : vhosts_) {
+      if (vhost->take_durable_change()) changed.push_back(vhost.get());
+    }
+    if (changed.empty() || topology_ == nullptr) return std::nullopt;
+    Status failed = write_topology();
+    // Not saved: still due. Every later declare (and the tick) tries again, and fails while the disk does, so no
+    // client is told ok for a queue the file does not hold.
+    if (failed) for (Vhost* vhost : changed) vhost->keep_durable_change();
+    return failed;
   }
 
   // Time passes (the broker calls this every few tens of milliseconds): TTLs and x-expires take effect.
@@ -40,6 +50,20 @@ class Core {
     for (auto& [name, vhost] : vhosts_) vhost->tick();
   }
   const std::map<std::string, std::unique_ptr<Vhost>>& vhosts() const { return vhosts_; }
+
+ private:
+  // The log first: a queue's deletion is on disk before the file that no longer lists the queue, so that a
+  // queue declared again by that name never gets the old one's messages back.
+  Status write_topology() {
+    if (journal_ != nullptr) {
+      if (std::optional<std::string> error = journal_->sync_now()) {
+        return make_error(ReplyCode::internal_error, "durable definitions not saved: the message store failed: " + *error);
+      }
+    }
+    return topology_->save();
+  }
+
+ public:
   // nullptr for a vhost that does not exist.
   Vhost* vhost(const std::string& name) {
     auto it = vhosts_.find(name);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "protocol/error.h"
@@ -43,6 +44,12 @@ class Journal {
   virtual void removed(const Queue& queue, const QueuedMessage& message) = 0;
   // A durable queue was deleted: none of its messages come back.
   virtual void queue_deleted(const Queue& queue) = 0;
+  // A durable queue was declared (at start, or by a client): the stored messages of a queue by that name that
+  // nobody has claimed since the start go back into it.
+  virtual void restore_into(Queue& queue) = 0;
+  // Writes and fsyncs everything appended so far, now, on this thread (before the definitions file changes, so
+  // that the file never runs ahead of the log); the error says what failed.
+  virtual std::optional<std::string> sync_now() = 0;
 
   // Hands the records appended so far to the operating system (and the fsync to the storage thread). The
   // transport calls it before frames go out, so that no deliver leaves before its record (kill -9 safe).

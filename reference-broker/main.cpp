@@ -87,8 +87,9 @@ int main(int argc, char** argv) {
     std::cout << flags << "\n";
     return 0;
   }
-  if (config.max_frame < firemq::kMaxFrameBeforeWelcome) {
-    std::cerr << "firemq-broker: --max-frame must be at least " << firemq::kMaxFrameBeforeWelcome << "\n";
+  if (config.max_frame < firemq::kMaxFrameBeforeWelcome || config.max_frame > firemq::kMaxFrameLimit) {
+    std::cerr << "firemq-broker: --max-frame must be at least " << firemq::kMaxFrameBeforeWelcome << " and at most "
+              << firemq::kMaxFrameLimit << "\n";
     return 2;
   }
   config.handshake_timeout = std::chrono::milliseconds(handshake_ms);

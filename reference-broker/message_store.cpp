@@ -39,6 +39,10 @@ Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptio
   std::error_code ec;
   std::filesystem::create_directories(options.directory, ec);
   if (ec) return "cannot create the message store directory " + options.directory.string() + ": " + ec.message();
+  // The directory's own entry: without it a power cut soon after the first start could lose every segment.
+  if (IoStatus error = sync_directory(options.directory.parent_path().empty() ? "." : options.directory.parent_path())) {
+    return *error;
+  }
   std::unique_ptr<MessageStore> store(new MessageStore(std::move(options), time));
   const auto started = std::chrono::steady_clock::now();
   if (std::string error = store->recover(report); !error.empty()) return error;
@@ -49,6 +53,7 @@ Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptio
       [self](std::uint64_t position, const std::optional<std::string>& error) { self->on_synced(position, error); });
   if (std::string error = store->start_segment(); !error.empty()) return error;
   store->reclaim_dead_segments();
+  store->collect_unclaimed();
   return store;
 }
 
@@ -114,12 +119,10 @@ std::string MessageStore::recover_segment(std::uint64_t number, bool last, Recov
     }
     const std::size_t rest = bytes.size() - offset;
     if (outcome.kind == ReadOutcome::Kind::torn && last) {
-      // A write cut short by a crash: nothing in it was confirmed (a confirm waits for the fsync after it).
-      report.problems.push_back(where + ": torn tail of " + std::to_string(rest) + " bytes dropped");
-      std::error_code ec;
-      std::filesystem::resize_file(path, offset, ec);
-      if (ec) return "cannot truncate the torn tail of " + path.string() + ": " + ec.message();
-      segments_[number].bytes = offset;
+      // A write cut short by a crash: nothing in it was confirmed (a confirm waits for the fsync after it). The
+      // file is left as it is (a damaged size field looks the same, and records after it would be fsync'd
+      // data); this run writes to a new segment, and compaction removes the old one in time.
+      report.problems.push_back(where + ": torn tail of " + std::to_string(rest) + " bytes ignored");
     } else {
       report.problems.push_back(where + ": " + (outcome.kind == ReadOutcome::Kind::torn ? "record cut short" : outcome.problem) +
                                 "; the remaining " + std::to_string(rest) + " bytes of the segment are skipped");
@@ -129,19 +132,28 @@ std::string MessageStore::recover_segment(std::uint64_t number, bool last, Recov
   return "";
 }
 
-std::map<std::string, std::vector<RecoveredMessage>> MessageStore::take_recovered() {
-  std::map<std::string, std::vector<RecoveredMessage>> by_queue;
+void MessageStore::collect_unclaimed() {
   for (const auto& [id, stored] : messages_) {
-    for (const QueueRef& ref : stored.queues) by_queue[ref.queue].push_back({stored.message, ref});
+    for (const QueueRef& ref : stored.queues) unclaimed_[ref.queue].push_back({stored.message, ref});
   }
-  for (auto& [queue, messages] : by_queue) {
+  for (auto& [queue, messages] : unclaimed_) {
     std::sort(messages.begin(), messages.end(),
               [](const RecoveredMessage& a, const RecoveredMessage& b) { return a.ref.position < b.ref.position; });
   }
-  return by_queue;
 }
 
-void MessageStore::drop_queue(const std::string& queue_key) { append(QueueDroppedRecord{queue_key}); }
+void MessageStore::restore_into(Queue& queue) {
+  auto it = unclaimed_.find(queue.store_key());
+  if (it == unclaimed_.end()) return;
+  const std::uint64_t now_ms = time_.now_ms(), now_unix_ms = time_.unix_ms();
+  for (RecoveredMessage& m : it->second) {
+    // The store keeps expiry in wall-clock time; the queue counts on its monotonic clock.
+    std::optional<std::uint64_t> expires;
+    if (m.ref.expires_at != 0) expires = now_ms + (m.ref.expires_at > now_unix_ms ? m.ref.expires_at - now_unix_ms : 0);
+    queue.restore(std::move(m.message), m.ref.position, m.ref.delivered, expires);
+  }
+  unclaimed_.erase(it);
+}
 
 // What the log says, applied to the live view: the same code for recovery and for writing -----------------------
 
@@ -249,54 +261,83 @@ void MessageStore::append(const Record& record) {
   apply(record, current_number_, size);
 }
 
-void MessageStore::finish_open_publish() {
-  if (!open_publish_) return;
-  PublishRecord record = std::move(*open_publish_);
-  open_publish_.reset();
-  append(record);
+PublishRecord* MessageStore::open_publish_of(const BrokerMessage& message) {
+  for (PublishRecord& open : open_publishes_) {
+    if (open.message.get() == &message) return &open;
+  }
+  return nullptr;
+}
+
+void MessageStore::finish_open_publishes() {
+  if (open_publishes_.empty() && held_back_.empty()) return;
+  std::vector<PublishRecord> publishes = std::exchange(open_publishes_, {});
+  std::vector<Record> held = std::exchange(held_back_, {});
+  for (const PublishRecord& publish : publishes) append(publish);
+  for (const Record& record : held) append(record);
+}
+
+void MessageStore::append_after_open_publishes(Record record) {
+  if (open_publishes_.empty()) return append(record);
+  held_back_.push_back(std::move(record));
 }
 
 void MessageStore::enqueued(const Queue& queue, const QueuedMessage& message) {
   const BrokerMessage& m = *message.message;
-  // A message routed to several durable queues is written once, with all of them (the routing loop enqueues
-  // into each in turn; the record is finished by whatever comes next).
-  if (open_publish_ && open_publish_->message.get() == &m) {
-    open_publish_->queues.push_back(ref_for(queue, message));
-    return;
-  }
-  finish_open_publish();
+  // A message routed to several durable queues is written once, with all of them: the record stays open while
+  // the routing loop enqueues, and is finished by the end of the publish (end_position, write_out).
+  if (PublishRecord* open = open_publish_of(m)) return open->queues.push_back(ref_for(queue, message));
   if (m.store_id == 0) m.store_id = next_message_id_++;
-  open_publish_ = PublishRecord{m.store_id, {ref_for(queue, message)}, message.message};
+  open_publishes_.push_back(PublishRecord{m.store_id, {ref_for(queue, message)}, message.message});
 }
 
 void MessageStore::delivered(const Queue& queue, const QueuedMessage& message) {
-  finish_open_publish();
+  if (PublishRecord* open = open_publish_of(*message.message)) {
+    for (QueueRef& ref : open->queues) {
+      if (ref.queue == queue.store_key()) ref.delivered = true;  // delivered as it was routed: in the same record
+    }
+    return;
+  }
   auto it = messages_.find(message.message->store_id);
   if (it == messages_.end()) return;
   // Only the first delivery is written: "redelivered" after a restart needs no more than that.
   for (const QueueRef& ref : it->second.queues) {
-    if (ref.queue == queue.store_key() && !ref.delivered) return append(DeliveredRecord{it->first, ref.queue});
+    if (ref.queue == queue.store_key() && !ref.delivered) return append_after_open_publishes(DeliveredRecord{it->first, ref.queue});
   }
 }
 
 void MessageStore::removed(const Queue& queue, const QueuedMessage& message) {
-  finish_open_publish();
+  if (PublishRecord* open = open_publish_of(*message.message)) {
+    // Gone before its record was written: the record leaves that queue out (and is not written at all if none
+    // is left).
+    std::erase_if(open->queues, [&](const QueueRef& ref) { return ref.queue == queue.store_key(); });
+    std::erase_if(open_publishes_, [](const PublishRecord& p) { return p.queues.empty(); });
+    return;
+  }
   const std::uint64_t id = message.message->store_id;
-  if (messages_.count(id)) append(RemovedRecord{id, queue.store_key()});
+  if (messages_.count(id)) append_after_open_publishes(RemovedRecord{id, queue.store_key()});
 }
 
 void MessageStore::queue_deleted(const Queue& queue) {
-  finish_open_publish();
+  finish_open_publishes();
   append(QueueDroppedRecord{queue.store_key()});
 }
 
+std::optional<std::string> MessageStore::sync_now() {
+  write_out();
+  if (!failure_.empty()) return failure_;
+  IoStatus error = current_->sync();
+  if (!error) error = sync_directory(options_.directory);
+  if (error) fail(*error);
+  return error;
+}
+
 std::uint64_t MessageStore::end_position() {
-  finish_open_publish();
+  finish_open_publishes();
   return end_position_;
 }
 
 void MessageStore::write_out() {
-  finish_open_publish();
+  finish_open_publishes();
   while (!buffer_.empty()) {
     if (!failure_.empty()) {
       buffer_.clear();  // nothing more is written after a failure: see fail()

@@ -64,10 +64,9 @@ class MessageStore final : public Journal {
                                                                  Syncer::Post post, RecoveryReport& report);
   ~MessageStore() override;
 
-  // The recovered messages of each queue (by queue key), in position order; called once, at startup.
-  std::map<std::string, std::vector<RecoveredMessage>> take_recovered();
-  // Messages recovered for a queue that no longer exists are dropped for good.
-  void drop_queue(const std::string& queue_key);
+  // The recovered messages no queue has claimed yet (restore_into), by queue key, in position order. After the
+  // start, what is left belongs to queues that were not declared again: kept on disk until they are.
+  const std::map<std::string, std::vector<RecoveredMessage>>& unclaimed() const { return unclaimed_; }
 
   // Writes the buffered records to the current segment and asks the storage thread to sync them. Cheap when
   // there is nothing new; the broker calls it after each batch of work, before frames go out.
@@ -78,6 +77,8 @@ class MessageStore final : public Journal {
   void delivered(const Queue& queue, const QueuedMessage& message) override;
   void removed(const Queue& queue, const QueuedMessage& message) override;
   void queue_deleted(const Queue& queue) override;
+  void restore_into(Queue& queue) override;
+  std::optional<std::string> sync_now() override;
   std::uint64_t end_position() override;
   std::uint64_t durable_position() const override { return durable_position_; }
   const std::string& failure() const override { return failure_; }
@@ -113,7 +114,10 @@ class MessageStore final : public Journal {
   void forget_ref(std::uint64_t message_id, const std::string& queue);
   void forget_message(std::unordered_map<std::uint64_t, StoredMessage>::iterator it);
   void append(const Record& record);
-  void finish_open_publish();
+  void append_after_open_publishes(Record record);
+  PublishRecord* open_publish_of(const BrokerMessage& message);
+  void finish_open_publishes();
+  void collect_unclaimed();
   QueueRef ref_for(const Queue& queue, const QueuedMessage& message) const;
   void on_synced(std::uint64_t position, const std::optional<std::string>& error);
   void fail(const std::string& reason);
@@ -134,7 +138,12 @@ class MessageStore final : public Journal {
   std::shared_ptr<AppendFile> current_;
   std::uint64_t current_number_ = 0;
   bool current_is_new_ = false;          // its directory entry is not synced yet
-  std::optional<PublishRecord> open_publish_;  // the message being routed: one record for all its queues
+  // Messages being routed: one record each for all the durable queues they reach, finished at the end of the
+  // publish. Records that arrive meanwhile wait behind them (held_back_), so that a dead-lettered copy's publish
+  // always comes before the original's removal in the log.
+  std::vector<PublishRecord> open_publishes_;
+  std::vector<Record> held_back_;
+  std::map<std::string, std::vector<RecoveredMessage>> unclaimed_;  // by queue key
   Bytes buffer_;                          // records not yet written
   std::uint64_t end_position_ = 0;        // bytes appended since start, the buffer included
   std::uint64_t written_position_ = 0;    // bytes handed to write()

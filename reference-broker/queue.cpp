@@ -85,12 +85,18 @@ bool Queue::enqueue(MessagePtr message) {
   return true;
 }
 
+void Queue::dead_letter_then_leave(const QueuedMessage& message, DeathReason reason) {
+  // In this order: the store writes the copy's publish before the original's removal, so that a log cut short
+  // between the two (a crash) keeps the message twice rather than not at all.
+  if (dead_letterer_) dead_letterer_->dead_letter(*this, message, reason);
+  leave_for_good(message);
+}
+
 void Queue::drop_head_while_over_limits() {
   // drop-head: "drop or dead-letter from the head, reason maxlen" while over either limit.
   while (!ready_.empty() && over_limits(0, 0)) {
     QueuedMessage dropped = pop_head();
-    leave_for_good(dropped);
-    if (dead_letterer_) dead_letterer_->dead_letter(*this, dropped, DeathReason::maxlen);
+    dead_letter_then_leave(dropped, DeathReason::maxlen);
   }
 }
 
@@ -102,8 +108,7 @@ void Queue::expire_messages() {
     const QueuedMessage& head = ready_.begin()->second;
     if (!head.expires_at_ms || *head.expires_at_ms > now) break;
     QueuedMessage expired = pop_head();
-    leave_for_good(expired);
-    if (dead_letterer_) dead_letterer_->dead_letter(*this, expired, DeathReason::expired);
+    dead_letter_then_leave(expired, DeathReason::expired);
   }
 }
 
@@ -139,8 +144,7 @@ void Queue::requeue(QueuedMessage message) {
 
 void Queue::reject(const QueuedMessage& message) {
   count_settled();
-  leave_for_good(message);
-  if (dead_letterer_) dead_letterer_->dead_letter(*this, message, DeathReason::rejected);
+  dead_letter_then_leave(message, DeathReason::rejected);
 }
 
 std::optional<QueuedMessage> Queue::take_next() {

@@ -134,6 +134,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   void count_settled() { if (unacked_ > 0) --unacked_; }  // an unacknowledged delivery was settled
   // The message store hears of persistent messages only ("persistent: Write the message to disk").
   bool journaled(const QueuedMessage& m) const { return journal_ != nullptr && m.message->persistent; }
+  void dead_letter_then_leave(const QueuedMessage& message, DeathReason reason);
   void leave_for_good(const QueuedMessage& m) {
     if (journaled(m)) journal_->removed(*this, m);
   }

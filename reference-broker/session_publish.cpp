@@ -51,7 +51,9 @@ void Session::on_publish(op::Publish& p, const RawFrame& frame) {
   }
   // Persistent and routed to a durable queue: the store appended its records, and the confirm waits for them.
   const std::uint64_t log_after = journal ? journal->end_position() : 0;
-  const bool needs_disk = log_after > log_before;
+  // The store gave it an id: it was written for a durable queue (other records, such as a drop-head's removal of
+  // an older message, do not make a transient publish wait for the disk).
+  const bool needs_disk = message->store_id != 0 && log_after > log_before;
   if (needs_disk && !journal->failure().empty()) {
     return reject_publish(p.seq, make_error(ReplyCode::internal_error,
                                             "message not written to disk: " + journal->failure()));

@@ -33,7 +33,6 @@ class BodyReader {
   explicit BodyReader(ByteView bytes) : bytes_(bytes) {}
   std::uint64_t u64() { return take_be(8); }
   std::uint32_t u32() { return static_cast<std::uint32_t>(take_be(4)); }
-  std::uint16_t u16() { return static_cast<std::uint16_t>(take_be(2)); }
   std::uint8_t u8() { return static_cast<std::uint8_t>(take_be(1)); }
   std::string str() {
     const std::uint32_t n = u32();
@@ -74,8 +73,7 @@ std::uint32_t crc_of(ByteView bytes) {
 void append_body(Bytes& out, const PublishRecord& r) {
   out.push_back(static_cast<std::uint8_t>(RecordType::publish));
   put_u64(out, r.message_id);
-  out.push_back(static_cast<std::uint8_t>(r.queues.size() >> 8));
-  out.push_back(static_cast<std::uint8_t>(r.queues.size()));
+  put_u32(out, static_cast<std::uint32_t>(r.queues.size()));
   for (const QueueRef& q : r.queues) {
     put_str(out, q.queue);
     put_u64(out, q.position);
@@ -125,8 +123,8 @@ Result<Record, std::string> parse_body(ByteView body) {
     case RecordType::publish: {
       PublishRecord r;
       r.message_id = in.u64();
-      const std::uint16_t count = in.u16();
-      for (std::uint16_t i = 0; i < count && in.ok(); ++i) {
+      const std::uint32_t count = in.u32();
+      for (std::uint32_t i = 0; i < count && in.ok(); ++i) {
         QueueRef q;
         q.queue = in.str();
         q.position = in.u64();

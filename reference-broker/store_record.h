@@ -2,7 +2,7 @@
 //
 //   record  := size:u32 crc:u32 type:u8 body          (big-endian; size counts type and body; crc is the
 //                                                      CRC-32 of type and body)
-//   publish := message_id:u64 count:u16 (queue_ref)*count frame...    frame: the publish frame without len
+//   publish := message_id:u64 count:u32 (queue_ref)*count frame...    frame: the publish frame without len
 //   queue_ref := queue:str position:u64 expires_at:u64 delivered:u8   (expires_at: Unix ms, 0 for none)
 //   delivered, removed := message_id:u64 queue:str
 //   queue_dropped := queue:str

@@ -31,11 +31,13 @@ void Syncer::request(std::uint64_t position, const std::shared_ptr<AppendFile>& 
 void Syncer::run() {
   for (;;) {
     Work work;
+    bool stopping = false;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [this] { return stopping_ || !pending_.files.empty(); });
       if (pending_.files.empty()) return;  // stopping, and nothing left to sync
       work = std::exchange(pending_, Work{});
+      stopping = stopping_;
     }
     // Group commit: whatever was appended while the previous fsync ran is covered by this one.
     std::optional<std::string> error;
@@ -43,7 +45,8 @@ void Syncer::run() {
       if (!error) error = file->sync();
     }
     if (!error && work.directory) error = sync_directory(directory_);
-    post_([this, position = work.position, error] { done_(position, error); });
+    // Once stopping, the store that would hear of it is going away: the last fsync is done, and told no one.
+    if (!stopping) post_([this, position = work.position, error] { done_(position, error); });
   }
 }
 

@@ -190,10 +190,15 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
   QueueSettings settings{name_, name, r.durable, r.auto_delete, r.exclusive ? conn_id : std::string(), r.args, *arguments};
   // "durable: Survives a broker restart"; an exclusive queue ends with its connection, so never does.
   const bool kept = r.durable && !r.exclusive;
-  queues_.emplace(name, std::make_shared<Queue>(std::move(settings), time_, static_cast<DeadLetterer*>(this),
-                                                kept ? journal_ : nullptr));
+  auto queue = std::make_shared<Queue>(std::move(settings), time_, static_cast<DeadLetterer*>(this),
+                                      kept ? journal_ : nullptr);
+  // What the store holds for a durable queue of this name comes back into it (at start, and after a restart
+  // that could not declare it: docs/durability.md).
+  if (kept && journal_ != nullptr) journal_->restore_into(*queue);
+  const std::uint64_t messages = queue->ready_count();
+  queues_.emplace(name, std::move(queue));
   note_change(kept);
-  return op::Ok{r.rid, name, 0, 0, false};
+  return op::Ok{r.rid, name, messages, 0, false};
 }
 
 Result<std::uint64_t> Vhost::delete_queue(const op::DeleteQueue& r, const std::string& conn_id) {
@@ -227,14 +232,6 @@ Result<std::uint64_t> Vhost::purge_queue(const std::string& name, const std::str
   auto q = usable_queue(name, conn_id);
   if (!q) return q.error();
   return static_cast<std::uint64_t>((*q)->purge());
-}
-
-bool Vhost::restore_message(const std::string& queue, MessagePtr message, std::uint64_t position, bool redelivered,
-                            std::optional<std::uint64_t> expires_at_ms) {
-  auto it = queues_.find(queue);
-  if (it == queues_.end() || !it->second->settings().durable || it->second->exclusive()) return false;
-  it->second->restore(std::move(message), position, redelivered, expires_at_ms);
-  return true;
 }
 
 void Vhost::delete_if_auto_delete_due(Queue& queue) {

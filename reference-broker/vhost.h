@@ -74,12 +74,10 @@ class Vhost : private DeadLetterer {
 
   // The message store that durable queues write their persistent messages to (null: none).
   void set_journal(Journal* journal) { journal_ = journal; }
-  // A recovered message goes back into its durable queue (at startup, before any client connects).
-  // False when the queue is not there (or not durable).
-  bool restore_message(const std::string& queue, MessagePtr message, std::uint64_t position, bool redelivered,
-                       std::optional<std::uint64_t> expires_at_ms);
   // Whether durable exchanges, queues or bindings changed since the last call (the definitions file is due).
   bool take_durable_change() { return std::exchange(durable_changed_, false); }
+  // The save after a change failed: the next request or tick tries again.
+  void keep_durable_change() { durable_changed_ = true; }
 
   const std::map<std::string, Exchange>& exchanges() const { return exchanges_; }
   const std::map<std::string, std::shared_ptr<Queue>>& queues() const { return queues_; }
