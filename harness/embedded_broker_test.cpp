@@ -35,12 +35,13 @@ std::optional<Message> next_message(WireConnection& wire) {
   return *message;
 }
 
-void open_session(WireConnection& wire, std::uint16_t port) {
+void open_session(WireConnection& wire, std::uint16_t port, const std::string& user = "guest",
+                  const std::string& password = "guest") {
   ASSERT_TRUE(wire.connect("127.0.0.1", port, Clock::now() + 5s).ok());
   Bytes bytes(kPreamble.begin(), kPreamble.end());
   op::Hello hello;
   hello.ver = 1;
-  hello.auth = {"plain", "guest", "guest"};
+  hello.auth = {"plain", user, password};
   const Bytes frame = encode_frame(hello);
   bytes.insert(bytes.end(), frame.begin(), frame.end());
   ASSERT_TRUE(wire.send(bytes, Clock::now() + 5s));
@@ -181,6 +182,29 @@ TEST(BrokerProcess, AFailedStoreFsyncNacksPersistentPublishesWith541AndTransient
   EXPECT_EQ(std::get<op::Confirm>(*reply).upto, 3u);
   EXPECT_EQ(broker->stop(), 0);
   EXPECT_NE(tail_of(broker->log_file()).find("message store failed"), std::string::npos);
+}
+
+// "the users, vhosts and permissions survive a restart": started once with --definitions, the broker keeps them
+// in its data directory, and a restart without the flag still knows them.
+TEST(BrokerProcess, UsersFromADefinitionsFileSurviveARestartWithoutTheFile) {
+  EmbeddedOptions options;
+  options.broker_path = FIREMQ_BROKER_PATH;
+  options.definitions_file = FIREMQ_CONFORMANCE_DIR "/definitions.json";
+  options.work_dir = std::filesystem::temp_directory_path() / ("firemq-broker-test-users-" + std::to_string(::getpid()));
+  auto first = EmbeddedBroker::start(options);
+  ASSERT_TRUE(first.ok()) << first.error();
+  const std::filesystem::path data_dir = (*first)->data_dir();
+  EXPECT_EQ((*first)->stop(), 0);
+
+  EmbeddedOptions again;
+  again.broker_path = FIREMQ_BROKER_PATH;
+  again.work_dir = std::filesystem::temp_directory_path() / ("firemq-broker-test-users2-" + std::to_string(::getpid()));
+  again.data_dir = data_dir;
+  auto second = EmbeddedBroker::start(again);
+  ASSERT_TRUE(second.ok()) << second.error();
+  WireConnection wire;
+  open_session(wire, (*second)->port(), "conform-other", "conform-secret");
+  EXPECT_EQ((*second)->stop(), 0);
 }
 
 TEST(BrokerProcess, ASecondBrokerOnTheSameDataDirectoryIsRefused) {
