@@ -27,7 +27,8 @@ struct EmbeddedOptions {
 
 class EmbeddedBroker {
  public:
-  // Starts the broker and waits (up to 10 s) until it reports its port; the error includes its log's tail.
+  // Starts the broker and waits (up to 60 s: recovering a large store takes time) until it reports its port;
+  // the error includes its log's tail.
   static Result<std::unique_ptr<EmbeddedBroker>, std::string> start(const EmbeddedOptions& options);
   ~EmbeddedBroker();
 
