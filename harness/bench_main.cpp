@@ -28,11 +28,6 @@ using namespace std::chrono;
 
 namespace {
 
-struct Endpoint {
-  std::string host;
-  std::uint16_t port;
-  std::string user, password, vhost;
-};
 
 struct Scenario {
   std::size_t body_size;
@@ -47,27 +42,12 @@ struct Figures {
 
 // A connection after hello/welcome; nullopt (with a message on stderr) when it fails.
 std::unique_ptr<WireConnection> open(const Endpoint& e) {
-  auto wire = std::make_unique<WireConnection>();
-  const auto deadline = Clock::now() + seconds(5);
-  if (auto c = wire->connect(e.host, e.port, deadline); !c) {
-    std::cerr << "firemq-bench: " << c.error() << "\n";
+  auto wire = open_session(e, "firemq-bench", Clock::now() + seconds(5));
+  if (!wire) {
+    std::cerr << "firemq-bench: " << wire.error() << "\n";
     return nullptr;
   }
-  op::Hello hello;
-  hello.ver = 1;
-  hello.vhost = e.vhost;
-  hello.auth = {"plain", e.user, e.password};
-  Bytes bytes(kPreamble.begin(), kPreamble.end());
-  const Bytes frame = encode_frame(hello);
-  bytes.insert(bytes.end(), frame.begin(), frame.end());
-  wire->send(bytes, deadline);
-  WireEvent ev = wire->receive(deadline);
-  auto* f = std::get_if<FrameEvent>(&ev);
-  if (f == nullptr || f->frame.op() != static_cast<std::uint8_t>(OpCode::welcome)) {
-    std::cerr << "firemq-bench: no welcome\n";
-    return nullptr;
-  }
-  return wire;
+  return std::move(*wire);
 }
 
 // Sends a request and waits for its ok.

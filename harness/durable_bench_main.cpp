@@ -54,11 +54,6 @@ using namespace std::chrono;
 
 namespace {
 
-struct Endpoint {
-  std::string host;
-  std::uint16_t port;
-  std::string user, password, vhost;
-};
 
 struct Options {
   std::string url, broker = FIREMQ_BROKER_PATH;
@@ -83,28 +78,12 @@ double ms(Clock::duration d) { return duration<double, std::milli>(d).count(); }
 // ---- connections (as firemq-bench) ----
 
 std::unique_ptr<WireConnection> open(const Endpoint& e) {
-  auto wire = std::make_unique<WireConnection>();
-  const auto deadline = Clock::now() + seconds(5);
-  if (auto c = wire->connect(e.host, e.port, deadline); !c) {
-    std::cerr << "firemq-bench-durable: " << c.error() << "\n";
+  auto wire = open_session(e, "firemq-bench-durable", Clock::now() + seconds(5));
+  if (!wire) {
+    std::cerr << "firemq-bench-durable: " << wire.error() << "\n";
     return nullptr;
   }
-  op::Hello hello;
-  hello.ver = 1;
-  hello.vhost = e.vhost;
-  hello.auth = {"plain", e.user, e.password};
-  hello.client = Map{{Value("name"), Value("firemq-bench-durable")}};
-  Bytes bytes(kPreamble.begin(), kPreamble.end());
-  const Bytes frame = encode_frame(hello);
-  bytes.insert(bytes.end(), frame.begin(), frame.end());
-  wire->send(bytes, deadline);
-  WireEvent ev = wire->receive(deadline);
-  auto* f = std::get_if<FrameEvent>(&ev);
-  if (f == nullptr || f->frame.op() != static_cast<std::uint8_t>(OpCode::welcome)) {
-    std::cerr << "firemq-bench-durable: no welcome\n";
-    return nullptr;
-  }
-  return wire;
+  return std::move(*wire);
 }
 
 // Sends a request and returns its ok (nullopt, with the reason on stderr, for anything else).

@@ -67,22 +67,9 @@ std::string body_of(const std::string& id) {
 std::string id_of_body(std::string_view body) { return std::string(body.substr(0, body.find(':'))); }
 
 std::unique_ptr<WireConnection> open_session(std::uint16_t port) {
-  auto wire = std::make_unique<WireConnection>();
-  const auto deadline = Clock::now() + seconds(5);
-  if (!wire->connect("127.0.0.1", port, deadline)) return nullptr;
-  op::Hello hello;
-  hello.ver = 1;
-  hello.vhost = "/";
-  hello.auth = {"plain", "guest", "guest"};
-  hello.client = Map{{Value("name"), Value("firemq-killtest")}};
-  Bytes bytes(kPreamble.begin(), kPreamble.end());
-  const Bytes frame = encode_frame(hello);
-  bytes.insert(bytes.end(), frame.begin(), frame.end());
-  if (!wire->send(bytes, deadline)) return nullptr;
-  WireEvent event = wire->receive(deadline);
-  auto* f = std::get_if<FrameEvent>(&event);
-  if (f == nullptr || f->frame.op() != static_cast<std::uint8_t>(OpCode::welcome)) return nullptr;
-  return wire;
+  auto wire = conform::open_session(Endpoint{"127.0.0.1", port, "guest", "guest", "/"}, "firemq-killtest",
+                                    Clock::now() + seconds(5));
+  return wire ? std::move(*wire) : nullptr;
 }
 
 // Sends a request and waits for its reply: the ok, or nullopt (an error, or no answer).

@@ -1,5 +1,7 @@
 #include "harness/wire.h"
 
+#include "protocol/messages.h"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -131,6 +133,25 @@ void WireConnection::disconnect() {
   fd_ = -1;
   closed_ = true;
   if (closed_how_.empty()) closed_how_ = "closed by the harness";
+}
+
+Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint, const std::string& client_name,
+                                                                  Clock::time_point deadline) {
+  auto wire = std::make_unique<WireConnection>();
+  if (auto connected = wire->connect(endpoint.host, endpoint.port, deadline); !connected) return connected.error();
+  op::Hello hello;
+  hello.ver = 1;
+  hello.vhost = endpoint.vhost;
+  hello.auth = {"plain", endpoint.user, endpoint.password};
+  hello.client = Map{{Value("name"), Value(client_name)}};
+  Bytes bytes(kPreamble.begin(), kPreamble.end());
+  const Bytes frame = encode_frame(hello);
+  bytes.insert(bytes.end(), frame.begin(), frame.end());
+  if (!wire->send(bytes, deadline)) return std::string("the connection closed before hello was sent");
+  WireEvent event = wire->receive(deadline);
+  auto* f = std::get_if<FrameEvent>(&event);
+  if (f == nullptr || f->frame.op() != static_cast<std::uint8_t>(OpCode::welcome)) return std::string("no welcome");
+  return wire;
 }
 
 }  // namespace firemq::conform

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <variant>
@@ -56,5 +57,17 @@ class WireConnection {
   Bytes inbox_;  // received bytes not yet fed to the decoder
   std::size_t inbox_used_ = 0;
 };
+
+// Where a tool connects, and as whom (firemq-bench, firemq-bench-durable, firemq-killtest).
+struct Endpoint {
+  std::string host;
+  std::uint16_t port = 0;
+  std::string user, password, vhost;
+};
+
+// Connects, sends the preamble and hello (with `client_name` as client.name), and waits for welcome, all before
+// `deadline`; the error says what failed.
+Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint, const std::string& client_name,
+                                                                  Clock::time_point deadline);
 
 }  // namespace firemq::conform

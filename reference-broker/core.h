@@ -51,6 +51,12 @@ class Core {
   }
   const std::map<std::string, std::unique_ptr<Vhost>>& vhosts() const { return vhosts_; }
 
+  // nullptr for a vhost that does not exist.
+  Vhost* vhost(const std::string& name) {
+    auto it = vhosts_.find(name);
+    return it == vhosts_.end() ? nullptr : it->second.get();
+  }
+
  private:
   // The log first: a queue's deletion is on disk before the file that no longer lists the queue, so that a
   // queue declared again by that name never gets the old one's messages back.
@@ -63,14 +69,6 @@ class Core {
     return topology_->save();
   }
 
- public:
-  // nullptr for a vhost that does not exist.
-  Vhost* vhost(const std::string& name) {
-    auto it = vhosts_.find(name);
-    return it == vhosts_.end() ? nullptr : it->second.get();
-  }
-
- private:
   std::map<std::string, std::unique_ptr<Vhost>> vhosts_;
   Journal* journal_ = nullptr;
   TopologyStore* topology_ = nullptr;

@@ -5,8 +5,9 @@
 // - Writing: the queues report through the Journal interface; records collect in a buffer, which the broker
 //   thread writes to the current segment once per batch of work (write_out), and the storage thread fsyncs
 //   (store_syncer.h). A confirm waits until the durable position passes its publish's records.
-// - Recovery: open() reads every segment in order, keeps what was published and not removed, drops a torn tail
-//   (a record cut short by a crash) and reports a corrupt record without giving up on the rest.
+// - Recovery: open() reads every segment in order, keeps what was published and not removed, ignores a torn
+//   tail (a record cut short by a crash) and reports a corrupt record without giving up on the rest; each
+//   durable queue takes back its messages when it is declared (restore_into).
 // - Compaction: a segment whose messages are all gone is deleted (oldest first, once the records that made
 //   them gone are durable); when a new segment starts and the log is more than twice what is live, the
 //   oldest segments have their live messages copied forward so that they can go.

@@ -449,6 +449,20 @@ class StoreSessionTest : public StoreTest {
     p.persistent = persistent;
     session_.on_frame(frame_of(p, "body"));
   }
+  // Durable "src", whose rejected messages go to durable "dlq" (through the default exchange).
+  void declare_src_dead_lettering_to_dlq() {
+    op::DeclareQueue dlq;
+    dlq.rid = 2;
+    dlq.name = "dlq";
+    dlq.durable = true;
+    session_.on_frame(frame_of(dlq));
+    op::DeclareQueue src;
+    src.rid = 3;
+    src.name = "src";
+    src.durable = true;
+    src.args = Map{{Value("x-dead-letter-exchange"), Value("")}, {Value("x-dead-letter-routing-key"), Value("dlq")}};
+    session_.on_frame(frame_of(src));
+  }
   // What the transport does after a read: write the records out, then flush the session's confirms.
   void end_of_read() {
     store_->write_out();
@@ -509,17 +523,7 @@ TEST_F(StoreSessionTest, AnAckIsDurableOnceALaterPublishOfTheConnectionIsConfirm
 }
 
 TEST_F(StoreSessionTest, ADeadLetteredCopyIsStoredAsItsOwnMessageWithItsDeathHistory) {
-  op::DeclareQueue dlq;
-  dlq.rid = 2;
-  dlq.name = "dlq";
-  dlq.durable = true;
-  session_.on_frame(frame_of(dlq));
-  op::DeclareQueue src;
-  src.rid = 3;
-  src.name = "src";
-  src.durable = true;
-  src.args = Map{{Value("x-dead-letter-exchange"), Value("")}, {Value("x-dead-letter-routing-key"), Value("dlq")}};
-  session_.on_frame(frame_of(src));
+  declare_src_dead_lettering_to_dlq();  // replies: two oks
   // The original stays in a second durable queue, so the store still holds it when the copy is written.
   op::BindFields to_src;
   to_src.exchange = "amq.fanout";
@@ -631,17 +635,7 @@ TEST_F(StoreTest, AMessageInTwoDurableQueuesIsWrittenOnceEvenWhenTheFirstDeliver
 // confirmed persistent message is lost. Recovery relies on every prefix of the log being consistent (torn tails
 // are dropped); with the copy written first, every prefix keeps at least one of the two.
 TEST_F(StoreSessionTest, APrefixOfTheLogNeverLosesADeadLetteredMessage) {
-  op::DeclareQueue dlq;
-  dlq.rid = 2;
-  dlq.name = "dlq";
-  dlq.durable = true;
-  session_.on_frame(frame_of(dlq));
-  op::DeclareQueue src;
-  src.rid = 3;
-  src.name = "src";
-  src.durable = true;
-  src.args = Map{{Value("x-dead-letter-exchange"), Value("")}, {Value("x-dead-letter-routing-key"), Value("dlq")}};
-  session_.on_frame(frame_of(src));
+  declare_src_dead_lettering_to_dlq();  // replies: two oks
   op::Publish p;
   p.seq = 1;
   p.key = "src";
@@ -731,7 +725,7 @@ TEST(StoreRecord, APublishToMoreThan65535QueuesReadsBack) {
 // Was: a durable declare whose definitions save fails is answered 541, but the queue stays in memory and the
 // "changed" flag was already taken, so nothing saves it later. Another connection's declare of the same name is
 // answered ok with no save, and its persistent publishes to the queue are confirmed (the store has them). At the
-// restart the queue is not in definitions.json, so restore_messages drops its messages for good: confirmed
+// restart the queue is not in definitions.json, so its stored messages were dropped for good: confirmed
 // persistent messages in a durable queue are lost (guarantee 1, "survives a restart").
 TEST_F(StoreSessionTest, AConfirmedMessageInADurableQueueSurvivesAFailedDefinitionsSaveOfAnotherClient) {
   const fs::path defs_dir = dir_ / "defs";
@@ -781,7 +775,7 @@ TEST_F(StoreSessionTest, AConfirmedMessageInADurableQueueSurvivesAFailedDefiniti
   ASSERT_EQ(std::get<op::Confirm>(out2.sent.back()).upto, 1u) << "confirmed: on disk, must survive a restart";
   other.on_connection_lost();
   // The restart (Broker::open_storage): definitions.json is declared again; a queue that is not there loses its
-  // stored messages for good (restore_messages -> drop_queue).
+  // stored messages (then for good; now they would wait for a queue of that name).
   Result<nlohmann::json, std::string> stored = DurableTopology::read(defs);
   ASSERT_TRUE(stored.ok());
   Core restarted{definitions_, time_};
