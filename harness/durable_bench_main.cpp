@@ -398,7 +398,7 @@ bool spawn_broker(const std::string& broker, const std::vector<std::string>& ext
                   Spawned& out, std::string& error) {
   const fs::path port_file = work_dir / "ports-restart.json";
   fs::remove(port_file);
-  std::vector<std::string> args = {broker, "--bind", "127.0.0.1", "--port", "0", "--port-file", port_file.string(),
+  std::vector<std::string> args = {broker, "--bind", "127.0.0.1", "--port", "0", "--ws-port", "off", "--port-file", port_file.string(),
                                    "--data-dir", data_dir.string()};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   std::vector<char*> argv;

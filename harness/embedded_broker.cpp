@@ -74,7 +74,7 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
   std::filesystem::remove(port_file, ec);
   // The first start takes a free port (0); a restart asks for the same one again.
   std::vector<std::string> args = args_;
-  args.insert(args.begin() + 1, {"--port", std::to_string(port_)});
+  args.insert(args.begin() + 1, {"--port", std::to_string(port_), "--ws-port", "off"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
