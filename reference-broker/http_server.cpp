@@ -1,5 +1,8 @@
 #include "reference-broker/http_server.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -24,6 +27,14 @@ std::string_view target_of(const UpgradeRequest& request) {
 }
 
 std::string_view path_of(std::string_view target) { return target.substr(0, target.find('?')); }
+
+// RFC 6455 4.1: "a base64-encoded value that, when decoded, is 16 bytes in length", so 22 base64 digits and
+// "==". Beast checks only that the header is present and not too long.
+bool valid_websocket_key(const UpgradeRequest& request) {
+  const auto key = request[http::field::sec_websocket_key];
+  if (key.size() != 24 || key.substr(22) != "==") return false;
+  return std::all_of(key.begin(), key.begin() + 22, [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '+' || c == '/'; });
+}
 
 template <class Stream>
 awaitable<bool> respond(Stream& stream, const UpgradeRequest& request, http::status status, std::string text) {
@@ -72,6 +83,11 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
       const bool more = co_await respond(stream, request, http::status::upgrade_required,
                                          "this is FireMQ's WebSocket endpoint: connect with a WebSocket client");
       if (more) continue;
+      break;
+    }
+    if (!valid_websocket_key(request)) {
+      co_await respond(stream, request, http::status::bad_request,
+                       "bad Sec-WebSocket-Key: RFC 6455 wants the base64 of 16 random bytes");
       break;
     }
     auto vhost = vhost_parameter(target_of(request));
