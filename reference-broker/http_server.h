@@ -15,12 +15,11 @@
 
 #include "protocol/error.h"
 #include "reference-broker/asio.h"
+#include "reference-broker/http_routes.h"
 #include "reference-broker/tls_context.h"
 #include "reference-broker/transport.h"
 
 namespace firemq {
-
-inline constexpr std::string_view kWebSocketPath = "/fire";
 
 struct HttpServerEnv {
   std::chrono::milliseconds handshake_timeout;
@@ -32,9 +31,5 @@ struct HttpServerEnv {
 // must outlive it.
 void serve_http(asio::ip::tcp::socket socket, const HttpServerEnv& env);
 void serve_https(asio::ip::tcp::socket socket, asio::ssl::context& tls, const HttpServerEnv& env);
-
-// The `vhost` parameter of a request target's query, percent-decoded: absent when the query has none; an error
-// when its escapes are broken. Other parameters are ignored (docs/spec-notes.md, "URLs").
-Result<std::optional<std::string>, std::string> vhost_parameter(std::string_view target);
 
 }  // namespace firemq

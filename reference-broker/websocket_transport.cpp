@@ -21,7 +21,7 @@ class WebSocketTransport final : public Transport {
   static constexpr bool kTls = std::is_same_v<Stream, TlsHttpStream>;
 
  public:
-  WebSocketTransport(Stream stream, UpgradeRequest upgrade, TransportHints hints,
+  WebSocketTransport(Stream stream, HttpRequest upgrade, TransportHints hints,
                      std::chrono::milliseconds handshake_timeout)
       : ws_(std::move(stream)), upgrade_(std::move(upgrade)), hints_(std::move(hints)),
         handshake_timeout_(handshake_timeout) {}
@@ -132,7 +132,7 @@ class WebSocketTransport final : public Transport {
   }
 
   websocket::stream<Stream> ws_;
-  UpgradeRequest upgrade_;
+  HttpRequest upgrade_;
   TransportHints hints_;
   std::chrono::milliseconds handshake_timeout_;
   beast::flat_buffer message_;
@@ -145,13 +145,13 @@ class WebSocketTransport final : public Transport {
 
 }  // namespace
 
-std::unique_ptr<Transport> make_ws_transport(beast::tcp_stream stream, UpgradeRequest upgrade, TransportHints hints,
+std::unique_ptr<Transport> make_ws_transport(beast::tcp_stream stream, HttpRequest upgrade, TransportHints hints,
                                              std::chrono::milliseconds handshake_timeout) {
   return std::make_unique<WebSocketTransport<beast::tcp_stream>>(std::move(stream), std::move(upgrade),
                                                                  std::move(hints), handshake_timeout);
 }
 
-std::unique_ptr<Transport> make_wss_transport(TlsHttpStream stream, UpgradeRequest upgrade, TransportHints hints,
+std::unique_ptr<Transport> make_wss_transport(TlsHttpStream stream, HttpRequest upgrade, TransportHints hints,
                                               std::chrono::milliseconds handshake_timeout) {
   return std::make_unique<WebSocketTransport<TlsHttpStream>>(std::move(stream), std::move(upgrade),
                                                              std::move(hints), handshake_timeout);

@@ -13,18 +13,18 @@
 #include <boost/beast/ssl.hpp>
 
 #include "reference-broker/asio.h"
+#include "reference-broker/http_routes.h"
 #include "reference-broker/transport.h"
 
 namespace firemq {
 
 namespace beast = boost::beast;
-using UpgradeRequest = beast::http::request<beast::http::string_body>;
 using TlsHttpStream = beast::ssl_stream<beast::tcp_stream>;
 
 // `hints.url_vhost` is the request's ?vhost=, percent-decoded. `handshake_timeout` bounds the upgrade's reply.
-std::unique_ptr<Transport> make_ws_transport(beast::tcp_stream stream, UpgradeRequest upgrade, TransportHints hints,
+std::unique_ptr<Transport> make_ws_transport(beast::tcp_stream stream, HttpRequest upgrade, TransportHints hints,
                                              std::chrono::milliseconds handshake_timeout);
-std::unique_ptr<Transport> make_wss_transport(TlsHttpStream stream, UpgradeRequest upgrade, TransportHints hints,
+std::unique_ptr<Transport> make_wss_transport(TlsHttpStream stream, HttpRequest upgrade, TransportHints hints,
                                               std::chrono::milliseconds handshake_timeout);
 
 }  // namespace firemq
