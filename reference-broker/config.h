@@ -19,6 +19,14 @@ struct TlsFiles {
   std::string client_ca;    // PEM; empty: client certificates are not asked for
 };
 
+// Testing only (--websocket-fault): a WebSocket transport broken one way, so that the conformance cases for the
+// WebSocket rules can be shown to fail (conformance/testdata/websocket_faults_check.sh).
+struct WebSocketFaults {
+  bool accept_text = false;       // text messages are taken as frames
+  bool ignore_url_vhost = false;  // ?vhost= is not looked at
+  bool pack_frames = false;       // the frames of one write go out as one message
+};
+
 // The listeners, by the URL scheme clients use, on the spec's default ports. No value: that listener is off.
 // Port 0 picks a free port, reported in the port file and on stdout.
 struct ListenerPorts {
@@ -32,6 +40,7 @@ struct BrokerConfig {
   std::string bind_address = "0.0.0.0";
   ListenerPorts ports;
   TlsFiles tls;                  // no certificate: no fires and wss listeners
+  WebSocketFaults websocket_faults;
   std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P} once bound
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   std::string data_dir = "firemq-data";  // durable definitions and the message store (docs/durability.md)

@@ -28,12 +28,12 @@ awaitable<bool> respond(Stream& stream, const HttpRequest& request, http::status
 }
 
 [[maybe_unused]] std::unique_ptr<Transport> make_transport(beast::tcp_stream stream, HttpRequest request, TransportHints hints,
-                                          std::chrono::milliseconds timeout) {
-  return make_ws_transport(std::move(stream), std::move(request), std::move(hints), timeout);
+                                          const HttpServerEnv& env) {
+  return make_ws_transport(std::move(stream), std::move(request), std::move(hints), env.handshake_timeout, env.faults);
 }
 [[maybe_unused]] std::unique_ptr<Transport> make_transport(TlsHttpStream stream, HttpRequest request, TransportHints hints,
-                                          std::chrono::milliseconds timeout) {
-  return make_wss_transport(std::move(stream), std::move(request), std::move(hints), timeout);
+                                          const HttpServerEnv& env) {
+  return make_wss_transport(std::move(stream), std::move(request), std::move(hints), env.handshake_timeout, env.faults);
 }
 
 // Reads requests until one is upgraded to a FireMQ connection, the client closes, or a request is refused
@@ -56,8 +56,8 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
       if (more) continue;
       break;
     }
-    env.start_connection(make_transport(std::move(stream), std::move(request), std::move(answer.hints),
-                                        env.handshake_timeout));
+    if (env.faults.ignore_url_vhost) answer.hints = {};
+    env.start_connection(make_transport(std::move(stream), std::move(request), std::move(answer.hints), env));
     co_return;
   }
   error_code ec;

@@ -23,6 +23,7 @@ namespace firemq {
 
 struct HttpServerEnv {
   std::chrono::milliseconds handshake_timeout;
+  WebSocketFaults faults;  // testing only
   // Hands an accepted WebSocket upgrade to the connection engine.
   std::function<void(std::unique_ptr<Transport>)> start_connection;
 };

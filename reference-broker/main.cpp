@@ -84,6 +84,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")
       ("segment-bytes", po::value(&c.segment_bytes)->default_value(c.segment_bytes),
        "the message store starts a new segment file once the current one holds this many bytes")
+      ("websocket-fault", po::value<std::string>(),
+       "testing: break the WebSocket transport one way (accept-text, ignore-url-vhost or pack-frames)")
       ("storage-fault", po::value<std::string>(),
        "testing: fail the Nth write or fsync of the data directory (write:N or fsync:N)")
       ("heartbeat", po::value(&c.heartbeat_seconds)->default_value(c.heartbeat_seconds),
@@ -100,6 +102,20 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
 }
 
 }  // namespace
+
+firemq::Result<firemq::WebSocketFaults, std::string> parse_websocket_fault(const std::string& name) {
+  firemq::WebSocketFaults faults;
+  if (name == "accept-text") {
+    faults.accept_text = true;
+  } else if (name == "ignore-url-vhost") {
+    faults.ignore_url_vhost = true;
+  } else if (name == "pack-frames") {
+    faults.pack_frames = true;
+  } else {
+    return "--websocket-fault " + name + ": expected accept-text, ignore-url-vhost or pack-frames";
+  }
+  return faults;
+}
 
 // The listeners' ports and TLS files, checked together; the error says which flag is wrong.
 firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
@@ -146,6 +162,14 @@ int main(int argc, char** argv) {
   if (auto applied = apply_listener_flags(raw, config); !applied) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";
     return 2;
+  }
+  if (vm.count("websocket-fault")) {
+    auto faults = parse_websocket_fault(vm["websocket-fault"].as<std::string>());
+    if (!faults) {
+      std::cerr << "firemq-broker: " << faults.error() << "\n";
+      return 2;
+    }
+    config.websocket_faults = *faults;
   }
   if (vm.count("storage-fault")) {
     if (firemq::Status bad = firemq::storage_faults().configure(vm["storage-fault"].as<std::string>())) {

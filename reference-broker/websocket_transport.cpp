@@ -22,9 +22,9 @@ class WebSocketTransport final : public Transport {
 
  public:
   WebSocketTransport(Stream stream, HttpRequest upgrade, TransportHints hints,
-                     std::chrono::milliseconds handshake_timeout)
+                     std::chrono::milliseconds handshake_timeout, WebSocketFaults faults)
       : ws_(std::move(stream)), upgrade_(std::move(upgrade)), hints_(std::move(hints)),
-        handshake_timeout_(handshake_timeout) {}
+        handshake_timeout_(handshake_timeout), faults_(faults) {}
 
   std::string_view scheme() const override { return kTls ? "wss" : "ws"; }
   std::string describe() const override {
@@ -57,7 +57,7 @@ class WebSocketTransport final : public Transport {
       error_code ec;
       co_await ws_.async_read_some(message_, kReadChunk, asio::redirect_error(use_awaitable, ec));
       if (ec) co_return false;
-      if (!ws_.got_binary()) {
+      if (!ws_.got_binary() && !faults_.accept_text) {
         refuse(websocket::close_code::unknown_data,
                "a text WebSocket message: FireMQ frames travel in binary messages, one frame each");
         co_return true;
@@ -92,6 +92,7 @@ class WebSocketTransport final : public Transport {
   }
 
   awaitable<bool> write(std::span<const Bytes> frames) override {
+    if (faults_.pack_frames) co_return co_await write_packed(frames);
     for (const Bytes& frame : frames) {
       error_code ec;
       co_await ws_.async_write(asio::buffer(frame.data() + kLenSize, frame.size() - kLenSize),
@@ -123,6 +124,15 @@ class WebSocketTransport final : public Transport {
     pending_error_->fatal = true;
   }
 
+  // The pack_frames fault: every frame of the batch in one message, each still without its len.
+  awaitable<bool> write_packed(std::span<const Bytes> frames) {
+    Bytes packed;
+    for (const Bytes& frame : frames) packed.insert(packed.end(), frame.begin() + kLenSize, frame.end());
+    error_code ec;
+    co_await ws_.async_write(asio::buffer(packed), asio::redirect_error(use_awaitable, ec));
+    co_return !ec;
+  }
+
   // After a refused message nothing more is a frame; what arrives is read and dropped until the close is done.
   awaitable<bool> drain() {
     message_.clear();
@@ -135,6 +145,7 @@ class WebSocketTransport final : public Transport {
   HttpRequest upgrade_;
   TransportHints hints_;
   std::chrono::milliseconds handshake_timeout_;
+  WebSocketFaults faults_;
   beast::flat_buffer message_;
   bool message_ready_ = false;
   std::size_t limit_ = kMaxFrameBeforeWelcome;
@@ -146,15 +157,15 @@ class WebSocketTransport final : public Transport {
 }  // namespace
 
 std::unique_ptr<Transport> make_ws_transport(beast::tcp_stream stream, HttpRequest upgrade, TransportHints hints,
-                                             std::chrono::milliseconds handshake_timeout) {
+                                             std::chrono::milliseconds handshake_timeout, WebSocketFaults faults) {
   return std::make_unique<WebSocketTransport<beast::tcp_stream>>(std::move(stream), std::move(upgrade),
-                                                                 std::move(hints), handshake_timeout);
+                                                                 std::move(hints), handshake_timeout, faults);
 }
 
 std::unique_ptr<Transport> make_wss_transport(TlsHttpStream stream, HttpRequest upgrade, TransportHints hints,
-                                              std::chrono::milliseconds handshake_timeout) {
+                                              std::chrono::milliseconds handshake_timeout, WebSocketFaults faults) {
   return std::make_unique<WebSocketTransport<TlsHttpStream>>(std::move(stream), std::move(upgrade),
-                                                             std::move(hints), handshake_timeout);
+                                                             std::move(hints), handshake_timeout, faults);
 }
 
 }  // namespace firemq

@@ -13,6 +13,7 @@
 #include <boost/beast/ssl.hpp>
 
 #include "reference-broker/asio.h"
+#include "reference-broker/config.h"
 #include "reference-broker/http_routes.h"
 #include "reference-broker/transport.h"
 
@@ -22,9 +23,10 @@ namespace beast = boost::beast;
 using TlsHttpStream = beast::ssl_stream<beast::tcp_stream>;
 
 // `hints.url_vhost` is the request's ?vhost=, percent-decoded. `handshake_timeout` bounds the upgrade's reply.
+// `faults` are for testing only (config.h).
 std::unique_ptr<Transport> make_ws_transport(beast::tcp_stream stream, HttpRequest upgrade, TransportHints hints,
-                                             std::chrono::milliseconds handshake_timeout);
+                                             std::chrono::milliseconds handshake_timeout, WebSocketFaults faults = {});
 std::unique_ptr<Transport> make_wss_transport(TlsHttpStream stream, HttpRequest upgrade, TransportHints hints,
-                                              std::chrono::milliseconds handshake_timeout);
+                                              std::chrono::milliseconds handshake_timeout, WebSocketFaults faults = {});
 
 }  // namespace firemq
