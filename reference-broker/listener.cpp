@@ -4,6 +4,10 @@ namespace firemq {
 
 using boost::system::error_code;
 
+namespace {
+constexpr std::chrono::milliseconds kPauseAfterAcceptError{50};
+}
+
 Result<std::unique_ptr<Listener>, std::string> Listener::bind(asio::io_context& io, const std::string& address,
                                                               std::uint16_t port, std::string scheme,
                                                               OnAccept on_accept) {
@@ -39,7 +43,11 @@ awaitable<void> Listener::accept_loop() {
     asio::ip::tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(use_awaitable, ec));
     if (ec) {
       if (closed_) co_return;
-      continue;  // e.g. too many open files: this client is lost, the listener goes on
+      // E.g. too many open files: this client is lost, the listener goes on after a pause, so that a failing
+      // accept does not spin and starve the connections being served.
+      asio::steady_timer pause(acceptor_.get_executor(), kPauseAfterAcceptError);
+      co_await pause.async_wait(asio::redirect_error(use_awaitable, ec));
+      continue;
     }
     on_accept_(std::move(socket));
   }
