@@ -338,7 +338,9 @@ std::string per_transport_summary(const std::vector<RunResult>& runs) {
     const std::string transport = run.cases.empty() ? run.target : run.cases.front().transport;
     out << std::left << std::setw(6) << transport;
     if (run.cases.empty()) out << "  not reached";
-    for (const auto& [verdict, n] : run.counts()) out << "  " << n << " " << verdict_name(verdict);
+    for (const auto& [verdict, n] : run.counts()) {
+      if (n > 0 || verdict == Verdict::pass || verdict == Verdict::fail) out << "  " << n << " " << verdict_name(verdict);
+    }
     out << (run.passed() ? "  PASSED" : "  FAILED") << "\n";
   }
   return out.str();
