@@ -50,7 +50,7 @@ coverage: deps
 	@cmake --build $(COVERAGE_BUILD) -j $(JOBS)
 	ctest --test-dir $(COVERAGE_BUILD) -j $(JOBS)
 	lcov --quiet --capture --directory $(COVERAGE_BUILD) --output-file $(COVERAGE_BUILD)/coverage.info \
-	  --include '$(CURDIR)/protocol/*' --include '$(CURDIR)/reference-broker/*' --include '$(CURDIR)/harness/*' \
+	  --include '$(CURDIR)/protocol/*' --include '$(CURDIR)/reference-broker/*' --include '$(CURDIR)/harness/*' --include '$(CURDIR)/tools/*' \
 	  --exclude '*_test.cpp'
 	genhtml --quiet $(COVERAGE_BUILD)/coverage.info --output-directory $(COVERAGE_BUILD)/coverage
 	@lcov --summary $(COVERAGE_BUILD)/coverage.info

@@ -28,12 +28,11 @@ const firemq::Definitions& definitions() {
   return d;
 }
 
-firemq::RawFrame hello_frame() {
+firemq::op::Hello good_hello() {
   firemq::op::Hello hello;
   hello.ver = 1;
   hello.auth = {"plain", "guest", "guest"};
-  const firemq::Bytes bytes = firemq::encode_frame(hello);
-  return firemq::RawFrame(firemq::Bytes(bytes.begin() + 4, bytes.end()));
+  return hello;
 }
 
 }  // namespace
@@ -47,8 +46,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   CountingOutbox out_a, out_b;
   firemq::Session a(firemq::SessionEnv{config, definitions(), core}, out_a, "a");
   firemq::Session b(firemq::SessionEnv{config, definitions(), core}, out_b, "b");
-  a.on_frame(hello_frame());
-  b.on_frame(hello_frame());
+  a.on_message(good_hello(), {});
+  b.on_message(good_hello(), {});
 
   firemq::FrameDecoder decoder(firemq::StreamSide::client, 1 << 20);
   firemq::ByteView rest(data + 1, size - 1);

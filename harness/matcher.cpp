@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "vectors/typed_json.h"
+#include "protocol/typed_json.h"
 
 namespace firemq::conform {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
-#include "vectors/typed_json.h"
+#include "protocol/typed_json.h"
 
 namespace firemq::conform {
 namespace {

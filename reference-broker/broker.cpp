@@ -1,5 +1,7 @@
 #include "reference-broker/broker.h"
 
+#include "reference-broker/stream_transport.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -51,32 +53,62 @@ void Broker::report_unclaimed_messages() const {
   }
 }
 
-Result<std::uint16_t, std::string> Broker::listen() {
-  error_code ec;
-  const auto address = asio::ip::make_address(config_.bind_address, ec);
-  if (ec) return "bad bind address '" + config_.bind_address + "': " + ec.message();
-  const asio::ip::tcp::endpoint endpoint(address, config_.port);
-  acceptor_.open(endpoint.protocol(), ec);
-  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
-  if (!ec) acceptor_.bind(endpoint, ec);
-  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    return "cannot listen on " + config_.bind_address + ":" + std::to_string(config_.port) + ": " + ec.message();
+Result<bool, std::string> Broker::listen() {
+  const ListenerPorts& ports = config_.ports;
+  http_env_ = {config_.handshake_timeout, [this](std::unique_ptr<Transport> t) { start_connection(std::move(t)); }};
+  if (!config_.tls.certificate.empty()) {
+    auto tls = make_tls_context(config_.tls);
+    if (!tls) return tls.error();
+    tls_ = std::move(*tls);
+  } else if (ports.fires || ports.wss) {
+    std::cout << "firemq-broker: no TLS certificate (--tls-cert, --tls-key): fires:// and wss:// are off" << std::endl;
   }
-  const std::uint16_t port = acceptor_.local_endpoint().port();
-  if (Status bad = write_port_file(port)) return bad->msg;
-  std::cout << "firemq-broker " << kServerVersion << ": listening on fire://" << config_.bind_address << ":"
-            << port << std::endl;
-  return port;
+  auto tcp = [this](asio::ip::tcp::socket s) { start_connection(make_tcp_transport(std::move(s))); };
+  auto tls = [this](asio::ip::tcp::socket s) { start_connection(make_tls_transport(std::move(s), *tls_)); };
+  auto ws = [this](asio::ip::tcp::socket s) { serve_http(std::move(s), http_env_); };
+  auto wss = [this](asio::ip::tcp::socket s) { serve_https(std::move(s), *tls_, http_env_); };
+  if (auto bound = add_listener(ports.fire, "fire", tcp); !bound) return bound;
+  if (auto bound = add_listener(tls_ ? ports.fires : std::nullopt, "fires", tls); !bound) return bound;
+  if (auto bound = add_listener(ports.ws, "ws", ws); !bound) return bound;
+  if (auto bound = add_listener(tls_ ? ports.wss : std::nullopt, "wss", wss); !bound) return bound;
+  if (listeners_.empty()) return std::string("every listener is off: nothing to serve");
+  if (Status bad = write_port_file()) return bad->msg;
+  for (const auto& listener : listeners_) {
+    const bool websocket = listener->scheme() == "ws" || listener->scheme() == "wss";
+    std::cout << "firemq-broker " << kServerVersion << ": listening on " << listener->scheme() << "://"
+              << config_.bind_address << ":" << listener->port() << (websocket ? std::string(kWebSocketPath) : "")
+              << std::endl;
+  }
+  return true;
 }
 
-Status Broker::write_port_file(std::uint16_t port) const {
+Result<bool, std::string> Broker::add_listener(std::optional<std::uint16_t> port, std::string scheme,
+                                               Listener::OnAccept on_accept) {
+  if (!port) return true;  // off
+  auto listener = Listener::bind(io_, config_.bind_address, *port, std::move(scheme), std::move(on_accept));
+  if (!listener) return listener.error();
+  listeners_.push_back(std::move(*listener));
+  return true;
+}
+
+void Broker::start_connection(std::unique_ptr<Transport> transport) {
+  if (shutting_down_) return transport->abort();  // an upgrade that completed after SIGTERM
+  auto connection = std::make_shared<Connection>(std::move(transport), SessionEnv{config_, definitions_, core_},
+                                                 registry_, io_.get_executor());
+  connection->start();
+}
+
+Status Broker::write_port_file() const {
   if (config_.port_file.empty()) return std::nullopt;
   // Written whole, then renamed, so that a reader polling for the file never sees half of it.
   const std::string temporary = config_.port_file + ".tmp";
   {
     std::ofstream out(temporary, std::ios::trunc);
-    out << "{\"fire\": " << port << "}\n";
+    out << "{";
+    for (std::size_t i = 0; i < listeners_.size(); ++i) {
+      out << (i ? ", " : "") << "\"" << listeners_[i]->scheme() << "\": " << listeners_[i]->port();
+    }
+    out << "}\n";
     if (!out) return Error{0, "cannot write port file '" + temporary + "'", true, 0};
   }
   std::error_code ec;
@@ -89,23 +121,11 @@ int Broker::run() {
   signals_.async_wait([this](error_code ec, int) {
     if (!ec) begin_shutdown();
   });
-  asio::co_spawn(io_, accept_loop(), asio::detached);
+  for (const auto& listener : listeners_) listener->start();
   asio::co_spawn(io_, tick_loop(), asio::detached);
   io_.run();
   if (store_) store_->write_out();  // what the last connections did is written before the store's final fsync
   return 0;
-}
-
-awaitable<void> Broker::accept_loop() {
-  while (!shutting_down_) {
-    error_code ec;
-    asio::ip::tcp::socket socket = co_await acceptor_.async_accept(asio::redirect_error(use_awaitable, ec));
-    if (ec) {
-      if (shutting_down_) co_return;
-      continue;  // e.g. too many open files: this client is lost, the listener goes on
-    }
-    std::make_shared<Connection>(std::move(socket), SessionEnv{config_, definitions_, core_}, registry_)->start();
-  }
 }
 
 awaitable<void> Broker::tick_loop() {
@@ -132,8 +152,7 @@ void Broker::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
   std::cout << "firemq-broker: shutting down" << std::endl;
-  error_code ec;
-  acceptor_.close(ec);
+  for (const auto& listener : listeners_) listener->close();
   registry_.shutdown_all();
   asio::co_spawn(io_, finish_shutdown(), asio::detached);
 }

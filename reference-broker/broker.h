@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "protocol/error.h"
 #include "reference-broker/asio.h"
@@ -13,6 +14,8 @@
 #include "reference-broker/core.h"
 #include "reference-broker/definitions.h"
 #include "reference-broker/durable_topology.h"
+#include "reference-broker/http_server.h"
+#include "reference-broker/listener.h"
 #include "reference-broker/message_store.h"
 
 namespace firemq {
@@ -26,18 +29,20 @@ class Broker {
   // could not be restored is reported on stderr and the rest still comes back; the error is for a data
   // directory that cannot be used at all.
   Result<bool, std::string> open_storage(const nlohmann::json& stored);
-  // Binds the listeners and reports the bound ports (stdout, and port_file when set). The error says which
-  // address could not be bound, and why.
-  Result<std::uint16_t, std::string> listen();
+  // Binds every listener that is on and reports the bound ports (stdout, and port_file when set). The error
+  // says which listener could not be bound, and why, or which TLS file could not be used.
+  Result<bool, std::string> listen();
   // Serves until a shutdown signal; returns the process exit code.
   int run();
 
  private:
-  awaitable<void> accept_loop();
+  Result<bool, std::string> add_listener(std::optional<std::uint16_t> port, std::string scheme,
+                                         Listener::OnAccept on_accept);
+  void start_connection(std::unique_ptr<Transport> transport);
   awaitable<void> tick_loop();
   void begin_shutdown();
   awaitable<void> finish_shutdown();
-  Status write_port_file(std::uint16_t port) const;
+  Status write_port_file() const;
   void report_unclaimed_messages() const;
 
   BrokerConfig config_;
@@ -46,7 +51,9 @@ class Broker {
   Alarms alarms_{config_.alarms};
   Core core_{definitions_, time_};
   asio::io_context io_{1};
-  asio::ip::tcp::acceptor acceptor_{io_};
+  std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires and wss listeners
+  HttpServerEnv http_env_;
+  std::vector<std::unique_ptr<Listener>> listeners_;
   asio::signal_set signals_{io_, SIGTERM, SIGINT};
   ConnectionRegistry registry_;
   bool shutting_down_ = false;

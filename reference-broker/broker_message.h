@@ -1,5 +1,5 @@
 // A published message as the broker keeps it: immutable, and shared by every queue it was routed to, so a body
-// is stored once however many queues hold it ("Messages are immutable and shared", DESIGN.md).
+// is stored once however many queues hold it ("Messages are immutable and shared", as the design says).
 #pragma once
 
 #include <memory>

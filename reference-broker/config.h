@@ -3,17 +3,36 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "protocol/frame.h"
 #include "reference-broker/alarms.h"
 
+
 namespace firemq {
+
+// The TLS listeners' files (tls_context.h uses them).
+struct TlsFiles {
+  std::string certificate;  // PEM: the server's certificate, then any intermediates
+  std::string private_key;  // PEM
+  std::string client_ca;    // PEM; empty: client certificates are not asked for
+};
+
+// The listeners, by the URL scheme clients use, on the spec's default ports. No value: that listener is off.
+// Port 0 picks a free port, reported in the port file and on stdout.
+struct ListenerPorts {
+  std::optional<std::uint16_t> fire = 5673;    // TCP
+  std::optional<std::uint16_t> fires = 5674;   // TLS; on only with a certificate
+  std::optional<std::uint16_t> ws = 15672;     // HTTP: WebSocket at /fire
+  std::optional<std::uint16_t> wss = 15671;    // HTTPS: WebSocket at /fire; on only with a certificate
+};
 
 struct BrokerConfig {
   std::string bind_address = "0.0.0.0";
-  std::uint16_t port = 5673;     // TCP; 0 picks a free port, reported in port_file and on stdout
-  std::string port_file;         // where to write {"fire": port} once bound; empty: don't
+  ListenerPorts ports;
+  TlsFiles tls;                  // no certificate: no fires and wss listeners
+  std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P} once bound
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   std::string data_dir = "firemq-data";  // durable definitions and the message store (docs/durability.md)
   std::uint64_t segment_bytes = 64ull << 20;  // the message store starts a new segment file past this size

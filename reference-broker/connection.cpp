@@ -1,7 +1,6 @@
 #include "reference-broker/connection.h"
 
-#include <array>
-#include <sstream>
+#include <iostream>
 
 #include "reference-broker/memory_account.h"
 
@@ -9,10 +8,10 @@ namespace firemq {
 namespace {
 
 using boost::system::error_code;
-constexpr std::size_t kReadChunk = 64 * 1024;
-// After the last frame of a closing connection, how long to wait for the peer's EOF before closing anyway.
-// Closing with unread input would send a TCP reset, which can destroy the error or close frame in flight.
-constexpr std::chrono::seconds kLingerAfterClose{2};
+// After the last frame of a closing connection, how long to wait for the peer's end of the conversation before
+// closing anyway. Closing with unread input would send a TCP reset, which can destroy the error or close frame
+// in flight.
+constexpr std::chrono::milliseconds kLingerAfterClose{2000};
 
 // Waits until `timer` is cancelled (a wake-up) or expires.
 awaitable<void> wait(asio::steady_timer& timer) {
@@ -31,95 +30,108 @@ void ConnectionRegistry::set_alarm(bool active) {
   for (Connection* c : connections_) c->on_alarm_changed();
 }
 
-std::string Connection::describe(const asio::ip::tcp::socket& socket) {
-  error_code ec;
-  const auto peer = socket.remote_endpoint(ec);
-  const auto local = socket.local_endpoint(ec);
-  std::ostringstream name;  // as RabbitMQ names connections: "peer -> local"
-  name << peer.address().to_string() << ":" << peer.port() << " -> " << local.address().to_string() << ":"
-       << local.port();
-  return name.str();
-}
-
-Connection::Connection(asio::ip::tcp::socket socket, SessionEnv env, ConnectionRegistry& registry)
-    : socket_(std::move(socket)),
+Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, ConnectionRegistry& registry,
+                       asio::any_io_executor executor)
+    : transport_(std::move(transport)),
       registry_(registry),
       env_core_(env.core),
-      session_(env, *this, describe(socket_)),
-      writer_wakeup_(socket_.get_executor()),
-      reader_wakeup_(socket_.get_executor()),
-      heartbeat_timer_(socket_.get_executor()),
-      handshake_timer_(socket_.get_executor()) {
+      session_(env, *this, transport_->describe(), transport_->hints()),
+      writer_wakeup_(executor),
+      reader_wakeup_(executor),
+      heartbeat_timer_(executor),
+      handshake_timer_(executor),
+      linger_timer_(executor) {
+  // The deadline covers the transport's own handshake (TLS, the WebSocket upgrade) as well as FMQ1 and hello:
+  // a client that opens connections and never finishes them cannot hold them for long.
   handshake_timer_.expires_after(env.config.handshake_timeout);
 }
 
 void Connection::start() {
   registry_.add(this);
-  error_code ec;
-  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
-  auto executor = socket_.get_executor();
+  auto executor = handshake_timer_.get_executor();
   asio::co_spawn(executor, [self = shared_from_this()] { return self->reader(); }, asio::detached);
   asio::co_spawn(executor, [self = shared_from_this()] { return self->writer(); }, asio::detached);
   asio::co_spawn(executor, [self = shared_from_this()] { return self->handshake_deadline(); }, asio::detached);
 }
 
+void Connection::shutdown() {
+  // SIGTERM before the transport's handshake finished: there is no FireMQ conversation to close yet.
+  if (!opened_) return stop();
+  session_.on_shutdown();
+}
+
 awaitable<void> Connection::reader() {
-  std::array<std::uint8_t, kReadChunk> buffer;
-  while (!stopped_ && session_.state() != Session::State::closing) {
-    // The outbound queue is bounded: a peer that does not read what it asks for stops being read. While an
-    // alarm holds, a publishing connection is not read either ("throttled by the server no longer reading its
-    // socket").
-    while ((pending_bytes_ > kMaxPendingBytes || paused_by_alarm()) && !stopped_) {
-      reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
-      co_await wait(reader_wakeup_);
+  auto opened = co_await transport_->open();
+  if (!opened || stopped_) {
+    if (!opened && !stopped_) {
+      std::cerr << "firemq-broker: " << transport_->scheme() << " connection " << transport_->describe()
+                << " refused: " << opened.error() << std::endl;
     }
-    error_code ec;
-    const std::size_t n =
-        co_await socket_.async_read_some(asio::buffer(buffer), asio::redirect_error(use_awaitable, ec));
-    if (ec) {
+    stop();
+    co_return;
+  }
+  opened_ = true;
+  writer_wakeup_.cancel();
+  // Reads until the peer is gone. While closing, what arrives is read and dropped: the close is lingering, so
+  // that unread input does not make the kernel send a reset that destroys the last frames in flight.
+  while (!stopped_) {
+    co_await wait_until_readable();
+    if (stopped_) co_return;
+    if (!co_await transport_->read()) {
       stop();  // the peer closed or reset: nothing can be sent to it any more
       co_return;
     }
     heartbeat_.on_received(Clock::now());
     // A read already under way when an alarm fired completes; its bytes (one chunk at most) wait unprocessed.
-    while (paused_by_alarm() && !stopped_) {
-      reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
-      co_await wait(reader_wakeup_);
-    }
+    co_await wait_until_readable();
     if (stopped_) co_return;
-    consume(ByteView(buffer.data(), n));
+    if (session_.state() == Session::State::closing) continue;
+    consume_frames();
     write_out_journal();  // the records of this read's publishes go to the OS and the fsync starts
     session_.flush();     // one confirm {upto} for everything this read brought
-    tell_flow();       // a connection that just published during an alarm is paused now
+    tell_flow();          // a connection that just published during an alarm is paused now
   }
 }
 
-void Connection::consume(ByteView bytes) {
-  while (!bytes.empty() && session_.state() != Session::State::closing) {
-    const auto step = decoder_.feed(bytes);
-    bytes = bytes.subspan(step.consumed);
-    if (step.state == FrameDecoder::State::error) return session_.on_framing_error(decoder_.error());
-    if (step.state != FrameDecoder::State::frame) continue;
-    session_.on_frame(decoder_.take_frame());
-    decoder_.set_max_frame(session_.max_frame());
-    if (!heartbeat_started_ && session_.state() == Session::State::open) {
-      heartbeat_started_ = true;
-      handshake_timer_.cancel();
-      heartbeat_.start(session_.heartbeat(), Clock::now());
-      if (heartbeat_.enabled()) {
-        asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); },
-                       asio::detached);
-      }
-    }
+awaitable<void> Connection::wait_until_readable() {
+  // The outbound queue is bounded: a peer that does not read what it asks for stops being read. While an alarm
+  // holds, a publishing connection is not read either ("throttled by the server no longer reading its socket").
+  // A closing connection is drained regardless.
+  auto gated = [this] {
+    return !stopped_ && session_.state() != Session::State::closing &&
+           (pending_bytes_ > kMaxPendingBytes || paused_by_alarm());
+  };
+  while (gated()) {
+    reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
+    co_await wait(reader_wakeup_);
   }
+}
+
+void Connection::consume_frames() {
+  while (!stopped_ && session_.state() != Session::State::closing) {
+    // The limit changes with the session's state (65,536 before welcome, max_frame after), frame by frame.
+    NextFrame next = transport_->next_frame(session_.max_frame());
+    if (next.kind == NextFrame::Kind::need_more) return;
+    if (next.kind == NextFrame::Kind::error) return session_.on_framing_error(next.error);
+    session_.on_frame(next.frame);
+    if (!heartbeat_started_ && session_.state() == Session::State::open) start_heartbeat();
+  }
+}
+
+void Connection::start_heartbeat() {
+  heartbeat_started_ = true;
+  handshake_timer_.cancel();
+  heartbeat_.start(session_.heartbeat(), Clock::now());
+  if (!heartbeat_.enabled()) return;
+  asio::co_spawn(heartbeat_timer_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); },
+                 asio::detached);
 }
 
 awaitable<void> Connection::writer() {
   std::vector<Bytes> batch;
-  std::vector<asio::const_buffer> buffers;
   while (!stopped_) {
-    if (queue_.empty()) {
-      if (close_after_flush_) {
+    if (queue_.empty() || !opened_) {
+      if (close_after_flush_ && opened_) {
         co_await lingering_close();
         co_return;
       }
@@ -130,15 +142,10 @@ awaitable<void> Connection::writer() {
     write_out_journal();  // no deliver leaves before the store's record of it (redelivered after a kill -9)
     batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
     queue_.clear();
-    buffers.clear();
     std::size_t size = 0;
-    for (const Bytes& frame : batch) {
-      buffers.push_back(asio::buffer(frame));
-      size += frame.size();
-    }
-    error_code ec;
-    co_await asio::async_write(socket_, buffers, asio::redirect_error(use_awaitable, ec));
-    if (ec || stopped_) {  // stop() has already released every pending byte, this batch's included
+    for (const Bytes& frame : batch) size += frame.size();
+    const bool written = co_await transport_->write(batch);
+    if (!written || stopped_) {  // stop() has already released every pending byte, this batch's included
       stop();
       co_return;
     }
@@ -150,19 +157,10 @@ awaitable<void> Connection::writer() {
 }
 
 awaitable<void> Connection::lingering_close() {
-  error_code ec;
-  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
-  asio::steady_timer deadline(socket_.get_executor());
-  deadline.expires_after(kLingerAfterClose);
-  deadline.async_wait([self = shared_from_this()](error_code timer_ec) {
-    if (!timer_ec) self->stop();
-  });
-  std::array<std::uint8_t, 4096> discard;
-  while (!stopped_) {
-    co_await socket_.async_read_some(asio::buffer(discard), asio::redirect_error(use_awaitable, ec));
-    if (ec) break;
-  }
-  deadline.cancel();
+  co_await transport_->begin_close();
+  // The reader stops the connection when the peer ends its side; this bounds the wait for that.
+  linger_timer_.expires_after(kLingerAfterClose);
+  co_await wait(linger_timer_);
   stop();
 }
 
@@ -213,7 +211,7 @@ void Connection::tell_flow() {
 
 void Connection::send(const Message& message, ByteView payload) {
   if (stopped_) return;
-  Bytes frame = encode_frame(message, payload);
+  Bytes frame = encode_frame(message, payload);  // the stream form; a WebSocket transport leaves len out
   pending_bytes_ += frame.size();
   MemoryAccount::add(frame.size());  // frames waiting to be written count for the memory watermark
   queue_.push_back(std::move(frame));
@@ -223,18 +221,19 @@ void Connection::send(const Message& message, ByteView payload) {
 void Connection::close_after_flush() {
   close_after_flush_ = true;
   writer_wakeup_.cancel();
+  reader_wakeup_.cancel();  // a reader held back by the gates drains the closing connection
 }
 
 void Connection::stop() {
   if (stopped_) return;
   stopped_ = true;
   session_.on_connection_lost();  // requeue what it held before anything else is delivered to it
-  error_code ec;
-  socket_.close(ec);
+  transport_->abort();
   writer_wakeup_.cancel();
   reader_wakeup_.cancel();
   heartbeat_timer_.cancel();
   handshake_timer_.cancel();
+  linger_timer_.cancel();
   registry_.remove(this);
   MemoryAccount::remove(pending_bytes_);  // what will never be written
   pending_bytes_ = 0;

@@ -1,6 +1,9 @@
-// A client connection over TCP: the transport around one Session. Three coroutines on the broker thread:
-// reader() turns socket bytes into frames for the session, writer() drains the session's bounded outbound
-// queue, heartbeat() sends pings and notices a dead peer. Only this layer touches the socket.
+// The connection engine: one client connection around one Session, over any Transport (TCP, TLS, WebSocket,
+// WSS). It owns the policy every transport shares: the handshake deadline, the bounded outbound queue and its
+// memory accounting, the flow-control pause, heartbeats, the message store's write-out before frames leave, and
+// the close after a close or a fatal error. Coroutines on the broker thread: reader() feeds the transport's
+// frames to the session, writer() drains the session's outbound queue, heartbeat() sends pings and notices a
+// dead peer. Only the transport touches the socket.
 //
 // Runs on the broker thread only. Each coroutine holds a shared_ptr to the Connection, so it lives until the
 // last of them ends; the ConnectionRegistry holds plain pointers and is told in stop().
@@ -15,6 +18,7 @@
 #include "reference-broker/asio.h"
 #include "reference-broker/heartbeat.h"
 #include "reference-broker/session.h"
+#include "reference-broker/transport.h"
 
 namespace firemq {
 
@@ -39,11 +43,13 @@ class ConnectionRegistry {
 
 class Connection : public std::enable_shared_from_this<Connection>, private Outbox {
  public:
-  Connection(asio::ip::tcp::socket socket, SessionEnv env, ConnectionRegistry& registry);
+  Connection(std::unique_ptr<Transport> transport, SessionEnv env, ConnectionRegistry& registry,
+             asio::any_io_executor executor);
 
   void start();
-  void shutdown() { session_.on_shutdown(); }
+  void shutdown();
   void on_alarm_changed();
+  const Transport& transport() const { return *transport_; }
 
  private:
   awaitable<void> reader();
@@ -51,8 +57,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   awaitable<void> heartbeat();
   awaitable<void> handshake_deadline();
   awaitable<void> lingering_close();
-
-  void consume(ByteView bytes);
+  awaitable<void> wait_until_readable();
+  void consume_frames();
+  void start_heartbeat();
   bool paused_by_alarm() const { return registry_.alarm() && session_.has_published(); }
   void tell_flow();
   void write_out_journal() {
@@ -62,12 +69,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   void close_after_flush() override;
   void stop();
 
-  static std::string describe(const asio::ip::tcp::socket& socket);
-
-  asio::ip::tcp::socket socket_;
+  std::unique_ptr<Transport> transport_;
   ConnectionRegistry& registry_;
   Core& env_core_;  // for the message store
-  FrameDecoder decoder_{StreamSide::server};
   Session session_;
   HeartbeatMonitor heartbeat_;
   bool heartbeat_started_ = false;
@@ -76,11 +80,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   std::size_t pending_bytes_ = 0;  // bounded by kMaxPendingBytes: see reader()
   bool close_after_flush_ = false;
   bool told_pause_ = false;        // flow {pause: true} was sent and not yet lifted
+  bool opened_ = false;           // the transport's handshake is done: frames may be written
   bool stopped_ = false;
   asio::steady_timer writer_wakeup_;
   asio::steady_timer reader_wakeup_;
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer handshake_timer_;
+  asio::steady_timer linger_timer_;
 };
 
 }  // namespace firemq

@@ -1,6 +1,6 @@
-// Dead-lettering (x-dead-letter-exchange, x-dead-letter-routing-key), as RabbitMQ does it
-// (../shared/reference/rabbitmq-semantics.md §1): a message rejected without requeue, expired, or dropped by a
-// length limit is republished to the queue's dead-letter exchange with an x-death history in its headers.
+// Dead-lettering (x-dead-letter-exchange, x-dead-letter-routing-key), following RabbitMQ's documented
+// behaviour: a message rejected without requeue, expired, or dropped by a length limit is republished
+// to the queue's dead-letter exchange with an x-death history in its headers.
 #include "reference-broker/vhost.h"
 
 namespace firemq {

@@ -1,8 +1,8 @@
 #include "reference-broker/durable_topology.h"
 
 #include "protocol/reply_codes.h"
+#include "protocol/typed_json.h"
 #include "reference-broker/storage_io.h"
-#include "vectors/typed_json.h"
 
 namespace firemq {
 namespace {

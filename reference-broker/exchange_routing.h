@@ -1,5 +1,5 @@
-// How each exchange type matches a binding (the AMQP model, as ../shared/reference/rabbitmq-semantics.md §2
-// records RabbitMQ's behaviour). Pure functions, no state: the unit tests cover their edge cases.
+// How each exchange type matches a binding (the AMQP model, following RabbitMQ's documented
+// behaviour). Pure functions, no state: the unit tests cover their edge cases.
 #pragma once
 
 #include <string>

@@ -11,10 +11,27 @@ namespace po = boost::program_options;
 
 namespace {
 
-struct Parsed {
-  firemq::BrokerConfig config;
-  bool help = false;
+// The flags whose values main() checks after parsing.
+struct RawFlags {
+  std::uint64_t handshake_ms = 0;
+  std::string fire_port = "5673", fires_port = "5674", ws_port = "15672", wss_port = "15671";
 };
+
+// A listener's port flag: a port number (0: a free one) or "off".
+firemq::Result<std::optional<std::uint16_t>, std::string> parse_port(const std::string& flag, const std::string& value) {
+  if (value == "off") return std::optional<std::uint16_t>();
+  std::size_t used = 0;
+  unsigned long port = 0;
+  try {
+    port = std::stoul(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || value.empty() || port > 65535) {
+    return "--" + flag + " " + value + ": expected a port number (0 picks a free port) or off";
+  }
+  return std::optional<std::uint16_t>(static_cast<std::uint16_t>(port));
+}
 
 // The data directory's definitions file: read, or set aside when it cannot be read (reported; the broker starts
 // without what it held rather than not at all, and a later save does not overwrite the damaged file).
@@ -41,13 +58,26 @@ firemq::Result<firemq::Definitions, std::string> choose_definitions(const firemq
   return firemq::Definitions::defaults();
 }
 
-po::options_description describe_flags(firemq::BrokerConfig& c, std::uint64_t& handshake_ms) {
+po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
   po::options_description flags("firemq-broker [flags]");
   flags.add_options()
       ("help,h", "print this help and exit")
       ("bind", po::value(&c.bind_address)->default_value(c.bind_address), "address to listen on")
-      ("port", po::value(&c.port)->default_value(c.port), "TCP port for fire://; 0 picks a free port")
-      ("port-file", po::value(&c.port_file), "once listening, write {\"fire\": PORT} to this file")
+      ("port", po::value(&raw.fire_port)->default_value(raw.fire_port),
+       "TCP port for fire://; 0 picks a free port; off: no TCP listener")
+      ("tls-port", po::value(&raw.fires_port)->default_value(raw.fires_port),
+       "TLS port for fires:// (needs --tls-cert and --tls-key); 0 picks a free port; off: none")
+      ("ws-port", po::value(&raw.ws_port)->default_value(raw.ws_port),
+       "HTTP port for WebSocket, ws://host:PORT/fire; 0 picks a free port; off: none")
+      ("wss-port", po::value(&raw.wss_port)->default_value(raw.wss_port),
+       "HTTPS port for WebSocket over TLS, wss://host:PORT/fire (needs --tls-cert and --tls-key); 0: free; off: none")
+      ("tls-cert", po::value(&c.tls.certificate),
+       "PEM certificate (chain) of the TLS listeners; without it fires:// and wss:// are off")
+      ("tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")
+      ("tls-ca", po::value(&c.tls.client_ca),
+       "PEM CA certificates: TLS clients must present a certificate signed by one (default: not asked)")
+      ("port-file", po::value(&c.port_file),
+       "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P}")
       ("definitions", po::value(&c.definitions_file),
        "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")
       ("data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
@@ -60,8 +90,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, std::uint64_t& h
        "the server's heartbeat interval in seconds; 0 lets the client's value stand")
       ("max-frame", po::value(&c.max_frame)->default_value(c.max_frame),
        "largest frame accepted after welcome, in bytes (welcome.max_frame)")
-      ("handshake-timeout-ms", po::value(&handshake_ms)->default_value(handshake_ms),
-       "close a connection that has not sent hello within this time")
+      ("handshake-timeout-ms", po::value(&raw.handshake_ms)->default_value(raw.handshake_ms),
+       "close a connection that has not finished TLS, the WebSocket upgrade and hello within this time")
       ("memory-high-watermark", po::value(&c.alarms.memory_high_watermark)->default_value(0),
        "flow control: pause publishers while messages and unsent frames hold this many bytes; 0: 60% of RAM")
       ("disk-free-limit", po::value(&c.alarms.disk_free_limit)->default_value(c.alarms.disk_free_limit),
@@ -71,10 +101,30 @@ po::options_description describe_flags(firemq::BrokerConfig& c, std::uint64_t& h
 
 }  // namespace
 
+// The listeners' ports and TLS files, checked together; the error says which flag is wrong.
+firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
+  const std::pair<const char*, const std::string*> flags[] = {
+      {"port", &raw.fire_port}, {"tls-port", &raw.fires_port}, {"ws-port", &raw.ws_port}, {"wss-port", &raw.wss_port}};
+  std::optional<std::uint16_t>* ports[] = {&config.ports.fire, &config.ports.fires, &config.ports.ws, &config.ports.wss};
+  for (std::size_t i = 0; i < 4; ++i) {
+    auto port = parse_port(flags[i].first, *flags[i].second);
+    if (!port) return port.error();
+    *ports[i] = *port;
+  }
+  if (config.tls.certificate.empty() != config.tls.private_key.empty()) {
+    return std::string("--tls-cert and --tls-key go together: give both or neither");
+  }
+  if (!config.tls.client_ca.empty() && config.tls.certificate.empty()) {
+    return std::string("--tls-ca needs --tls-cert and --tls-key");
+  }
+  return true;
+}
+
 int main(int argc, char** argv) {
   firemq::BrokerConfig config;
-  std::uint64_t handshake_ms = static_cast<std::uint64_t>(config.handshake_timeout.count());
-  const po::options_description flags = describe_flags(config, handshake_ms);
+  RawFlags raw;
+  raw.handshake_ms = static_cast<std::uint64_t>(config.handshake_timeout.count());
+  const po::options_description flags = describe_flags(config, raw);
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, flags), vm);
@@ -92,7 +142,11 @@ int main(int argc, char** argv) {
               << firemq::kMaxFrameLimit << "\n";
     return 2;
   }
-  config.handshake_timeout = std::chrono::milliseconds(handshake_ms);
+  config.handshake_timeout = std::chrono::milliseconds(raw.handshake_ms);
+  if (auto applied = apply_listener_flags(raw, config); !applied) {
+    std::cerr << "firemq-broker: " << applied.error() << "\n";
+    return 2;
+  }
   if (vm.count("storage-fault")) {
     if (firemq::Status bad = firemq::storage_faults().configure(vm["storage-fault"].as<std::string>())) {
       std::cerr << "firemq-broker: " << bad->msg << "\n";
@@ -122,9 +176,8 @@ int main(int argc, char** argv) {
     std::cerr << "firemq-broker: " << opened.error() << "\n";
     return 1;
   }
-  auto port = broker.listen();
-  if (!port) {
-    std::cerr << "firemq-broker: " << port.error() << "\n";
+  if (auto listening = broker.listen(); !listening) {
+    std::cerr << "firemq-broker: " << listening.error() << "\n";
     return 1;
   }
   return broker.run();

@@ -1,7 +1,7 @@
 // Queue arguments with RabbitMQ's names (the spec's declare_queue.args), parsed and checked once at declare:
 // x-message-ttl, x-expires, x-max-length, x-max-length-bytes, x-overflow, x-dead-letter-exchange,
 // x-dead-letter-routing-key, x-single-active-consumer, x-max-priority. Their behaviour follows
-// ../shared/reference/rabbitmq-semantics.md §1; where the spec and RabbitMQ differ, the spec wins.
+// RabbitMQ's documented behaviour; where the spec and RabbitMQ differ, the spec wins.
 #pragma once
 
 #include <cstdint>

@@ -3,7 +3,6 @@
 #include <type_traits>
 
 #include "protocol/reply_codes.h"
-#include "reference-broker/heartbeat.h"
 
 namespace firemq {
 namespace {
@@ -34,8 +33,8 @@ Error fatal_error(ReplyCode code, std::string msg, std::uint64_t rid = 0) {
 
 }  // namespace
 
-Session::Session(SessionEnv env, Outbox& out, std::string conn_id)
-    : env_(env), out_(out), conn_id_(std::move(conn_id)) {}
+Session::Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints)
+    : env_(env), out_(out), conn_id_(std::move(conn_id)), hints_(std::move(hints)) {}
 
 Session::~Session() { on_connection_lost(); }
 
@@ -55,10 +54,11 @@ void Session::on_frame(const RawFrame& frame) {
     }
     return fail(message.error());
   }
-  on_message(std::move(*message), frame);
+  on_message(std::move(*message), frame.payload(), frame.header().size());
 }
 
-void Session::on_message(Message&& message, const RawFrame& frame) {
+void Session::on_message(Message&& message, ByteView payload, std::size_t header_bytes) {
+  if (state_ == State::closing) return;
   if (auto* close = std::get_if<op::Close>(&message)) return on_close(*close);
   if (auto* hello = std::get_if<op::Hello>(&message)) return on_hello(*hello);
   const OpCode op = op_of(message);
@@ -72,47 +72,21 @@ void Session::on_message(Message&& message, const RawFrame& frame) {
                             std::string(op_name(op)) + " is sent by servers only, not by clients",
                             rid_of(message)));
   }
-  on_request(message, frame);
+  on_request(message, {payload, header_bytes});
 }
 
 void Session::on_hello(const op::Hello& hello) {
   if (state_ != State::awaiting_hello) {
     return fail(fatal_error(ReplyCode::command_invalid, "hello sent twice: the connection is already open"));
   }
-  if (Status refused = check_hello(hello)) return fail(std::move(*refused));
-  user_ = hello.auth.user;
-  vhost_name_ = hello.vhost.empty() ? "/" : hello.vhost;  // "Empty means /."
+  auto admitted = admit_hello(hello, hints_, env_.definitions, env_.config);
+  if (!admitted) return fail(std::move(admitted.error()));
+  user_ = admitted->principal.user;
+  vhost_name_ = admitted->principal.vhost;
   vhost_ = env_.core.vhost(vhost_name_);
-  permissions_ = Permissions(*env_.definitions.permission(*env_.definitions.authenticate(hello.auth.user, hello.auth.pass),
-                                                          vhost_name_));
-  heartbeat_ = negotiate_heartbeat(hello.heartbeat, env_.config.heartbeat_seconds);
+  permissions_ = std::move(admitted->principal.permissions);
+  heartbeat_ = admitted->heartbeat_seconds;
   send_welcome();
-}
-
-Status Session::check_hello(const op::Hello& hello) const {
-  if (hello.ver != 1) {
-    return fatal_error(ReplyCode::not_implemented,
-                       "protocol version " + std::to_string(hello.ver) + " is not supported: this broker speaks 1");
-  }
-  // "If authentication fails, the server replies error with code 403 and fatal: true, then closes the socket."
-  if (hello.auth.mech != "plain") {
-    return fatal_error(ReplyCode::access_refused,
-                       "authentication mechanism '" + hello.auth.mech + "' is not supported: use plain");
-  }
-  const User* user = env_.definitions.authenticate(hello.auth.user, hello.auth.pass);
-  if (user == nullptr) {
-    // Which of the two was wrong is not said, as RabbitMQ does not: it would help guess user names.
-    return fatal_error(ReplyCode::access_refused, "login refused: unknown user or wrong password");
-  }
-  const std::string vhost = hello.vhost.empty() ? "/" : hello.vhost;
-  if (!env_.definitions.has_vhost(vhost)) {
-    return fatal_error(ReplyCode::access_refused, "vhost '" + vhost + "' does not exist");
-  }
-  if (env_.definitions.permission(*user, vhost) == nullptr) {
-    return fatal_error(ReplyCode::access_refused,
-                       "user '" + user->name + "' has no permission on vhost '" + vhost + "'");
-  }
-  return std::nullopt;
 }
 
 void Session::send_welcome() {
@@ -142,18 +116,18 @@ void Session::enter_closing() {
   on_connection_lost();
 }
 
-void Session::on_request(Message& message, const RawFrame& frame) {
+void Session::on_request(Message& message, Carried carried) {
   // What this request writes to the store (an ack's removal, say) is durable before any later confirm of this
   // connection: "an ack is durable once a later publish on the same connection has been confirmed".
   Journal* journal = env_.core.journal();
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
-  handle_request(message, frame);
+  handle_request(message, carried);
   if (journal && journal->end_position() > log_before) own_records_end_ = journal->end_position();
 }
 
-void Session::handle_request(Message& message, const RawFrame& frame) {
+void Session::handle_request(Message& message, Carried carried) {
   std::visit(
-      [this, &frame](auto& m) {
+      [this, carried](auto& m) {
         using T = std::decay_t<decltype(m)>;
         if constexpr (std::is_same_v<T, op::Ping>) {
           out_.send(op::Pong{});
@@ -172,7 +146,7 @@ void Session::handle_request(Message& message, const RawFrame& frame) {
         } else if constexpr (std::is_same_v<T, op::Unbind>) {
           on_bind(m, false);
         } else if constexpr (std::is_same_v<T, op::Publish>) {
-          on_publish(m, frame);
+          on_publish(m, carried);
         } else if constexpr (std::is_same_v<T, op::Subscribe>) {
           on_subscribe(m);
         } else if constexpr (std::is_same_v<T, op::Unsubscribe>) {

@@ -23,6 +23,7 @@
 #include "reference-broker/config.h"
 #include "reference-broker/core.h"
 #include "reference-broker/definitions.h"
+#include "reference-broker/handshake.h"
 #include "reference-broker/permissions.h"
 #include "reference-broker/queue.h"
 
@@ -76,12 +77,17 @@ class Session : private DurabilityWaiter {
  public:
   enum class State { awaiting_hello, open, closing };
 
-  Session(SessionEnv env, Outbox& out, std::string conn_id);
+  // `conn_id` names the connection (welcome.conn_id); `hints` is what its transport learnt before hello.
+  Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
+  // A frame as the transport cut it from the wire: decoded here (a bad header is the session's to answer).
   void on_frame(const RawFrame& frame);
+  // A decoded message and its payload: the entry for everything past the framing. `header_bytes` is the encoded
+  // header's size, for the memory watermark's estimate of what a published message costs (0: unknown).
+  void on_message(Message&& message, ByteView payload, std::size_t header_bytes = 0);
   // The transport's decoder refused the bytes (always 501, fatal).
   void on_framing_error(const Error& error);
   // After a batch of frames: sends what was held back to be coalesced (confirm upto).
@@ -112,12 +118,15 @@ class Session : private DurabilityWaiter {
   };
 
   // session.cpp: lifecycle
-  void on_message(Message&& message, const RawFrame& frame);
   void on_hello(const op::Hello& hello);
   void on_close(const op::Close& close);
-  void on_request(Message& message, const RawFrame& frame);
-  void handle_request(Message& message, const RawFrame& frame);
-  Status check_hello(const op::Hello& hello) const;
+  // What a request carries besides its header: a publish's body and its header's size.
+  struct Carried {
+    ByteView payload;
+    std::size_t header_bytes;
+  };
+  void on_request(Message& message, Carried carried);
+  void handle_request(Message& message, Carried carried);
   void send_welcome();
   void fail(Error error);
   void enter_closing();
@@ -136,7 +145,7 @@ class Session : private DurabilityWaiter {
   void on_bind(const op::BindFields& r, bool bind);
 
   // session_publish.cpp
-  void on_publish(op::Publish& p, const RawFrame& frame);
+  void on_publish(op::Publish& p, Carried carried);
   void reject_publish(std::uint64_t seq, const Error& error);
   // `durable_at`: the log position the publish's records end at, 0 when it needs no disk.
   void confirm(std::uint64_t seq, std::uint64_t durable_at = 0);
@@ -162,6 +171,7 @@ class Session : private DurabilityWaiter {
   SessionEnv env_;
   Outbox& out_;
   std::string conn_id_;
+  TransportHints hints_;
   State state_ = State::awaiting_hello;
   std::uint64_t heartbeat_ = 0;
   std::string user_;

@@ -6,8 +6,8 @@
 
 namespace firemq {
 
-void Session::on_publish(op::Publish& p, const RawFrame& frame) {
-  const ByteView body = frame.payload();
+void Session::on_publish(op::Publish& p, Carried carried) {
+  const ByteView body = carried.payload;
   has_published_ = true;  // flow control pauses connections that publish
   // "seq: Client-assigned sequence number, starting at 1 and increasing by 1." A seq that does not increase
   // cannot be confirmed unambiguously by {upto}: it is nacked (docs/spec-notes.md, "seq discipline").
@@ -43,7 +43,7 @@ void Session::on_publish(op::Publish& p, const RawFrame& frame) {
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
   auto message = std::make_shared<BrokerMessage>(
       BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
-                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(message_memory_cost(frame.header().size(), body.size()))});
+                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(message_memory_cost(carried.header_bytes, body.size()))});
   std::string refused_by;
   for (Queue* queue : route->queues) {
     // "the other queues the message was routed to still get it"

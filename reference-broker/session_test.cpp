@@ -1,4 +1,4 @@
-// The session's rules with no socket: frames in, frames out.
+// The session's rules with no socket: decoded messages (or raw frames, for the decoding rules) in, frames out.
 #include "reference-broker/session.h"
 
 #include <gtest/gtest.h>
@@ -14,11 +14,6 @@ struct RecordingOutbox : Outbox {
   void send(const Message& m, ByteView) override { sent.push_back(m); }
   void close_after_flush() override { closing = true; }
 };
-
-RawFrame frame_of(const Message& m) {
-  Bytes bytes = encode_frame(m);
-  return RawFrame(Bytes(bytes.begin() + 4, bytes.end()));
-}
 
 op::Hello good_hello() {
   op::Hello h;
@@ -37,7 +32,7 @@ Definitions test_definitions() {
 
 class SessionTest : public ::testing::Test {
  protected:
-  void receive(const Message& m) { session_.on_frame(frame_of(m)); }
+  void receive(Message m, ByteView payload = {}) { session_.on_message(std::move(m), payload); }
   const op::Error& last_error() { return std::get<op::Error>(out_.sent.back()); }
 
   BrokerConfig config_;
@@ -191,7 +186,7 @@ TEST_F(SessionTest, NothingIsDeliveredAfterTheCloseReply) {
   for (int i = 0; i < 3; ++i) {
     op::Publish p;
     p.key = "q";
-    session_.on_frame(frame_of(p));
+    receive(p);
   }
   receive(op::Close{200, "bye"});
   ASSERT_TRUE(std::holds_alternative<op::Close>(out_.sent.back()));
@@ -215,10 +210,10 @@ TEST_F(SessionTest, ASeqThatDoesNotIncreaseIsRefusedWithoutASecondConfirm) {
   op::Publish p;
   p.seq = 1;
   p.key = "q";
-  session_.on_frame(frame_of(p));
+  receive(p);
   session_.flush();
   EXPECT_EQ(std::get<op::Confirm>(out_.sent.back()).upto, 1u);
-  session_.on_frame(frame_of(p));  // seq 1 again
+  receive(p);  // seq 1 again
   session_.flush();
   ASSERT_TRUE(std::holds_alternative<op::Error>(out_.sent.back()));
   EXPECT_EQ(last_error().code, 406u);

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake make pkg-config         # g++ 12, the build
   libboost-dev libboost-program-options-dev     # Boost 1.74: Asio, Beast (headers), Program_options
   libmsgpack-cxx-dev                            # MessagePack headers (depends on Boost 1.74)
-  libssl-dev openssl                            # OpenSSL for TLS; its command line makes the test certificates
+  libssl-dev openssl                            # OpenSSL for TLS; its command line makes the tests' certificates
   nlohmann-json3-dev                            # JSON for vectors, cases and reports
   libgtest-dev libgmock-dev                     # unit tests
   lcov                                          # coverage reports

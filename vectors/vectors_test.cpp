@@ -11,8 +11,8 @@
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
+#include "protocol/typed_json.h"
 #include "protocol/url.h"
-#include "vectors/typed_json.h"
 
 namespace firemq {
 namespace {

@@ -19,6 +19,8 @@
 // not yet durable may or may not hold: such a message may come back or not. Unconfirmed publishes too.
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -27,18 +29,21 @@
 #include <random>
 #include <set>
 #include <thread>
-#include <unistd.h>
+#include <variant>
 
-#include "harness/embedded_broker.h"
-#include "harness/wire.h"
-#include "protocol/messages.h"
+#include "tools/tool_client.h"
 
 namespace po = boost::program_options;
 using namespace firemq;
-using namespace firemq::conform;
+using namespace firemq::tools;
+using conform::FrameEvent;
+using conform::TimeoutEvent;
+using conform::WireEvent;
 using namespace std::chrono;
 
 namespace {
+
+const ToolClient kClient("firemq-killtest");
 
 constexpr std::uint64_t kConfirmWindow = 64;    // unconfirmed publishes a worker allows itself
 constexpr std::uint64_t kMaxPublishes = 20'000;  // per worker and round: the drain stays short
@@ -66,26 +71,20 @@ std::string body_of(const std::string& id) {
 
 std::string id_of_body(std::string_view body) { return std::string(body.substr(0, body.find(':'))); }
 
-std::unique_ptr<WireConnection> open_session(std::uint16_t port) {
-  auto wire = conform::open_session(Endpoint{"127.0.0.1", port, "guest", "guest", "/"}, "firemq-killtest",
-                                    Clock::now() + seconds(5));
-  return wire ? std::move(*wire) : nullptr;
+// The frame of publish `p` carrying message `id`: its body, and the id in its headers.
+Bytes publish_frame(op::Publish p, const std::string& id) {
+  p.headers = Map{{Value("id"), Value(id)}};
+  const std::string body = body_of(id);
+  return encode_frame(p, ByteView(reinterpret_cast<const std::uint8_t*>(body.data()), body.size()));
 }
 
-// Sends a request and waits for its reply: the ok, or nullopt (an error, or no answer).
-std::optional<op::Ok> request(WireConnection& wire, const Message& m) {
-  const auto deadline = Clock::now() + seconds(10);
-  if (!wire.send(encode_frame(m), deadline)) return std::nullopt;
-  while (true) {
-    WireEvent event = wire.receive(deadline);
-    auto* f = std::get_if<FrameEvent>(&event);
-    if (f == nullptr) return std::nullopt;
-    auto decoded = decode_frame(f->frame);
-    if (!decoded) return std::nullopt;
-    if (auto* ok = std::get_if<op::Ok>(&*decoded)) return *ok;
-    if (std::holds_alternative<op::Error>(*decoded)) return std::nullopt;
-  }
+// Whether a message taken from the queue is the one its id names, byte for byte and header for header.
+bool intact(const std::string& body, const std::string& id, const Map& headers) {
+  const Value* header_id = find(headers, "id");
+  return body == body_of(id) && header_id != nullptr && *header_id == Value(id);
 }
+
+std::unique_ptr<WireConnection> open_session(std::uint16_t port) { return kClient.connect(local_endpoint(port)); }
 
 // What one worker connection saw before the kill.
 struct WorkerLog {
@@ -115,7 +114,7 @@ class Worker {
     sub.sub = 1;
     sub.queue = queue_;
     sub.credit = kCredit;
-    const bool subscribed = request(*wire, sub).has_value();
+    const bool subscribed = kClient.request(*wire, sub).has_value();
     ++ready;
     if (!subscribed) return;
     std::bernoulli_distribution ack_it(0.5);
@@ -146,12 +145,9 @@ class Worker {
     p.key = queue_;
     p.persistent = true;
     const std::string id = id_for(p.seq);
-    p.headers = Map{{Value("id"), Value(id)}};
-    const std::string body = body_of(id);
     seq_ids_[p.seq] = id;
     log.published.insert(id);
-    return wire.send(encode_frame(p, ByteView(reinterpret_cast<const std::uint8_t*>(body.data()), body.size())),
-                     Clock::now() + seconds(5));
+    return wire.send(publish_frame(p, id), Clock::now() + seconds(5));
   }
 
   // Reads what has arrived until `until`; false once the connection is closed.
@@ -168,8 +164,7 @@ class Worker {
       } else if (auto* d = std::get_if<op::Deliver>(&*decoded)) {
         const std::string body(f->frame.payload().begin(), f->frame.payload().end());
         const std::string id = id_of_body(body);
-        const Value* header_id = find(d->headers, "id");
-        if (body != body_of(id) || header_id == nullptr || *header_id != Value(id)) ++log.header_mismatches;
+        if (!intact(body, id, d->headers)) ++log.header_mismatches;
         log.delivered[id] = d->redelivered;
         if (ack_it(rng_)) {
           // Durable once a publish sent after it (seq > seq_) is confirmed.
@@ -238,8 +233,7 @@ std::optional<std::vector<Recovered>> drain(WireConnection& wire, const std::str
       if (auto* got = std::get_if<op::GetOk>(&*decoded)) {
         const std::string body(f->frame.payload().begin(), f->frame.payload().end());
         const std::string id = id_of_body(body);
-        const Value* header_id = find(got->headers, "id");
-        out.push_back({id, got->redelivered, body == body_of(id) && header_id != nullptr && *header_id == Value(id)});
+        out.push_back({id, got->redelivered, intact(body, id, got->headers)});
       } else if (std::holds_alternative<op::Ok>(*decoded)) {
         empty = true;
       } else {
@@ -256,12 +250,8 @@ bool publish_confirmed(WireConnection& wire, const std::string& queue, const std
   p.seq = 1;
   p.key = queue;
   p.persistent = true;
-  p.headers = Map{{Value("id"), Value(id)}};
-  const std::string body = body_of(id);
   const auto deadline = Clock::now() + seconds(10);
-  if (!wire.send(encode_frame(p, ByteView(reinterpret_cast<const std::uint8_t*>(body.data()), body.size())), deadline)) {
-    return false;
-  }
+  if (!wire.send(publish_frame(p, id), deadline)) return false;
   while (true) {
     WireEvent event = wire.receive(deadline);
     auto* f = std::get_if<FrameEvent>(&event);
@@ -272,16 +262,180 @@ bool publish_confirmed(WireConnection& wire, const std::string& queue, const std
   }
 }
 
+
+// ---- one round: work, kill, restart, drain ----
+
 struct Totals {
   std::uint64_t published = 0, confirmed = 0, recovered = 0, lost = 0, duplicated = 0, phantom = 0, corrupted = 0,
                 resurrected = 0, not_redelivered = 0, acked = 0, acked_durable = 0, unconfirmed_recovered = 0,
                 queue_missing = 0;
   bool bad() const { return lost || duplicated || phantom || corrupted || resurrected || queue_missing; }
+
+  Totals& operator+=(const Totals& t) {
+    published += t.published, confirmed += t.confirmed, recovered += t.recovered, lost += t.lost;
+    duplicated += t.duplicated, phantom += t.phantom, corrupted += t.corrupted, resurrected += t.resurrected;
+    not_redelivered += t.not_redelivered, acked += t.acked, acked_durable += t.acked_durable;
+    unconfirmed_recovered += t.unconfirmed_recovered, queue_missing += t.queue_missing;
+    return *this;
+  }
 };
 
-}  // namespace
+// What the rounds carry from one to the next: every id ever published or confirmed; the ids the drains took
+// whose removal is durable (each drain ends with a confirmed publish on its connection: the marker, which the
+// next round must find, unless acked).
+struct History {
+  std::set<std::string> published_ever, confirmed_ever, drained_durably;
+  std::optional<std::string> marker;
+};
 
-int main(int argc, char** argv) {
+// What one round saw: the workers' logs, and the queue after the restart (on `reader`, still open).
+struct Round {
+  int number = 0;
+  int kill_after_ms = 0;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::unique_ptr<WireConnection> reader;
+  std::vector<Recovered> recovered;
+  bool queue_missing = false;
+};
+
+// The workers publish, consume and ack until the broker is killed, at a random moment.
+void work_until_killed(EmbeddedBroker& broker, const Options& o, const std::string& queue, std::mt19937_64& rng,
+                       Round& r) {
+  for (int w = 0; w < o.workers; ++w) r.workers.push_back(std::make_unique<Worker>(w, r.number, queue, rng()));
+  std::atomic<bool> stop{false};
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  const std::uint16_t port = broker.port();
+  for (auto& w : r.workers) threads.emplace_back([&w, &stop, &ready, port] { w->run(port, stop, ready); });
+  while (ready < o.workers) std::this_thread::sleep_for(milliseconds(1));
+  r.kill_after_ms = std::uniform_int_distribution<int>(5, std::max(5, o.max_kill_ms))(rng);
+  std::this_thread::sleep_for(milliseconds(r.kill_after_ms));
+  broker.kill();
+  for (std::thread& t : threads) t.join();
+}
+
+// Restarts the broker and takes every message from the queue (declared again when it is gone); the error
+// ends the test.
+std::optional<std::string> restart_and_drain(EmbeddedBroker& broker, const std::string& queue, Round& r) {
+  auto restarted = broker.restart(true);
+  if (!restarted) return restarted.error();
+  r.reader = open_session(broker.port());
+  if (!r.reader) return "cannot connect to the restarted broker";
+  if (!declare_durable_queue(kClient, *r.reader, queue, true)) {
+    r.queue_missing = true;
+    r.reader = open_session(broker.port());
+    if (!r.reader || !declare_durable_queue(kClient, *r.reader, queue, false)) {
+      return "the durable queue is gone and cannot be declared again";
+    }
+    return std::nullopt;
+  }
+  auto recovered = drain(*r.reader, queue);
+  if (!recovered) return "the restarted broker did not answer get";
+  r.recovered = std::move(*recovered);
+  return std::nullopt;
+}
+
+// ---- checking a round ----
+
+// What the workers of a round saw, merged with what the rounds before knew.
+struct Known {
+  std::set<std::string> published, confirmed, acked, acked_durable;
+  std::map<std::string, bool> delivered;
+};
+
+Known merge_logs(const Round& r, const History& h, Totals& t) {
+  Known k{h.published_ever, {}, {}, h.drained_durably, {}};
+  if (h.marker) k.confirmed.insert(*h.marker);
+  for (const auto& w : r.workers) {
+    k.published.insert(w->log.published.begin(), w->log.published.end());
+    k.confirmed.insert(w->log.confirmed.begin(), w->log.confirmed.end());
+    k.acked.insert(w->log.acked.begin(), w->log.acked.end());
+    k.acked_durable.insert(w->log.acked_durable.begin(), w->log.acked_durable.end());
+    k.delivered.insert(w->log.delivered.begin(), w->log.delivered.end());
+    t.corrupted += w->log.header_mismatches;
+  }
+  return k;
+}
+
+// Counts what the queue held against what was known, and names each broken promise.
+std::vector<std::string> check_recovered(const Round& r, const History& h, const Known& k, Totals& t) {
+  std::map<std::string, int> seen;
+  std::vector<std::string> violations;
+  for (const Recovered& m : r.recovered) {
+    if (++seen[m.id] == 2) {
+      ++t.duplicated;
+      violations.push_back("duplicated " + m.id);
+    }
+    if (!k.published.count(m.id)) {
+      ++t.phantom;
+      violations.push_back("phantom " + m.id);
+      continue;
+    }
+    if (!m.intact) {
+      ++t.corrupted;
+      violations.push_back("corrupted " + m.id);
+    }
+    if (k.acked_durable.count(m.id)) {
+      ++t.resurrected;
+      violations.push_back(std::string(h.drained_durably.count(m.id) ? "resurrected (taken by an earlier drain) "
+                                                                     : "resurrected (its ack was durable) ") + m.id);
+    }
+    if (!k.confirmed.count(m.id) && !h.confirmed_ever.count(m.id)) ++t.unconfirmed_recovered;
+    if (k.delivered.count(m.id) && !k.acked.count(m.id) && !m.redelivered) ++t.not_redelivered;
+  }
+  for (const std::string& id : k.confirmed) {
+    if (!k.acked.count(id) && !seen.count(id)) {
+      ++t.lost;
+      violations.push_back("lost (confirmed, never acked) " + id);
+    }
+  }
+  return violations;
+}
+
+void print_round(const Round& r, const Totals& t, std::size_t delivered, const std::vector<std::string>& violations,
+                 bool verbose) {
+  std::cout << "round " << r.number << ": killed after " << r.kill_after_ms << " ms; published " << t.published
+            << ", confirmed " << t.confirmed << ", delivered " << delivered << " (acked " << t.acked << ", "
+            << t.acked_durable << " durably); recovered " << t.recovered << " (" << t.unconfirmed_recovered
+            << " unconfirmed); lost " << t.lost << ", duplicated " << t.duplicated << ", phantom " << t.phantom
+            << ", corrupted " << t.corrupted << ", resurrected " << t.resurrected << ", not redelivered "
+            << t.not_redelivered << (t.queue_missing ? "; THE DURABLE QUEUE WAS GONE" : "") << "\n";
+  if (verbose) {
+    for (const std::string& v : violations) std::cout << "    " << v << "\n";
+  } else if (!violations.empty()) {
+    std::cout << "    first: " << violations.front() << " (--verbose names them all)\n";
+  }
+}
+
+// Checks and prints a round, and carries what it learnt into `h`.
+Totals check_round(const Round& r, History& h, bool verbose) {
+  Totals t;
+  t.queue_missing = r.queue_missing ? 1 : 0;
+  Known k = merge_logs(r, h, t);
+  const auto violations = check_recovered(r, h, k, t);
+  t.published = k.published.size() - h.published_ever.size();
+  t.confirmed = k.confirmed.size();
+  t.recovered = r.recovered.size();
+  t.acked = k.acked.size();
+  t.acked_durable = k.acked_durable.size() - h.drained_durably.size();
+  print_round(r, t, k.delivered.size(), violations, verbose);
+  h.published_ever = std::move(k.published);
+  h.confirmed_ever.insert(k.confirmed.begin(), k.confirmed.end());
+  for (const Recovered& m : r.recovered) h.drained_durably.insert(m.id);
+  return t;
+}
+
+// The drain's gets took the messages with no_ack; a confirmed publish after them on the same connection
+// makes those removals durable. That publish, the marker, must be in the queue next round.
+bool publish_marker(const Round& r, const std::string& queue, History& h) {
+  h.marker = "r" + std::to_string(r.number) + "m";
+  h.published_ever.insert(*h.marker);
+  return publish_confirmed(*r.reader, queue, *h.marker);
+}
+
+// ---- the command line ----
+
+std::variant<Options, int> parse_options(int argc, char** argv) {
   Options o;
   o.seed = static_cast<std::uint64_t>(std::random_device{}());
   po::options_description flags("firemq-killtest [flags]");
@@ -295,188 +449,55 @@ int main(int argc, char** argv) {
        "the kill comes at a random moment between 5 ms and this after the workers start")
       ("verbose,v", po::bool_switch(&o.verbose), "name every violating message id");
   po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, flags), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "firemq-killtest: " << e.what() << "\n";
-    return 2;
-  }
-  if (vm.count("help")) {
-    std::cout << flags << "\n";
-    return 0;
-  }
-  std::cout << "firemq-killtest: " << o.rounds << " rounds, " << o.workers << " workers, seed " << o.seed << "\n";
-  std::mt19937_64 rng(o.seed);
+  if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
+  return o;
+}
 
-  const auto work_dir = std::filesystem::temp_directory_path() / ("firemq-killtest-" + std::to_string(::getpid()));
+// The broker of the whole test, with the one durable queue every round uses: after the first restart it is a
+// queue the broker recovered, which its store must go on serving.
+std::unique_ptr<EmbeddedBroker> start_broker(const Options& o, const std::string& queue) {
   EmbeddedOptions eo;
   eo.broker_path = o.broker;
-  eo.work_dir = work_dir;
+  eo.work_dir = tool_work_dir(kClient.tool());
   if (!o.data_dir.empty()) eo.data_dir = o.data_dir;
   auto started = EmbeddedBroker::start(eo);
   if (!started) {
-    std::cerr << "firemq-killtest: " << started.error() << "\n";
-    return 2;
+    kClient.complain(started.error());
+    return nullptr;
   }
   std::unique_ptr<EmbeddedBroker> broker = std::move(*started);
   std::cout << "broker data dir: " << broker->data_dir().string() << ", log: " << broker->log_file().string() << "\n";
-  // One durable queue for every round: after the first restart it is a queue the broker recovered, which
-  // its store must go on serving.
-  const std::string queue = "killtest-" + std::to_string(::getpid());
-  {
-    auto setup = open_session(broker->port());
-    op::DeclareQueue declare;
-    declare.rid = 1;
-    declare.name = queue;
-    declare.durable = true;
-    if (!setup || !request(*setup, declare)) {
-      std::cerr << "firemq-killtest: cannot declare the durable queue " << queue << "\n";
-      return 2;
-    }
+  auto setup = open_session(broker->port());
+  if (!setup || !declare_durable_queue(kClient, *setup, queue, false)) {
+    kClient.complain("cannot declare the durable queue " + queue);
+    return nullptr;
   }
-  // Across rounds: every id ever published; the ids the drains took whose removal is durable (each drain ends
-  // with a confirmed publish on its connection: the marker, which the next round must find, unless acked).
-  std::set<std::string> published_ever, confirmed_ever, drained_durably;
-  std::optional<std::string> marker;
+  return broker;
+}
+
+// Every round; the totals, or nullopt when a round could not be completed (the reason printed).
+std::optional<Totals> run_rounds(const Options& o, EmbeddedBroker& broker, const std::string& queue) {
+  std::mt19937_64 rng(o.seed);
+  History history;
   Totals total;
-  for (int round = 1; round <= o.rounds; ++round) {
-    // Publish, consume and ack until the kill.
-    std::vector<std::unique_ptr<Worker>> workers;
-    for (int w = 0; w < o.workers; ++w) workers.push_back(std::make_unique<Worker>(w, round, queue, rng()));
-    std::atomic<bool> stop{false};
-    std::atomic<int> ready{0};
-    std::vector<std::thread> threads;
-    const std::uint16_t port = broker->port();
-    for (auto& w : workers) threads.emplace_back([&w, &stop, &ready, port] { w->run(port, stop, ready); });
-    while (ready < o.workers) std::this_thread::sleep_for(milliseconds(1));
-    const int kill_after = std::uniform_int_distribution<int>(5, std::max(5, o.max_kill_ms))(rng);
-    std::this_thread::sleep_for(milliseconds(kill_after));
-    broker->kill();
-    for (std::thread& t : threads) t.join();
-
-    auto restarted = broker->restart(true);
-    if (!restarted) {
-      std::cerr << "round " << round << ": " << restarted.error() << "\n";
-      return 1;
+  for (int number = 1; number <= o.rounds; ++number) {
+    Round r;
+    r.number = number;
+    work_until_killed(broker, o, queue, rng, r);
+    std::optional<std::string> error = restart_and_drain(broker, queue, r);
+    if (!error) {
+      total += check_round(r, history, o.verbose);
+      if (!publish_marker(r, queue, history)) error = "the marker publish after the drain was not confirmed";
     }
-    auto reader = open_session(broker->port());
-    op::DeclareQueue passive;
-    passive.rid = 1;
-    passive.name = queue;
-    passive.passive = true;
-    Totals t;
-    std::optional<std::vector<Recovered>> recovered;
-    if (!reader) {
-      std::cerr << "round " << round << ": cannot connect to the restarted broker\n";
-      return 1;
-    }
-    if (!request(*reader, passive)) {
-      t.queue_missing = 1;
-      reader = open_session(broker->port());
-      op::DeclareQueue declare;
-      declare.rid = 2;
-      declare.name = queue;
-      declare.durable = true;
-      if (!reader || !request(*reader, declare)) {
-        std::cerr << "round " << round << ": the durable queue is gone and cannot be declared again\n";
-        return 1;
-      }
-      recovered = std::vector<Recovered>{};
-    } else {
-      recovered = drain(*reader, queue);
-    }
-    if (!recovered) {
-      std::cerr << "round " << round << ": the restarted broker did not answer get\n";
-      return 1;
-    }
-
-    // Check.
-    std::set<std::string> published = published_ever, confirmed, acked, acked_durable = drained_durably;
-    if (marker) confirmed.insert(*marker);
-    std::map<std::string, bool> delivered;
-    for (auto& w : workers) {
-      published.insert(w->log.published.begin(), w->log.published.end());
-      confirmed.insert(w->log.confirmed.begin(), w->log.confirmed.end());
-      acked.insert(w->log.acked.begin(), w->log.acked.end());
-      acked_durable.insert(w->log.acked_durable.begin(), w->log.acked_durable.end());
-      delivered.insert(w->log.delivered.begin(), w->log.delivered.end());
-      t.corrupted += w->log.header_mismatches;
-    }
-    std::map<std::string, int> seen;
-    std::vector<std::string> violations;
-    for (const Recovered& r : *recovered) {
-      if (++seen[r.id] == 2) {
-        ++t.duplicated;
-        violations.push_back("duplicated " + r.id);
-      }
-      if (!published.count(r.id)) {
-        ++t.phantom;
-        violations.push_back("phantom " + r.id);
-        continue;
-      }
-      if (!r.intact) {
-        ++t.corrupted;
-        violations.push_back("corrupted " + r.id);
-      }
-      if (acked_durable.count(r.id)) {
-        ++t.resurrected;
-        violations.push_back(std::string(drained_durably.count(r.id) ? "resurrected (taken by an earlier drain) "
-                                                                      : "resurrected (its ack was durable) ") + r.id);
-      }
-      if (!confirmed.count(r.id) && !confirmed_ever.count(r.id)) ++t.unconfirmed_recovered;
-      auto d = delivered.find(r.id);
-      if (d != delivered.end() && !acked.count(r.id) && !r.redelivered) ++t.not_redelivered;
-    }
-    for (const std::string& id : confirmed) {
-      if (!acked.count(id) && !seen.count(id)) {
-        ++t.lost;
-        violations.push_back("lost (confirmed, never acked) " + id);
-      }
-    }
-    t.published = published.size() - published_ever.size();
-    t.confirmed = confirmed.size();
-    t.recovered = recovered->size();
-    t.acked = acked.size();
-    t.acked_durable = acked_durable.size() - drained_durably.size();
-    std::cout << "round " << round << ": killed after " << kill_after << " ms; published " << t.published
-              << ", confirmed " << t.confirmed << ", delivered " << delivered.size() << " (acked " << t.acked << ", "
-              << t.acked_durable << " durably); recovered " << t.recovered << " (" << t.unconfirmed_recovered
-              << " unconfirmed); lost " << t.lost << ", duplicated " << t.duplicated << ", phantom " << t.phantom
-              << ", corrupted " << t.corrupted << ", resurrected " << t.resurrected << ", not redelivered "
-              << t.not_redelivered << (t.queue_missing ? "; THE DURABLE QUEUE WAS GONE" : "") << "\n";
-    if (o.verbose) {
-      for (const std::string& v : violations) std::cout << "    " << v << "\n";
-    } else if (!violations.empty()) {
-      std::cout << "    first: " << violations.front() << " (--verbose names them all)\n";
-    }
-    total.published += t.published;
-    total.confirmed += t.confirmed;
-    total.recovered += t.recovered;
-    total.lost += t.lost;
-    total.duplicated += t.duplicated;
-    total.phantom += t.phantom;
-    total.corrupted += t.corrupted;
-    total.resurrected += t.resurrected;
-    total.not_redelivered += t.not_redelivered;
-    total.acked += t.acked;
-    total.acked_durable += t.acked_durable;
-    total.unconfirmed_recovered += t.unconfirmed_recovered;
-    total.queue_missing += t.queue_missing;
-
-    // The drain's gets took the messages with no_ack; a confirmed publish after them on the same connection
-    // makes those removals durable. That publish, the marker, must be in the queue next round.
-    published_ever = std::move(published);
-    confirmed_ever.insert(confirmed.begin(), confirmed.end());
-    marker = "r" + std::to_string(round) + "m";
-    published_ever.insert(*marker);
-    for (const Recovered& r : *recovered) drained_durably.insert(r.id);
-    if (!publish_confirmed(*reader, queue, *marker)) {
-      std::cerr << "round " << round << ": the marker publish after the drain was not confirmed\n";
-      return 1;
+    if (error) {
+      std::cerr << "round " << number << ": " << *error << "\n";
+      return std::nullopt;
     }
   }
-  const int status = broker->stop();
+  return total;
+}
+
+void print_summary(const Options& o, const Totals& total) {
   std::cout << "summary: " << o.rounds << " rounds (seed " << o.seed << "): published " << total.published
             << ", confirmed " << total.confirmed << ", recovered " << total.recovered << " ("
             << total.unconfirmed_recovered << " unconfirmed), acked " << total.acked << " (" << total.acked_durable
@@ -484,13 +505,29 @@ int main(int argc, char** argv) {
             << " corrupted=" << total.corrupted << " resurrected acks=" << total.resurrected
             << " queue gone=" << total.queue_missing << "; not redelivered: " << total.not_redelivered
             << " (a statistic)\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  auto parsed = parse_options(argc, argv);
+  if (auto* exit_code = std::get_if<int>(&parsed)) return *exit_code;
+  const Options& o = std::get<Options>(parsed);
+  std::cout << "firemq-killtest: " << o.rounds << " rounds, " << o.workers << " workers, seed " << o.seed << "\n";
+  const std::string queue = "killtest-" + std::to_string(::getpid());
+  auto broker = start_broker(o, queue);
+  if (!broker) return 2;
+  const std::optional<Totals> total = run_rounds(o, *broker, queue);
+  if (!total) return 1;
+  const int status = broker->stop();
+  print_summary(o, *total);
   if (status != 0) std::cout << "the broker did not exit cleanly on SIGTERM at the end (status " << status << ")\n";
-  if (total.bad()) {
+  if (total->bad()) {
     std::cout << "FAILED: the broker broke a durability promise; its log: " << broker->log_file().string() << "\n";
     return 1;
   }
   std::error_code ec;
-  if (o.data_dir.empty()) std::filesystem::remove_all(work_dir, ec);
+  if (o.data_dir.empty()) std::filesystem::remove_all(tool_work_dir(kClient.tool()), ec);
   std::cout << "ok\n";
   return status == 0 ? 0 : 1;
 }

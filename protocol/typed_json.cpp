@@ -1,4 +1,4 @@
-#include "vectors/typed_json.h"
+#include "protocol/typed_json.h"
 
 #include <cmath>
 #include <limits>

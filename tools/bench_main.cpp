@@ -7,27 +7,32 @@
 // no_ack, so the broker's work per message is route, enqueue, deliver.
 #include <boost/program_options.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <thread>
-#include <unistd.h>
 
-#include "harness/embedded_broker.h"
-#include "harness/wire.h"
-#include "protocol/messages.h"
-#include "protocol/url.h"
+#include "tools/tool_client.h"
 
 namespace po = boost::program_options;
 using namespace firemq;
-using namespace firemq::conform;
+using namespace firemq::tools;
 using namespace std::chrono;
 
 namespace {
 
+const ToolClient kClient("firemq-bench");
+
+struct Options {
+  std::string url, broker = FIREMQ_BROKER_PATH;
+  std::uint64_t count = 200'000, window = 1000;
+  std::vector<std::size_t> sizes = {16, 1024};
+  bool json = false;
+};
 
 struct Scenario {
   std::size_t body_size;
@@ -40,24 +45,7 @@ struct Figures {
   double total_seconds = 0;    // until the consumer had every message
 };
 
-// A connection after hello/welcome; nullopt (with a message on stderr) when it fails.
-std::unique_ptr<WireConnection> open(const Endpoint& e) {
-  auto wire = open_session(e, "firemq-bench", Clock::now() + seconds(5));
-  if (!wire) {
-    std::cerr << "firemq-bench: " << wire.error() << "\n";
-    return nullptr;
-  }
-  return std::move(*wire);
-}
-
-// Sends a request and waits for its ok.
-bool request(WireConnection& wire, const Message& m) {
-  const auto deadline = Clock::now() + seconds(5);
-  wire.send(encode_frame(m), deadline);
-  WireEvent ev = wire.receive(deadline);
-  auto* f = std::get_if<FrameEvent>(&ev);
-  return f != nullptr && f->frame.op() == static_cast<std::uint8_t>(OpCode::ok);
-}
+// ---- the consumer and the publisher ----
 
 void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, const std::string& queue,
              std::atomic<bool>& subscribed, Clock::time_point& done_at) {
@@ -67,13 +55,13 @@ void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, co
   sub.queue = queue;
   sub.credit = window;
   sub.no_ack = true;
-  if (!request(wire, sub)) return;
+  if (!kClient.request(wire, sub, seconds(5))) return;
   subscribed = true;
   std::uint64_t received = 0, since_top_up = 0;
   const Bytes top_up = encode_frame(op::Credit{1, window / 2});
   while (received < count) {
-    WireEvent ev = wire.receive(Clock::now() + seconds(30));
-    auto* f = std::get_if<FrameEvent>(&ev);
+    conform::WireEvent ev = wire.receive(Clock::now() + seconds(30));
+    auto* f = std::get_if<conform::FrameEvent>(&ev);
     if (f == nullptr) break;
     if (f->frame.op() != static_cast<std::uint8_t>(OpCode::deliver)) continue;
     ++received;
@@ -83,15 +71,15 @@ void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, co
     }
   }
   done_at = Clock::now();
-  if (received < count) std::cerr << "firemq-bench: consumer got " << received << " of " << count << "\n";
+  if (received < count) kClient.complain("consumer got " + std::to_string(received) + " of " + std::to_string(count));
 }
 
 // Reads confirms until at most `max_outstanding` publishes are unconfirmed.
 void await_confirms(WireConnection& wire, std::uint64_t published, std::uint64_t& confirmed,
                     std::uint64_t max_outstanding) {
   while (published - confirmed > max_outstanding) {
-    WireEvent ev = wire.receive(Clock::now() + seconds(30));
-    auto* f = std::get_if<FrameEvent>(&ev);
+    conform::WireEvent ev = wire.receive(Clock::now() + seconds(30));
+    auto* f = std::get_if<conform::FrameEvent>(&ev);
     if (f == nullptr) return;
     auto m = decode_frame(f->frame);
     if (!m || !std::holds_alternative<op::Confirm>(*m)) continue;
@@ -119,17 +107,18 @@ void publish(WireConnection& wire, const Scenario& s, std::uint64_t window, cons
   if (s.confirms) await_confirms(wire, s.count, confirmed, 0);
 }
 
-std::optional<Figures> run(const Endpoint& e, const Scenario& s, std::uint64_t window, int index) {
-  auto setup = open(e);
-  auto publisher = open(e);
-  auto consumer = open(e);
+// One scenario on a queue of its own: the consumer subscribes, then the clock starts and the publisher runs.
+std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::uint64_t window, int index) {
+  auto setup = kClient.connect(e);
+  auto publisher = kClient.connect(e);
+  auto consumer = kClient.connect(e);
   if (!setup || !publisher || !consumer) return std::nullopt;
   const std::string queue = "bench-" + std::to_string(::getpid()) + "-" + std::to_string(index);
   op::DeclareQueue declare;
   declare.rid = 1;
   declare.name = queue;
   declare.auto_delete = true;
-  if (!request(*setup, declare)) return std::nullopt;
+  if (!kClient.request(*setup, declare, seconds(5))) return std::nullopt;
   std::atomic<bool> subscribed{false};
   Clock::time_point consumed_at;
   std::thread consumer_thread(consume, std::ref(*consumer), s.count, window, queue, std::ref(subscribed),
@@ -142,72 +131,69 @@ std::optional<Figures> run(const Endpoint& e, const Scenario& s, std::uint64_t w
   return Figures{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count()};
 }
 
+// ---- the command line ----
+
+// The options, or the exit code when there is nothing to run (--help, a bad flag).
+std::variant<Options, int> parse_options(int argc, char** argv) {
+  Options o;
+  po::options_description flags("firemq-bench [flags]");
+  flags.add_options()("help,h", "print this help and exit")
+      ("url", po::value(&o.url), "the broker (fire://...); default: start the reference broker")
+      ("broker", po::value(&o.broker)->default_value(o.broker), "the reference broker executable")
+      ("count", po::value(&o.count)->default_value(o.count), "messages per scenario")
+      ("sizes", po::value(&o.sizes)->multitoken(), "body sizes in bytes (default 16 1024)")
+      ("window", po::value(&o.window)->default_value(o.window), "consumer credit, and unconfirmed publishes allowed")
+      ("json", po::bool_switch(&o.json), "print the figures as JSON");
+  po::variables_map vm;
+  if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
+  return o;
+}
+
+void print_table_head() {
+  std::cout << "  body  confirms    messages   publish msg/s   end-to-end msg/s   end-to-end MB/s\n";
+}
+
+void print_row(const Scenario& s, double publish_rate, double total_rate) {
+  std::cout << std::setw(6) << s.body_size << "  " << std::setw(8) << (s.confirms ? "yes" : "no") << "  "
+            << std::setw(10) << s.count << "  " << std::setw(14) << std::fixed << std::setprecision(0)
+            << publish_rate << "  " << std::setw(17) << total_rate << "  " << std::setw(16) << std::setprecision(1)
+            << total_rate * s.body_size / 1e6 << "\n";
+}
+
+// Every scenario (each size, without then with confirms), printed as it ends; false when one could not run.
+bool run_all(const Options& o, const Endpoint& endpoint) {
+  nlohmann::json results = nlohmann::json::array();
+  if (!o.json) print_table_head();
+  int index = 0;
+  for (std::size_t size : o.sizes) {
+    for (bool confirms : {false, true}) {
+      const Scenario s{size, confirms, o.count};
+      auto f = run_scenario(endpoint, s, o.window, ++index);
+      if (!f) return false;
+      const double publish_rate = o.count / f->publish_seconds;
+      const double total_rate = o.count / f->total_seconds;
+      results.push_back({{"body_bytes", size}, {"confirms", confirms}, {"messages", o.count},
+                         {"publish_msgs_per_s", publish_rate}, {"end_to_end_msgs_per_s", total_rate}});
+      if (!o.json) print_row(s, publish_rate, total_rate);
+    }
+  }
+  if (o.json) std::cout << results.dump(2) << "\n";
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string url, broker = FIREMQ_BROKER_PATH;
-  std::uint64_t count = 200'000, window = 1000;
-  std::vector<std::size_t> sizes = {16, 1024};
-  bool json = false;
-  po::options_description flags("firemq-bench [flags]");
-  flags.add_options()("help,h", "print this help and exit")
-      ("url", po::value(&url), "the broker (fire://...); default: start the reference broker")
-      ("broker", po::value(&broker)->default_value(broker), "the reference broker executable")
-      ("count", po::value(&count)->default_value(count), "messages per scenario")
-      ("sizes", po::value(&sizes)->multitoken(), "body sizes in bytes (default 16 1024)")
-      ("window", po::value(&window)->default_value(window), "consumer credit, and unconfirmed publishes allowed")
-      ("json", po::bool_switch(&json), "print the figures as JSON");
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, flags), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    std::cerr << "firemq-bench: " << e.what() << "\n";
+  auto parsed = parse_options(argc, argv);
+  if (auto* exit_code = std::get_if<int>(&parsed)) return *exit_code;
+  const Options& o = std::get<Options>(parsed);
+  EmbeddedOptions eo;
+  eo.broker_path = o.broker;
+  eo.work_dir = tool_work_dir(kClient.tool());
+  auto target = open_target(o.url, eo);
+  if (!target) {
+    kClient.complain(target.error());
     return 2;
   }
-  if (vm.count("help")) {
-    std::cout << flags << "\n";
-    return 0;
-  }
-  std::unique_ptr<EmbeddedBroker> embedded;
-  Endpoint endpoint{"127.0.0.1", 0, "guest", "guest", "/"};
-  if (url.empty()) {
-    EmbeddedOptions eo;
-    eo.broker_path = broker;
-    eo.work_dir = std::filesystem::temp_directory_path() / ("firemq-bench-" + std::to_string(::getpid()));
-    auto started = EmbeddedBroker::start(eo);
-    if (!started) {
-      std::cerr << "firemq-bench: " << started.error() << "\n";
-      return 2;
-    }
-    embedded = std::move(*started);
-    endpoint.port = embedded->port();
-  } else {
-    auto parsed = parse_url(url);
-    if (!parsed || parsed->tls || parsed->websocket) {
-      std::cerr << "firemq-bench: --url must be a fire:// URL\n";
-      return 2;
-    }
-    endpoint = {parsed->host, parsed->port, parsed->user, parsed->password, parsed->vhost};
-  }
-  nlohmann::json results = nlohmann::json::array();
-  if (!json) std::cout << "  body  confirms    messages   publish msg/s   end-to-end msg/s   end-to-end MB/s\n";
-  int index = 0;
-  for (std::size_t size : sizes) {
-    for (bool confirms : {false, true}) {
-      auto f = run(endpoint, Scenario{size, confirms, count}, window, ++index);
-      if (!f) return 1;
-      const double publish_rate = count / f->publish_seconds;
-      const double total_rate = count / f->total_seconds;
-      results.push_back({{"body_bytes", size}, {"confirms", confirms}, {"messages", count},
-                         {"publish_msgs_per_s", publish_rate}, {"end_to_end_msgs_per_s", total_rate}});
-      if (!json) {
-        std::cout << std::setw(6) << size << "  " << std::setw(8) << (confirms ? "yes" : "no") << "  " << std::setw(10) << count
-                  << "  " << std::setw(14) << std::fixed << std::setprecision(0) << publish_rate << "  " << std::setw(17)
-                  << total_rate << "  " << std::setw(16) << std::setprecision(1) << total_rate * size / 1e6 << "\n";
-      }
-    }
-  }
-  if (json) std::cout << results.dump(2) << "\n";
-  return 0;
+  return run_all(o, target->endpoint) ? 0 : 1;
 }
