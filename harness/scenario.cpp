@@ -122,6 +122,25 @@ bool bool_field(const Value& header, const char* key) {
   return v && v->is<bool>() && *v->get_if<bool>();
 }
 
+// ws_send's "frames": each {op, header, payload} framed for WebSocket (without len), all in one message, which
+// is what the spec rules out ("one binary WebSocket message per frame"). `what` describes them.
+Result<Bytes, std::string> frames_in_one_message(const Json& frames, std::string& what) {
+  Bytes message;
+  for (const Json& f : frames) {
+    const auto op = op_code(f.at("op"));
+    if (!op) return "unknown op " + f.at("op").dump();
+    auto header = value_from_typed_json(f.value("header", Json::object()));
+    if (!header || !header->is<Map>()) return std::string("a frame's header must be a typed-JSON object");
+    Bytes encoded;
+    encode_value(*header, encoded);
+    const Bytes one = frame_message(*op, encoded, payload_of(f));
+    message.insert(message.end(), one.begin(), one.end());
+    what += (what.empty() ? "" : " + ") + op_label(*op) + " " + header_text(encoded);
+  }
+  what = "one binary message of " + std::to_string(frames.size()) + " frames: " + what;
+  return message;
+}
+
 // Adds an unknown key ("x-pad", a str) to `header` so that the frame of `op` with it and `payload` is exactly
 // `size` bytes (4 + len). Unknown keys are ignored by receivers, so the frame means the same.
 Result<Bytes, std::string> padded_frame(std::uint8_t op, Map header, ByteView payload, std::size_t size) {
@@ -703,20 +722,9 @@ StepOutcome Scenario::step_ws_send(const Json& args) {
     what = std::string(binary ? "binary" : "text") + " message " + to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64)));
     ok = wire.ws_send_message(binary ? WsOpcode::binary : WsOpcode::text, *bytes, fragments, deadline);
   } else if (args.contains("frames")) {
-    Bytes message;
-    for (const Json& f : args.at("frames")) {
-      const auto op = op_code(f.at("op"));
-      if (!op) return StepOutcome::error("ws_send: unknown op " + f.at("op").dump());
-      auto header = value_from_typed_json(f.value("header", Json::object()));
-      if (!header || !header->is<Map>()) return StepOutcome::error("ws_send: a frame's header must be a typed-JSON object");
-      Bytes encoded;
-      encode_value(*header, encoded);
-      const Bytes one = frame_message(*op, encoded, payload_of(f));
-      message.insert(message.end(), one.begin(), one.end());
-      what += (what.empty() ? "" : " + ") + op_label(*op) + " " + header_text(encoded);
-    }
-    what = "one binary message of " + std::to_string(args.at("frames").size()) + " frames: " + what;
-    ok = wire.ws_send_message(WsOpcode::binary, message, fragments, deadline);
+    auto message = frames_in_one_message(args.at("frames"), what);
+    if (!message) return StepOutcome::error("ws_send: " + message.error());
+    ok = wire.ws_send_message(WsOpcode::binary, *message, fragments, deadline);
   } else if (args.contains("ping")) {
     auto bytes = from_hex(args.at("ping").get<std::string>());
     if (!bytes) return StepOutcome::error("ws_send: \"ping\" is not hex");
