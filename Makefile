@@ -1,5 +1,6 @@
 # The project's entry points. Every target that builds first installs the Debian packages that are missing.
-#   make conform the conformance suite against the reference broker; reports under reports/
+#   make conform the conformance suite against the reference broker, over each transport (fire, fires, ws,
+#                wss); reports under reports/
 #   make test    everything CI runs: unit tests, vector checks, the conformance suite and its fault check,
 #                fuzz corpus replay and short fuzz runs
 #   make fuzz    every fuzz target for FUZZ_SECONDS each (default 600)
@@ -25,7 +26,7 @@ build: deps
 
 # CONFORM_ARGS passes flags through, e.g. make conform CONFORM_ARGS="--group framing -v"
 conform: build
-	$(BUILD)/harness/firemq-conform --reports reports $(CONFORM_ARGS)
+	$(BUILD)/harness/firemq-conform --transport all --reports reports $(CONFORM_ARGS)
 
 unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)

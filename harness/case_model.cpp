@@ -65,6 +65,15 @@ Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group
   c.timeout_ms = j.value("timeout_ms", 10'000);
   c.broker_args = strings(j, "broker_args");
   c.own_broker = j.contains("broker_args");
+  if (j.contains("transports")) {
+    c.transports.clear();
+    for (const std::string& name : strings(j, "transports")) {
+      const auto t = transport_from_name(name);
+      if (!t) return c.id + ": unknown transport \"" + name + "\" (fire, fires, ws, wss)";
+      c.transports.insert(*t);
+    }
+    if (c.transports.empty()) return c.id + ": \"transports\" lists none";
+  }
   c.steps = j.at("steps");
   if (std::string bad = check_steps(c.steps); !bad.empty()) return c.id + ": " + bad;
   // A case that restarts its broker must say so, so that it runs alone and is skipped where no restart exists.

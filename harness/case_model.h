@@ -5,10 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "harness/run_result.h"
+#include "harness/transport.h"
 #include "protocol/error.h"
 
 namespace firemq::conform {
@@ -28,6 +30,10 @@ struct CaseSpec {
   // alone (flow control needs a small watermark). Against a --url target such a case is skipped.
   std::vector<std::string> broker_args;
   bool own_broker = false;  // "broker_args" is present, even empty
+  // The transports the case means something on ("transports"; default all four): a case about the TCP
+  // framing's bytes (the preamble, len arithmetic) is stream-only, one about WebSocket messages is ws-only.
+  // Over another transport it is skipped.
+  std::set<Transport> transports{kAllTransports.begin(), kAllTransports.end()};
   nlohmann::json steps;  // validated by load_cases: every step is one known verb with an object
   std::string file;      // where the case is defined, for error messages
 };

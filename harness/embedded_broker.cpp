@@ -24,13 +24,34 @@ using namespace std::chrono;
 // exits at start is noticed at once, so this only bounds one that hangs.
 constexpr auto kStartTimeout = seconds(60);
 
-// The port the broker wrote, or 0 while the file is not there yet.
-std::uint16_t read_port(const std::filesystem::path& file) {
+// The ports the broker wrote ({"fire": P, "fires": P, "ws": P, "wss": P}, the listeners that are on), or
+// nothing while the file is not there yet or lacks one of `wanted`.
+std::map<Transport, std::uint16_t> read_ports(const std::filesystem::path& file, const std::set<Transport>& wanted) {
   std::ifstream in(file);
-  if (!in) return 0;
+  if (!in) return {};
   auto json = nlohmann::json::parse(in, nullptr, false);
-  if (json.is_discarded() || !json.contains("fire")) return 0;
-  return json.at("fire").get<std::uint16_t>();
+  std::map<Transport, std::uint16_t> ports;
+  for (Transport t : wanted) {
+    const std::string name(transport_name(t));
+    if (json.is_discarded() || !json.contains(name) || !json.at(name).is_number_unsigned()) return {};
+    ports[t] = json.at(name).get<std::uint16_t>();
+  }
+  return ports;
+}
+
+// The broker's flag for each listener.
+const char* port_flag(Transport t) {
+  switch (t) {
+    case Transport::fire:
+      return "--port";
+    case Transport::fires:
+      return "--tls-port";
+    case Transport::ws:
+      return "--ws-port";
+    case Transport::wss:
+      return "--wss-port";
+  }
+  return "--port";
 }
 
 bool exited(pid_t pid, int& status) { return ::waitpid(pid, &status, WNOHANG) == pid; }
@@ -61,8 +82,11 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
                                    "--port-file", (options.work_dir / "ports.json").string(),
                                    "--data-dir", data_dir.string()};
   if (!options.definitions_file.empty()) args.insert(args.end(), {"--definitions", options.definitions_file});
+  const bool tls = options.listeners.count(Transport::fires) || options.listeners.count(Transport::wss);
+  if (tls && (options.tls_cert.empty() || options.tls_key.empty())) return std::string("fires and wss need a certificate");
+  if (tls) args.insert(args.end(), {"--tls-cert", options.tls_cert.string(), "--tls-key", options.tls_key.string()});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir));
+  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir, options.listeners));
   auto spawned = broker->spawn(options.keep_work_dir);
   if (!spawned) return spawned.error();
   return broker;
@@ -72,9 +96,9 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
   const auto port_file = work_dir_ / "ports.json";
   std::error_code ec;
   std::filesystem::remove(port_file, ec);
-  // The first start takes a free port (0); a restart asks for the same one again.
   std::vector<std::string> args = args_;
-  args.insert(args.begin() + 1, {"--port", std::to_string(port_), "--ws-port", "off"});
+  const std::vector<std::string> ports = port_flags();
+  args.insert(args.begin() + 1, ports.begin(), ports.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -95,9 +119,9 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
 
     bool gone = false;
     while (steady_clock::now() < deadline) {
-      if (const std::uint16_t port = read_port(port_file)) {
+      if (auto reported = read_ports(port_file, listeners_); !reported.empty()) {
         pid_ = pid;
-        port_ = port;
+        ports_ = std::move(reported);
         return true;
       }
       int status = 0;
@@ -114,9 +138,9 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
     }
     // On a restart the old port may still be held for a moment (a socket of the killed process being torn
     // down): try again until the deadline. A first start that exits has a reason in its log.
-    if (port_ == 0 || steady_clock::now() >= deadline) {
-      return std::string(port_ == 0 ? "the reference broker exited at start:\n"
-                                    : "the reference broker exited at restart on port " + std::to_string(port_) + ":\n") +
+    if (ports_.empty() || steady_clock::now() >= deadline) {
+      return std::string(ports_.empty() ? "the reference broker exited at start:\n"
+                                        : "the reference broker exited at restart on port " + std::to_string(port()) + ":\n") +
              tail_of(log_);
     }
     append_line(log_, "--- firemq-conform: the broker exited at restart; starting it again ---");
@@ -163,7 +187,18 @@ Result<EmbeddedBroker::Restarted, std::string> EmbeddedBroker::restart(bool kill
   append_line(log_, "--- firemq-conform: restart (" + what + "); the restarted broker's log follows ---");
   auto spawned = spawn(true);
   if (!spawned) return "after the broker " + what + ", it did not come back: " + spawned.error();
-  return Restarted{status, what + "; started again on port " + std::to_string(port_)};
+  return Restarted{status, what + "; started again on port " + std::to_string(port())};
+}
+
+// Every listener's flag, so that none starts on its default port beside a parallel broker: the ones asked
+// for on their port (0, a free one, at the first start; the same again at a restart), the others off.
+std::vector<std::string> EmbeddedBroker::port_flags() const {
+  std::vector<std::string> flags;
+  for (Transport t : kAllTransports) {
+    flags.push_back(port_flag(t));
+    flags.push_back(listeners_.count(t) ? std::to_string(port(t)) : "off");
+  }
+  return flags;
 }
 
 EmbeddedBroker::~EmbeddedBroker() { stop(); }

@@ -1,6 +1,7 @@
-// The reference broker as a child process, for runs without --url: started on a free port with a fresh
-// working directory, stopped with SIGTERM (SIGKILL if it does not exit) when the run ends. It keeps its
-// durable state in <work_dir>/data, so that restart() brings it back with what it stored.
+// The reference broker as a child process, for runs without --url: started on free ports (one per listener
+// asked for: fire, fires, ws, wss) with a fresh working directory, stopped with SIGTERM (SIGKILL if it does
+// not exit) when the run ends. It keeps its durable state in <work_dir>/data, so that restart() brings it back
+// with what it stored, on the same ports.
 #pragma once
 
 #include <sys/types.h>
@@ -8,10 +9,13 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "harness/transport.h"
 #include "protocol/error.h"
 
 namespace firemq::conform {
@@ -23,6 +27,10 @@ struct EmbeddedOptions {
   std::vector<std::string> extra_args;
   bool keep_work_dir = false;              // reuse what is there (the data dir of an earlier run) instead
   std::filesystem::path data_dir;          // the broker's --data-dir; empty: <work_dir>/data
+  // The listeners to start; the others are off. fires and wss need tls_cert and tls_key
+  // (test_certificates.h makes a pair).
+  std::set<Transport> listeners = {Transport::fire};
+  std::filesystem::path tls_cert, tls_key;
 };
 
 class EmbeddedBroker {
@@ -32,7 +40,12 @@ class EmbeddedBroker {
   static Result<std::unique_ptr<EmbeddedBroker>, std::string> start(const EmbeddedOptions& options);
   ~EmbeddedBroker();
 
-  std::uint16_t port() const { return port_; }
+  std::uint16_t port() const { return port(Transport::fire); }
+  // The listener's port; 0 when it was not asked for.
+  std::uint16_t port(Transport t) const {
+    auto it = ports_.find(t);
+    return it == ports_.end() ? 0 : it->second;
+  }
   const std::filesystem::path& log_file() const { return log_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
   bool running() const { return pid_ > 0; }
@@ -51,17 +64,22 @@ class EmbeddedBroker {
   Result<Restarted, std::string> restart(bool kill, const std::function<void()>& signalled = {});
 
  private:
-  EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir, std::filesystem::path data_dir)
-      : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"), data_dir_(std::move(data_dir)) {}
-  // Spawns the broker with args_ (port_ as --port) and waits until it reports its port.
+  EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir, std::filesystem::path data_dir,
+                 std::set<Transport> listeners)
+      : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"),
+        data_dir_(std::move(data_dir)), listeners_(std::move(listeners)) {}
+  // Spawns the broker with args_ (and each listener's port: ports_, or 0 the first time) and waits until it
+  // reports them.
   Result<bool, std::string> spawn(bool append_log);
+  std::vector<std::string> port_flags() const;
 
-  std::vector<std::string> args_;  // every flag but --port's value
+  std::vector<std::string> args_;  // every flag but the ports
   std::filesystem::path work_dir_;
   std::filesystem::path log_;
   std::filesystem::path data_dir_;
+  std::set<Transport> listeners_;
   pid_t pid_ = 0;
-  std::uint16_t port_ = 0;  // 0 until the first start reports it; then kept across restarts
+  std::map<Transport, std::uint16_t> ports_;  // empty until the first start reports them; then kept across restarts
 };
 
 std::string tail_of(const std::filesystem::path& file, std::size_t max_bytes = 2000);

@@ -21,6 +21,7 @@
 #include "harness/fault_proxy.h"
 #include "harness/reports.h"
 #include "harness/runner.h"
+#include "harness/test_certificates.h"
 #include "protocol/url.h"
 
 namespace po = boost::program_options;
@@ -43,6 +44,9 @@ struct Options {
   std::string fault;
   std::string fault_check;
   std::string restart_command;
+  std::string transport = "fire";  // fire, fires, ws, wss or all (the embedded broker); a --url's own scheme
+  std::string ca_file;
+  bool insecure = false;
   std::vector<std::string> ids, groups, tags, levels, features;
   int jobs = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   bool list = false, dryrun = false, verbose = false;
@@ -52,8 +56,15 @@ po::options_description describe_flags(Options& o) {
   po::options_description flags("firemq-conform [flags] [CASE-ID-GLOB ...]");
   flags.add_options()
       ("help,h", "print this help and exit")
-      ("url", po::value(&o.url), "the broker to test: fire://user:pass@host:port/vhost; default: start the "
-                                 "reference broker on a free port")
+      ("url", po::value(&o.url), "the broker to test: fire://user:pass@host:port/vhost, fires://..., "
+                                 "ws://user:pass@host:port/fire?vhost=v or wss://...; default: start the reference "
+                                 "broker on free ports")
+      ("transport", po::value(&o.transport)->default_value(o.transport),
+       "without --url: the reference broker's listener the cases run over: fire, fires, ws, wss, or all (the "
+       "whole selection once per transport); with --url the URL's scheme decides")
+      ("ca-file", po::value(&o.ca_file), "fires and wss: trust the CA certificates of this PEM file instead of "
+                                         "the system's store")
+      ("insecure", po::bool_switch(&o.insecure), "fires and wss: do not check the broker's certificate or name")
       ("features", po::value(&o.features)->multitoken(),
        "features the --url target has (e.g. conform-definitions); cases needing others are skipped")
       ("restart-command", po::value(&o.restart_command),
@@ -124,7 +135,7 @@ void print_progress(const CaseResult& r, std::size_t done, std::size_t total, bo
   const bool bad = r.verdict == Verdict::fail || r.verdict == Verdict::error || r.verdict == Verdict::unexpected_pass;
   if (tty) std::cerr << "\r\033[K";
   if (bad) {
-    std::cerr << verdict_name(r.verdict) << " " << r.id << ": " << r.message << "\n";
+    std::cerr << verdict_name(r.verdict) << " " << r.id << " [" << r.transport << "]: " << r.message << "\n";
     if (verbose) {
       for (const TranscriptLine& line : r.transcript) {
         std::cerr << "    " << std::fixed << std::setprecision(1) << line.at_ms << " ms  " << line.connection << " "
@@ -148,46 +159,87 @@ Target through_proxy(const Target& target, const FaultProxy& proxy, const Fault&
   return t;
 }
 
+// The transports --transport names: one, or all four.
+std::vector<Transport> transports_named(const std::string& name) {
+  if (name == "all") return {kAllTransports.begin(), kAllTransports.end()};
+  if (auto t = transport_from_name(name)) return {*t};
+  return {};
+}
+
+std::string url_of(Transport t, std::uint16_t port) {
+  return std::string(transport_name(t)) + "://127.0.0.1:" + std::to_string(port) + (is_websocket(t) ? "/fire" : "/");
+}
+
+// The reference broker with a listener for each transport of the run, and a target for each.
 struct Embedded {
   std::unique_ptr<EmbeddedBroker> broker;
-  Target target;
+  std::optional<TestCertificates> certificates;  // when a TLS transport runs: the throwaway CA and its server
+  std::vector<Target> targets;
 };
 
-std::optional<Embedded> start_embedded(const Options& o, const std::string& run_id) {
+std::optional<Embedded> start_embedded(const Options& o, const std::string& run_id, const std::vector<Transport>& transports) {
+  Embedded e;
   EmbeddedOptions eo;
   eo.broker_path = o.broker;
   eo.definitions_file = (fs::path(o.conformance_dir) / "definitions.json").string();
   eo.work_dir = fs::temp_directory_path() / ("firemq-conform-" + run_id);
+  eo.listeners = {transports.begin(), transports.end()};
+  if (std::any_of(transports.begin(), transports.end(), uses_tls)) {
+    // Beside the broker's work dir, which every start makes afresh.
+    auto certificates = make_test_certificates(fs::temp_directory_path() / ("firemq-conform-" + run_id + "-tls"));
+    if (!certificates) {
+      std::cerr << "firemq-conform: cannot make the TLS certificates: " << certificates.error() << "\n";
+      return std::nullopt;
+    }
+    e.certificates = *certificates;
+    eo.tls_cert = certificates->cert_file;
+    eo.tls_key = certificates->key_file;
+  }
   auto broker = EmbeddedBroker::start(eo);
   if (!broker) {
     std::cerr << "firemq-conform: " << broker.error() << "\n";
     return std::nullopt;
   }
-  Target t;
-  t.host = "127.0.0.1";
-  t.port = (*broker)->port();
-  t.user = "guest";
-  t.password = "guest";
-  t.vhost = "/";
-  t.description = "embedded reference broker (fire://127.0.0.1:" + std::to_string(t.port) + "/)";
-  // The embedded broker loads conformance/definitions.json, and the harness can restart it (each case that
-  // restarts its broker gets one of its own).
-  t.features = {"conform-definitions", "restart"};
-  return Embedded{std::move(*broker), t};
+  e.broker = std::move(*broker);
+  for (Transport transport : transports) {
+    Target t;
+    t.transport = transport;
+    t.host = "127.0.0.1";
+    t.port = e.broker->port(transport);
+    t.user = "guest";
+    t.password = "guest";
+    t.vhost = "/";
+    if (e.certificates) t.tls.ca_file = e.certificates->ca_file.string();  // the throwaway CA, and nothing else
+    t.description = "embedded reference broker (" + url_of(transport, t.port) + ")";
+    // The embedded broker loads conformance/definitions.json, and the harness can restart it (each case that
+    // restarts its broker gets one of its own).
+    t.features = {"conform-definitions", "restart"};
+    e.targets.push_back(t);
+  }
+  return e;
 }
 
-std::optional<Target> target_from_url(const Options& o) {
+std::optional<Target> target_from_url(const Options& o, bool transport_given) {
   auto url = firemq::parse_url(o.url);
   if (!url) {
     std::cerr << "firemq-conform: --url " << o.url << ": " << url.error() << "\n";
     return std::nullopt;
   }
-  if (url->tls || url->websocket) {
-    std::cerr << "firemq-conform: --url " << o.url << ": this harness speaks fire:// only so far; fires://, ws:// "
-              << "and wss:// arrive with their transports\n";
+  if (transport_given && o.transport != url->scheme) {
+    std::cerr << "firemq-conform: --transport " << o.transport << " with --url " << url->scheme
+              << "://...: the URL's scheme is the transport (test each transport with its own URL)\n";
     return std::nullopt;
   }
-  Target t{o.url, url->host, url->port, url->user, url->password, url->vhost, {}};
+  Target t;
+  t.description = o.url;
+  t.transport = *transport_from_name(url->scheme);
+  t.host = url->host;
+  t.port = url->port;
+  t.user = url->user;
+  t.password = url->password;
+  t.vhost = url->vhost;
+  if (url->websocket) t.ws_path = url->path;
+  t.tls = {o.ca_file, o.insecure};
   for (const std::string& f : o.features) {
     if (f == "restart") {
       std::cerr << "firemq-conform: the feature restart comes with --restart-command, not --features\n";
@@ -201,7 +253,7 @@ std::optional<Target> target_from_url(const Options& o) {
 
 RunResult run_once(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
                    const Target& target, const std::string& run_id, const std::vector<std::string>& known,
-                   bool quiet, const Fault* fault = nullptr) {
+                   bool quiet, const Fault* fault = nullptr, const TestCertificates* certificates = nullptr) {
   RunResult result;
   result.run_id = run_id;
   result.started_at = iso_now();
@@ -227,13 +279,19 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
   ro.run_id = run_id.substr(run_id.rfind('-') + 1) + "-" + std::to_string(++runs);
   if (!quiet) ro.on_case_done = [&](const CaseResult& r, std::size_t d, std::size_t n) { print_progress(r, d, n, o.verbose); };
   if (o.url.empty()) {
-    ro.start_broker = [&o, run_id](const std::vector<std::string>& args) {
+    // A case's own broker listens on the run's transport only, with the run's certificate.
+    ro.start_broker = [&o, run_id, transport = target.transport, certificates](const std::vector<std::string>& args) {
       static std::atomic<int> own_brokers{0};
       EmbeddedOptions eo;
       eo.broker_path = o.broker;
       eo.definitions_file = (fs::path(o.conformance_dir) / "definitions.json").string();
       eo.work_dir = fs::temp_directory_path() / ("firemq-conform-" + run_id + "-own-" + std::to_string(++own_brokers));
       eo.extra_args = args;
+      eo.listeners = {transport};
+      if (certificates != nullptr) {
+        eo.tls_cert = certificates->cert_file;
+        eo.tls_key = certificates->key_file;
+      }
       return EmbeddedBroker::start(eo);
     };
   }
@@ -253,6 +311,39 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
   result.cases = run_cases(selected, target, *server, ro);
   result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   return result;
+}
+
+// One run's data from a run per transport: every case once per transport, its title saying which (the
+// report writers show titles; CaseResult::transport has it as data).
+RunResult combine_runs(const std::vector<RunResult>& runs) {
+  if (runs.size() == 1) return runs.front();
+  RunResult all = runs.front();
+  all.cases.clear();
+  all.duration_ms = 0;
+  all.target.clear();
+  for (const RunResult& run : runs) {
+    all.target += (all.target.empty() ? "" : "; ") + run.target;
+    all.duration_ms += run.duration_ms;
+    for (CaseResult c : run.cases) {
+      c.title = "[" + c.transport + "] " + c.title;
+      all.cases.push_back(std::move(c));
+    }
+  }
+  return all;
+}
+
+std::string per_transport_summary(const std::vector<RunResult>& runs) {
+  std::ostringstream out;
+  for (const RunResult& run : runs) {
+    const std::string transport = run.cases.empty() ? run.target : run.cases.front().transport;
+    out << std::left << std::setw(6) << transport;
+    if (run.cases.empty()) out << "  not reached";
+    for (const auto& [verdict, n] : run.counts()) {
+      if (n > 0 || verdict == Verdict::pass || verdict == Verdict::fail) out << "  " << n << " " << verdict_name(verdict);
+    }
+    out << (run.passed() ? "  PASSED" : "  FAILED") << "\n";
+  }
+  return out.str();
 }
 
 bool write_all_reports(const RunResult& result, const std::string& reports_dir) {
@@ -372,19 +463,29 @@ int main(int argc, char** argv) {
                  "harness\n";
     return kExitUsage;
   }
+  const std::vector<Transport> transports = transports_named(o.transport);
+  if (transports.empty()) {
+    std::cerr << "firemq-conform: --transport " << o.transport << ": one of fire, fires, ws, wss, all\n";
+    return kExitUsage;
+  }
   const std::string run_id = run_id_now();
   std::optional<Embedded> embedded;
-  Target target;
+  std::vector<Target> targets;
   if (o.url.empty()) {
-    embedded = start_embedded(o, run_id);
+    embedded = start_embedded(o, run_id, transports);
     if (!embedded) return kExitUsage;
-    target = embedded->target;
+    targets = embedded->targets;
   } else {
-    auto t = target_from_url(o);
+    auto t = target_from_url(o, !vm["transport"].defaulted());
     if (!t) return kExitUsage;
-    target = *t;
+    targets = {*t};
   }
-  if (!o.fault_check.empty()) return run_fault_check(o, *suite, selected, target, run_id);
+  const bool altered = !o.fault_check.empty() || !o.fault.empty();
+  if (altered && (targets.size() != 1 || targets.front().transport != Transport::fire)) {
+    std::cerr << "firemq-conform: --fault and --fault-check alter frames of the TCP framing: fire:// only\n";
+    return kExitUsage;
+  }
+  if (!o.fault_check.empty()) return run_fault_check(o, *suite, selected, targets.front(), run_id);
 
   std::unique_ptr<FaultProxy> proxy;
   const Fault* fault = nullptr;
@@ -396,13 +497,19 @@ int main(int argc, char** argv) {
       std::cerr << "\n";
       return kExitUsage;
     }
-    auto started = FaultProxy::start(*fault, target.host, target.port);
+    auto started = FaultProxy::start(*fault, targets.front().host, targets.front().port);
     if (!started) return kExitUsage;
     proxy = std::move(*started);
-    target = through_proxy(target, *proxy, *fault);
+    targets.front() = through_proxy(targets.front(), *proxy, *fault);
   }
 
-  RunResult result = run_once(o, *suite, selected, target, run_id, known, false, fault);
+  const TestCertificates* certificates = embedded && embedded->certificates ? &*embedded->certificates : nullptr;
+  std::vector<RunResult> runs;
+  for (const Target& target : targets) {
+    if (targets.size() > 1) std::cerr << "firemq-conform: over " << transport_name(target.transport) << ": " << target.description << "\n";
+    runs.push_back(run_once(o, *suite, selected, target, run_id, known, false, fault, certificates));
+  }
+  RunResult result = combine_runs(runs);
   std::ostringstream command;
   for (int i = 0; i < argc; ++i) command << (i ? " " : "") << argv[i];
   result.command_line = command.str();
@@ -418,7 +525,10 @@ int main(int argc, char** argv) {
     }
   }
   std::cout << console_summary(result);
+  if (runs.size() > 1) std::cout << per_transport_summary(runs);
   const bool written = write_all_reports(result, o.reports_dir);
-  if (result.cases.empty()) return kExitUsage;  // the target could not be reached: run_once said why
+  // A target that could not be reached ran no case: run_once said why.
+  const bool all_reached = std::none_of(runs.begin(), runs.end(), [](const RunResult& r) { return r.cases.empty(); });
+  if (!all_reached) return kExitUsage;
   return result.passed() && broker_ok && written ? kExitPassed : kExitFailed;
 }

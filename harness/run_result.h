@@ -52,6 +52,7 @@ struct CaseResult {
   std::string failed_step_text;       // that step as JSON
   double duration_ms = 0;
   std::vector<TranscriptLine> transcript;
+  std::string transport;              // the transport the case ran over: "fire", "fires", "ws" or "wss"
 };
 
 struct Requirement {

@@ -26,7 +26,17 @@ bool any_glob(const std::vector<std::string>& globs, const std::string& id) {
   return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) { return glob_match(g, id); });
 }
 
+std::string transports_text(const std::set<Transport>& transports) {
+  std::string out;
+  for (Transport t : transports) out += (out.empty() ? "" : ", ") + std::string(transport_name(t));
+  return out;
+}
+
 std::string missing_requirement(const CaseSpec& spec, const Target& target, const ServerInfo& server) {
+  if (!spec.transports.count(target.transport)) {
+    return "runs over " + transports_text(spec.transports) + " only; this run is over " +
+           std::string(transport_name(target.transport));
+  }
   for (const std::string& f : spec.required_features) {
     if (f == "restart" && !target.features.count(f)) {
       return "restarts the broker: pass --restart-command CMD, a command that restarts the target (README, "
@@ -74,7 +84,7 @@ CaseResult run_on_own_broker(const CaseSpec& spec, const Target& target, const R
     return r;
   }
   Target own = target;
-  own.port = (*broker)->port();
+  own.port = (*broker)->port(target.transport);
   own.description = "the case's own reference broker";
   const std::shared_ptr<void> proxy = options.through ? options.through(own) : nullptr;
   Scenario scenario(spec, own, prefix);
@@ -190,14 +200,14 @@ Result<std::vector<std::string>, std::string> load_known_failures(const std::str
 Result<ServerInfo, std::string> probe_server(const Target& target) {
   WireConnection wire;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
-  auto connected = wire.connect(target.host, target.port, deadline);
-  if (!connected) return connected.error();
+  auto connected = wire.connect(target.address(), deadline);
+  if (!connected) return connected.error().message;
   op::Hello hello;
   hello.ver = 1;
   hello.vhost = target.vhost;
   hello.auth = {"plain", target.user, target.password};
   hello.client = Map{{Value("name"), Value("firemq-conform")}, {Value("purpose"), Value("probe")}};
-  Bytes bytes(kPreamble.begin(), kPreamble.end());
+  Bytes bytes(kPreamble.begin(), kPreamble.end());  // dropped on WebSocket, with the len of the frame
   const Bytes frame = encode_frame(hello);
   bytes.insert(bytes.end(), frame.begin(), frame.end());
   wire.send(bytes, deadline);
@@ -240,6 +250,7 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
       r = scenario.run();
     }
     apply_known_failures(r, options.known_failures);
+    r.transport = transport_name(target.transport);
     results[i] = std::move(r);
     std::lock_guard lock(progress);
     ++done;

@@ -83,6 +83,21 @@ std::string join_codes(const std::vector<std::uint64_t>& codes) {
   return out;
 }
 
+// expect_close's "ws_close_code" (a code or a list): on a WebSocket connection, the broker's close frame must
+// carry one of them. The TCP and TLS framings have no such code: there the argument is not checked.
+StepOutcome check_ws_close_code(Scenario::Conn& c, const Scenario::Received& r, const Json& args) {
+  if (!args.contains("ws_close_code") || !is_websocket(c.wire.transport())) return StepOutcome::ok();
+  const std::vector<std::uint64_t> codes = codes_of(args.at("ws_close_code"));
+  if (!r.ws_close_code) {
+    return StepOutcome::fail("expected a WebSocket close " + join_codes(codes) + ", the connection closed without one (" +
+                             r.detail + ")");
+  }
+  if (std::find(codes.begin(), codes.end(), *r.ws_close_code) == codes.end()) {
+    return StepOutcome::fail("expected a WebSocket close " + join_codes(codes) + ", got " + r.detail);
+  }
+  return StepOutcome::ok();
+}
+
 Bytes payload_of(const Json& args) {
   if (!args.contains("payload")) return {};
   const Json& p = args.at("payload");
@@ -105,6 +120,25 @@ bool bool_field(const Value& header, const char* key) {
   const auto* map = header.get_if<Map>();
   const Value* v = map ? find(*map, key) : nullptr;
   return v && v->is<bool>() && *v->get_if<bool>();
+}
+
+// ws_send's "frames": each {op, header, payload} framed for WebSocket (without len), all in one message, which
+// is what the spec rules out ("one binary WebSocket message per frame"). `what` describes them.
+Result<Bytes, std::string> frames_in_one_message(const Json& frames, std::string& what) {
+  Bytes message;
+  for (const Json& f : frames) {
+    const auto op = op_code(f.at("op"));
+    if (!op) return "unknown op " + f.at("op").dump();
+    auto header = value_from_typed_json(f.value("header", Json::object()));
+    if (!header || !header->is<Map>()) return std::string("a frame's header must be a typed-JSON object");
+    Bytes encoded;
+    encode_value(*header, encoded);
+    const Bytes one = frame_message(*op, encoded, payload_of(f));
+    message.insert(message.end(), one.begin(), one.end());
+    what += (what.empty() ? "" : " + ") + op_label(*op) + " " + header_text(encoded);
+  }
+  what = "one binary message of " + std::to_string(frames.size()) + " frames: " + what;
+  return message;
 }
 
 // Adds an unknown key ("x-pad", a str) to `header` so that the frame of `op` with it and `payload` is exactly
@@ -172,6 +206,8 @@ StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
       {"disconnect", &Scenario::step_disconnect},   {"auto_pong", &Scenario::step_auto_pong},
       {"check", &Scenario::step_check},             {"stop_broker", &Scenario::step_stop_broker},
       {"restart_broker", &Scenario::step_restart_broker},
+      {"ws_send", &Scenario::step_ws_send},         {"expect_ws_pong", &Scenario::step_expect_ws_pong},
+      {"expect_http_status", &Scenario::step_expect_http_status},
   };
   auto it = kSteps.find(verb);
   if (it == kSteps.end()) return StepOutcome::error("unknown verb " + verb);
@@ -182,7 +218,8 @@ const std::vector<std::string>& step_verbs() {
   static const std::vector<std::string> verbs = {"connect",      "hello",        "handshake",   "send",
                                                  "send_raw",     "expect",       "expect_error", "expect_close",
                                                  "expect_none",  "sleep",        "disconnect",  "auto_pong",
-                                                 "check",        "stop_broker",  "restart_broker"};
+                                                 "check",        "stop_broker",  "restart_broker",
+                                                 "ws_send",      "expect_ws_pong", "expect_http_status"};
   return verbs;
 }
 
@@ -249,29 +286,56 @@ void Scenario::log_frame(const std::string& conn, const std::string& direction, 
   transcript_.push_back({at, conn, direction, op_label(op), header_text(header), payload.size(), preview(payload)});
 }
 
+// Stream bytes (FMQ1, len-prefixed frames): on WebSocket, each complete frame leaves as one message.
 bool Scenario::send_bytes(Conn& c, const Bytes& bytes, const std::string& op, const std::string& text,
                           ByteView payload) {
   const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
   transcript_.push_back({at, c.name, "sent", op, text, payload.size(), preview(payload)});
-  return c.wire.send(bytes, std::min(Clock::now() + std::chrono::seconds(5), case_deadline_));
+  const bool ok = c.wire.send(bytes, std::min(Clock::now() + std::chrono::seconds(5), case_deadline_));
+  if (ok && c.wire.held_back() > 0) {
+    note(c.name, std::to_string(c.wire.held_back()) + " bytes held back until their frame is complete (one "
+                 "WebSocket message per frame)");
+  }
+  return ok;
+}
+
+// One frame, framed for the connection's transport.
+bool Scenario::send_framed(Conn& c, std::uint8_t op, ByteView header, ByteView payload, const std::string& text) {
+  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  transcript_.push_back({at, c.name, "sent", op_label(op), text, payload.size(), preview(payload)});
+  return c.wire.send_frame(op, header, payload, std::min(Clock::now() + std::chrono::seconds(5), case_deadline_));
 }
 
 bool Scenario::send_message(Conn& c, const Message& m, ByteView payload) {
-  const Bytes frame = encode_frame(m, payload);
-  return send_bytes(c, frame, std::string(op_name(op_of(m))), header_text(encode_header(m)), payload);
+  const Bytes header = encode_header(m);
+  return send_framed(c, static_cast<std::uint8_t>(op_of(m)), header, payload, header_text(header));
+}
+
+// How a send step ends: bytes with no WebSocket form are the case's error (it is stream-only); a connection
+// the broker closed while the frame was written is a failure unless the step allows it (may_be_cut).
+StepOutcome Scenario::sent(Conn& c, bool ok, const Json& args) {
+  if (ok) return StepOutcome::ok();
+  if (!c.wire.untranslatable().empty()) {
+    return StepOutcome::error("these bytes cannot be sent over " + std::string(transport_name(c.wire.transport())) +
+                              ": " + c.wire.untranslatable() +
+                              ". A case whose bytes only the TCP framing can carry is stream-only: declare "
+                              "\"transports\": [\"fire\", \"fires\"]");
+  }
+  if (args.value("may_be_cut", false)) return StepOutcome::ok();
+  return StepOutcome::fail("the connection closed while sending");
 }
 
 Scenario::Received Scenario::next(Conn& c, Clock::time_point deadline, bool want_ping) {
   while (true) {
     WireEvent event = c.wire.receive(deadline);
-    if (std::holds_alternative<TimeoutEvent>(event)) return {Received::Kind::timeout, {}, {}, ""};
+    if (std::holds_alternative<TimeoutEvent>(event)) return {Received::Kind::timeout, {}, {}, "", {}};
     if (auto* closed = std::get_if<ClosedEvent>(&event)) {
       note(c.name, "connection closed by the broker (" + closed->how + ")");
-      return {Received::Kind::closed, {}, {}, closed->how};
+      return {Received::Kind::closed, {}, {}, closed->how, closed->ws_close_code};
     }
     if (auto* bad = std::get_if<BadFramingEvent>(&event)) {
       note(c.name, "could not frame the broker's bytes: " + bad->error.msg);
-      return {Received::Kind::bad_framing, {}, {}, bad->error.msg};
+      return {Received::Kind::bad_framing, {}, {}, bad->error.msg, {}};
     }
     RawFrame frame = std::move(std::get<FrameEvent>(event).frame);
     log_frame(c.name, "received", frame.op(), frame.header(), frame.payload());
@@ -284,7 +348,7 @@ Scenario::Received Scenario::next(Conn& c, Clock::time_point deadline, bool want
       auto decoded = decode_value(frame.header());
       header = decoded ? *decoded : Value(Nil{});
     }
-    return {Received::Kind::frame, std::move(frame), std::move(header), ""};
+    return {Received::Kind::frame, std::move(frame), std::move(header), "", {}};
   }
 }
 
@@ -304,16 +368,45 @@ std::string Scenario::describe(const Received& r) const {
 
 // Steps ------------------------------------------------------------------------------------------------------
 
+// The target's address, with the WebSocket endpoint and vhost parameter a step may override: "path", and
+// "vhost_query" (a value, or null for no ?vhost= at all).
+WireAddress Scenario::address_for(const Json& args) const {
+  WireAddress address = target_.address();
+  if (args.contains("path")) address.path = args.at("path").get<std::string>();
+  if (args.contains("vhost_query")) {
+    const Json& v = args.at("vhost_query");
+    address.vhost_query = v.is_null() ? std::nullopt : std::optional<std::string>(v.get<std::string>());
+  }
+  return address;
+}
+
+static std::string describe_address(const WireAddress& a) {
+  std::string out = std::string(transport_name(a.transport)) + "://" + a.host + ":" + std::to_string(a.port);
+  if (is_websocket(a.transport)) out += a.path + (a.vhost_query ? "?vhost=" + percent_encode(*a.vhost_query) : "");
+  return out;
+}
+
 StepOutcome Scenario::step_connect(const Json& args) {
   const std::string name = args.value("conn", "main");
+  const WireAddress address = address_for(args);
+  const bool stream = !is_websocket(address.transport);
+  if (!stream && args.contains("preamble_hex")) {
+    return StepOutcome::error("preamble_hex: WebSocket has no preamble; a case about the preamble is stream-only "
+                              "(\"transports\": [\"fire\", \"fires\"])");
+  }
   auto c = std::make_unique<Conn>();
   c->name = name;
-  auto connected = c->wire.connect(target_.host, target_.port, deadline_after(args, "within_ms", 5000));
-  if (!connected) return StepOutcome::error(connected.error());
-  note(name, "connected to " + target_.host + ":" + std::to_string(target_.port));
+  auto connected = c->wire.connect(address, deadline_after(args, "within_ms", 5000));
+  if (!connected) {
+    // Not reaching the target is the harness's error; a server that answers the upgrade wrongly fails.
+    const ConnectFailure& why = connected.error();
+    return why.reached ? StepOutcome::fail(why.message) : StepOutcome::error(why.message);
+  }
+  note(name, "connected to " + describe_address(address));
   Conn& ref = *c;
   conns_[name] = std::move(c);
-  if (!args.value("preamble", true)) return StepOutcome::ok();
+  // FMQ1 opens the TCP and TLS framings only: "without FMQ1" on WebSocket.
+  if (!stream || !args.value("preamble", true)) return StepOutcome::ok();
   const Bytes preamble = args.contains("preamble_hex") ? from_hex(args.at("preamble_hex").get<std::string>()).value_or(Bytes{})
                                                        : Bytes(kPreamble.begin(), kPreamble.end());
   if (!send_bytes(ref, preamble, "", "preamble " + preview(preamble), {})) {
@@ -340,8 +433,7 @@ StepOutcome Scenario::step_hello(const Json& args) {
   if (!map) return StepOutcome::error("hello header: " + map.error());
   Bytes encoded;
   encode_value(*map, encoded);
-  const Bytes frame = frame_stream(static_cast<std::uint8_t>(OpCode::hello), encoded, {});
-  send_bytes(**c, frame, "hello", header_text(encoded), {});
+  send_framed(**c, static_cast<std::uint8_t>(OpCode::hello), encoded, {}, header_text(encoded));
   return StepOutcome::ok();
 }
 
@@ -374,22 +466,23 @@ StepOutcome Scenario::step_send(const Json& args) {
     if (!value || !value->is<Map>()) return StepOutcome::error("header must be a typed-JSON object");
     encode_value(*value, header);
   }
-  Bytes frame = frame_stream(*op, header, payload);
-  if (args.contains("pad_to")) {
-    auto map = decode_value(header);
-    // pad_to: a size, or {"size": n, "add": k} (variables are substituted first: "${welcome_max_frame}").
-    const Json& pad = args.at("pad_to");
-    const std::size_t size = pad.is_object() ? pad.at("size").get<std::size_t>() + pad.value("add", 0) : pad.get<std::size_t>();
-    const Map* fields = map ? map->get_if<Map>() : nullptr;
-    auto padded = padded_frame(*op, fields ? *fields : Map{}, payload, size);
-    if (!padded) return StepOutcome::error(padded.error());
-    frame = std::move(*padded);
+  if (!args.contains("pad_to")) {
+    const std::string text = header.size() > 4096 ? "(" + std::to_string(header.size()) + "-byte header)" : header_text(header);
+    return sent(**c, send_framed(**c, *op, header, payload, text), args);
   }
+  auto map = decode_value(header);
+  // pad_to: a size, or {"size": n, "add": k} (variables are substituted first: "${welcome_max_frame}").
+  const Json& pad = args.at("pad_to");
+  const std::size_t size = pad.is_object() ? pad.at("size").get<std::size_t>() + pad.value("add", 0) : pad.get<std::size_t>();
+  const Map* fields = map ? map->get_if<Map>() : nullptr;
+  auto padded = padded_frame(*op, fields ? *fields : Map{}, payload, size);
+  if (!padded) return StepOutcome::error(padded.error());
+  const Bytes& frame = *padded;
+  // The padded size counts the len field on every transport (4 + len): on WebSocket the message is 4 bytes
+  // shorter, as the spec's limits count it.
   const std::string text = frame.size() > 4096 ? "(" + std::to_string(frame.size()) + "-byte frame)" : header_text(header);
-  const bool sent = send_bytes(**c, frame, op_label(*op), text, payload);
   // A broker may refuse a frame and close before all of it is written; the next step judges what it said.
-  if (!sent && !args.value("may_be_cut", false)) return StepOutcome::fail("the connection closed while sending");
-  return StepOutcome::ok();
+  return sent(**c, send_bytes(**c, frame, op_label(*op), text, payload), args);
 }
 
 StepOutcome Scenario::step_send_raw(const Json& args) {
@@ -397,9 +490,8 @@ StepOutcome Scenario::step_send_raw(const Json& args) {
   if (!c) return StepOutcome::error(c.error());
   auto bytes = from_hex(args.at("hex").get<std::string>());
   if (!bytes) return StepOutcome::error("send_raw: \"hex\" is not hex");
-  const bool sent = send_bytes(**c, *bytes, "", "raw " + to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64))), {});
-  if (!sent && !args.value("may_be_cut", false)) return StepOutcome::fail("the connection closed while sending");
-  return StepOutcome::ok();
+  const std::string text = "raw " + to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64)));
+  return sent(**c, send_bytes(**c, *bytes, "", text, {}), args);
 }
 
 StepOutcome Scenario::step_expect(const Json& args) {
@@ -513,7 +605,7 @@ StepOutcome Scenario::step_expect_close(const Json& args) {
   const auto deadline = deadline_after(args, "within_ms", kDefaultCloseWithinMs);
   while (true) {
     const Received r = next(**c, deadline);
-    if (r.kind == Received::Kind::closed) return StepOutcome::ok();
+    if (r.kind == Received::Kind::closed) return check_ws_close_code(**c, r, args);
     if (r.kind == Received::Kind::frame && std::count(allowed.begin(), allowed.end(), r.frame.op())) continue;
     return StepOutcome::fail("expected the broker to close the connection, " +
                              std::string(r.kind == Received::Kind::timeout ? "it stayed open" : "got " + describe(r)));
@@ -601,6 +693,99 @@ StepOutcome Scenario::step_check(const Json& args) {
   auto it = named_checks().find(name);
   if (it == named_checks().end()) return StepOutcome::error("unknown check \"" + name + "\"");
   return it->second(*this, args.value("args", Json::object()));
+}
+
+// WebSocket-only steps ------------------------------------------------------------------------------------------
+
+// ws_send: what only WebSocket can say. One of "text" (a text message), "hex" (a binary message, or text
+// with "binary": false), "frames" (several FireMQ frames in one binary message), "ping" (a control ping, hex
+// payload), "close" (a close frame with this code, "reason" optional), "raw_hex" (bytes as they are);
+// "fragments": N sends a message as N frames.
+StepOutcome Scenario::step_ws_send(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  WireConnection& wire = (*c)->wire;
+  if (!is_websocket(wire.transport())) return StepOutcome::error("ws_send is for WebSocket connections (ws, wss)");
+  const auto deadline = std::min(Clock::now() + std::chrono::seconds(5), case_deadline_);
+  const std::size_t fragments = args.value("fragments", 1);
+  auto as_bytes = [](const std::string& text) { return Bytes(text.begin(), text.end()); };
+  std::string what;
+  bool ok = false;
+  if (args.contains("text")) {
+    const Bytes text = as_bytes(args.at("text").get<std::string>());
+    what = "text message " + preview(text);
+    ok = wire.ws_send_message(WsOpcode::text, text, fragments, deadline);
+  } else if (args.contains("hex")) {
+    auto bytes = from_hex(args.at("hex").get<std::string>());
+    if (!bytes) return StepOutcome::error("ws_send: \"hex\" is not hex");
+    const bool binary = args.value("binary", true);
+    what = std::string(binary ? "binary" : "text") + " message " + to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64)));
+    ok = wire.ws_send_message(binary ? WsOpcode::binary : WsOpcode::text, *bytes, fragments, deadline);
+  } else if (args.contains("frames")) {
+    auto message = frames_in_one_message(args.at("frames"), what);
+    if (!message) return StepOutcome::error("ws_send: " + message.error());
+    ok = wire.ws_send_message(WsOpcode::binary, *message, fragments, deadline);
+  } else if (args.contains("ping")) {
+    auto bytes = from_hex(args.at("ping").get<std::string>());
+    if (!bytes) return StepOutcome::error("ws_send: \"ping\" is not hex");
+    what = "WebSocket ping " + to_hex(*bytes);
+    ok = wire.ws_send_frame(true, static_cast<std::uint8_t>(WsOpcode::ping), *bytes, deadline);
+  } else if (args.contains("close")) {
+    const auto code = args.at("close").get<std::uint16_t>();
+    what = "WebSocket close " + std::to_string(code);
+    ok = wire.ws_send_frame(true, static_cast<std::uint8_t>(WsOpcode::close), close_payload(code, args.value("reason", "")), deadline);
+  } else if (args.contains("raw_hex")) {
+    auto bytes = from_hex(args.at("raw_hex").get<std::string>());
+    if (!bytes) return StepOutcome::error("ws_send: \"raw_hex\" is not hex");
+    what = "raw " + to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64)));
+    ok = wire.ws_send_raw(*bytes, deadline);
+  } else {
+    return StepOutcome::error("ws_send needs one of text, hex, frames, ping, close, raw_hex");
+  }
+  if (fragments > 1) what += " in " + std::to_string(fragments) + " fragments";
+  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  transcript_.push_back({at, (*c)->name, "sent", "ws", what, 0, ""});
+  return sent(**c, ok, args);
+}
+
+StepOutcome Scenario::step_expect_ws_pong(const Json& args) {
+  auto c = conn_for(args);
+  if (!c) return StepOutcome::error(c.error());
+  switch ((*c)->wire.wait_ws_pong(deadline_after(args, "within_ms", kDefaultWithinMs))) {
+    case WireConnection::PongWait::pong:
+      note((*c)->name, "WebSocket pong received");
+      return StepOutcome::ok();
+    case WireConnection::PongWait::timeout:
+      return StepOutcome::fail("expected a WebSocket pong, nothing arrived");
+    case WireConnection::PongWait::closed:
+      return StepOutcome::fail("expected a WebSocket pong, the connection closed");
+    case WireConnection::PongWait::not_websocket:
+      break;
+  }
+  return StepOutcome::error("expect_ws_pong is for WebSocket connections (ws, wss)");
+}
+
+// expect_http_status: the upgrade request (with "path" and "vhost_query" as for connect) gets this HTTP
+// status instead of 101; nothing is upgraded.
+StepOutcome Scenario::step_expect_http_status(const Json& args) {
+  const WireAddress address = address_for(args);
+  if (!is_websocket(address.transport)) return StepOutcome::error("expect_http_status is for ws and wss targets");
+  const std::vector<std::uint64_t> statuses = codes_of(args.at("status"));
+  const std::string name = args.value("conn", "main");
+  WireConnection wire;
+  auto connected = wire.connect(address, deadline_after(args, "within_ms", 5000));
+  if (connected) {
+    note(name, "upgraded: " + describe_address(address));
+    return StepOutcome::fail("expected HTTP " + join_codes(statuses) + " for " + describe_address(address) +
+                             ", the server upgraded the connection (101)");
+  }
+  const ConnectFailure& why = connected.error();
+  note(name, describe_address(address) + ": " + why.message);
+  if (!why.reached) return StepOutcome::error(why.message);
+  if (std::find(statuses.begin(), statuses.end(), static_cast<std::uint64_t>(why.http_status)) == statuses.end()) {
+    return StepOutcome::fail("expected HTTP " + join_codes(statuses) + " for " + describe_address(address) + ", got: " + why.message);
+  }
+  return StepOutcome::ok();
 }
 
 }  // namespace firemq::conform

@@ -7,6 +7,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "harness/case_model.h"
@@ -60,6 +61,7 @@ class Scenario {
     RawFrame frame;          // kind == frame
     Value header;            // the header as a Value (a Map), when it decodes
     std::string detail;      // closed: how; bad_framing: the decoder's error
+    std::optional<std::uint16_t> ws_close_code;  // closed by a WebSocket close frame with a code
   };
   Conn* conn(const std::string& name);
   // The next frame on `c` (pings answered and skipped when auto_pong, unless want_ping), or why none came.
@@ -86,14 +88,20 @@ class Scenario {
   StepOutcome step_check(const nlohmann::json& args);
   StepOutcome step_stop_broker(const nlohmann::json& args);
   StepOutcome step_restart_broker(const nlohmann::json& args);
+  StepOutcome step_ws_send(const nlohmann::json& args);
+  StepOutcome step_expect_ws_pong(const nlohmann::json& args);
+  StepOutcome step_expect_http_status(const nlohmann::json& args);
 
   void close_after_shutdown(Clock::time_point deadline);
   StepOutcome expect_closed_after_fatal(Conn& c, const std::string& what, Clock::time_point deadline);
   StepOutcome expect_still_open(Conn& c, Clock::time_point deadline);
   Result<Conn*, std::string> conn_for(const nlohmann::json& args);
+  WireAddress address_for(const nlohmann::json& args) const;
+  StepOutcome sent(Conn& c, bool ok, const nlohmann::json& args);
   nlohmann::json substitute(const nlohmann::json& j) const;
   bool send_bytes(Conn& c, const Bytes& bytes, const std::string& op, const std::string& header_text,
                   ByteView payload);
+  bool send_framed(Conn& c, std::uint8_t op, ByteView header, ByteView payload, const std::string& header_text);
   void log_frame(const std::string& conn, const std::string& direction, std::uint8_t op, ByteView header,
                  ByteView payload);
   std::string describe(const Received& r) const;

@@ -1,22 +1,39 @@
-// The broker under test, as the cases see it.
+// The broker under test, as the cases see it: where it listens, over which transport, as whom.
 #pragma once
 
 #include <cstdint>
 #include <set>
 #include <string>
 
+#include "harness/transport.h"
+
 namespace firemq::conform {
 
 struct Target {
   std::string description;  // for reports: the URL, or the embedded broker and its port
+  Transport transport = Transport::fire;
   std::string host;
   std::uint16_t port = 0;
   std::string user;
   std::string password;
   std::string vhost;
+  std::string ws_path = "/fire";  // ws and wss: the endpoint (the URL's path)
+  TlsOptions tls;                 // fires and wss: how the broker's certificate is checked
   // What the target has beyond the spec's basics, declared (never inferred): "conform-definitions" (the users
   // and vhosts of conformance/definitions.json are loaded), ... Cases that need a missing one are skipped.
   std::set<std::string> features;
+
+  // Where a case's connections go by default: the target's endpoint, with ?vhost= its vhost on WebSocket.
+  WireAddress address() const {
+    WireAddress a;
+    a.transport = transport;
+    a.host = host;
+    a.port = port;
+    a.tls = tls;
+    a.path = ws_path;
+    a.vhost_query = vhost;
+    return a;
+  }
 };
 
 }  // namespace firemq::conform

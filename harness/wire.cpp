@@ -1,105 +1,101 @@
 #include "harness/wire.h"
 
-#include "protocol/messages.h"
-
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <array>
-#include <cerrno>
-#include <cstring>
+
+#include "harness/client_tcp.h"
+#include "harness/client_tls.h"
+#include "protocol/messages.h"
+#include "protocol/reply_codes.h"
 
 namespace firemq::conform {
 namespace {
 
-int millis_until(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : static_cast<int>(std::min<long long>(left, 60'000));
-}
+// As large as any frame a broker may send (welcome.max_frame is 16 MiB by default), with room to spare.
+constexpr std::size_t kMaxReceived = 64 * 1024 * 1024;
 
-bool wait_for(int fd, short events, Clock::time_point deadline) {
-  while (true) {
-    pollfd p{fd, events, 0};
-    const int n = ::poll(&p, 1, millis_until(deadline));
-    if (n > 0) return true;
-    if (n == 0) return false;
-    if (errno != EINTR) return false;
-  }
-}
-
-Result<int, std::string> connect_one(const addrinfo* ai, Clock::time_point deadline) {
-  const int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol);
-  if (fd < 0) return std::string("socket: ") + std::strerror(errno);
-  if (::connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 && errno != EINPROGRESS) {
-    const std::string why = std::strerror(errno);
-    ::close(fd);
-    return why;
-  }
-  if (!wait_for(fd, POLLOUT, deadline)) {
-    ::close(fd);
-    return std::string("timed out");
-  }
-  int err = 0;
-  socklen_t len = sizeof err;
-  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-  if (err != 0) {
-    ::close(fd);
-    return std::string(std::strerror(err));
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
+Error frame_error(std::string msg) { return make_error(ReplyCode::frame_error, std::move(msg)); }
 
 }  // namespace
 
 WireConnection::~WireConnection() { disconnect(); }
 
-Result<bool, std::string> WireConnection::connect(const std::string& host, std::uint16_t port,
-                                                  Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
-  if (rc != 0) return "cannot resolve " + host + ": " + ::gai_strerror(rc);
-  std::string why = "no address";
-  for (const addrinfo* ai = found; ai != nullptr; ai = ai->ai_next) {
-    auto fd = connect_one(ai, deadline);
-    if (fd) {
-      fd_ = *fd;
-      break;
-    }
-    why = fd.error();
+Result<bool, ConnectFailure> WireConnection::connect(const WireAddress& address, Clock::time_point deadline) {
+  transport_ = address.transport;
+  auto tcp = TcpStream::connect(address.host, address.port, deadline);
+  if (!tcp) return ConnectFailure{tcp.error()};
+  std::unique_ptr<ByteStream> stream = std::move(*tcp);
+  if (uses_tls(address.transport)) {
+    auto tls = TlsStream::handshake(std::unique_ptr<TcpStream>(static_cast<TcpStream*>(stream.release())), address.host,
+                                    address.tls, deadline);
+    if (!tls) return ConnectFailure{tls.error()};
+    stream = std::move(*tls);
   }
-  ::freeaddrinfo(found);
-  if (fd_ < 0) return "cannot connect to " + host + ":" + std::to_string(port) + ": " + why;
+  if (is_websocket(address.transport)) {
+    ws_ = std::make_unique<WebSocketClient>(std::move(stream), kMaxReceived);
+    auto upgraded = ws_->upgrade(address, deadline);
+    if (!upgraded) {
+      ws_.reset();
+      return ConnectFailure{upgraded.error().message, true, upgraded.error().http_status};
+    }
+  } else {
+    stream_ = std::move(stream);
+  }
+  open_ = true;
+  return true;
+}
+
+Result<bool, std::string> WireConnection::connect(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
+  WireAddress address;
+  address.host = host;
+  address.port = port;
+  auto connected = connect(address, deadline);
+  if (!connected) return connected.error().message;
   return true;
 }
 
 bool WireConnection::send(ByteView bytes, Clock::time_point deadline) {
-  while (!bytes.empty()) {
-    if (!is_open()) return false;
-    const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n > 0) {
-      bytes = bytes.subspan(static_cast<std::size_t>(n));
-    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      if (!wait_for(fd_, POLLOUT, deadline)) return false;
-    } else if (n < 0 && errno == EINTR) {
-      continue;
-    } else {
-      return false;  // reset or closed by the peer; receive() reports how
-    }
+  if (!is_open()) return false;
+  if (!ws_) return stream_->write_all(bytes, deadline);
+  auto messages = translator_.feed(bytes);
+  if (!messages) {
+    untranslatable_ = messages.error();
+    return false;
+  }
+  for (const Bytes& m : *messages) {
+    if (!ws_->send_message(WsOpcode::binary, m, 1, deadline)) return false;
   }
   return true;
 }
 
+bool WireConnection::send_frame(std::uint8_t op, ByteView header, ByteView payload, Clock::time_point deadline) {
+  if (!is_open()) return false;
+  if (!ws_) return stream_->write_all(frame_stream(op, header, payload), deadline);
+  return ws_->send_message(WsOpcode::binary, frame_message(op, header, payload), 1, deadline);
+}
+
+bool WireConnection::ws_send_message(WsOpcode opcode, ByteView payload, std::size_t fragments, Clock::time_point deadline) {
+  return ws_ && is_open() && ws_->send_message(opcode, payload, fragments, deadline);
+}
+
+bool WireConnection::ws_send_frame(bool fin, std::uint8_t opcode, ByteView payload, Clock::time_point deadline) {
+  return ws_ && is_open() && ws_->send_frame(fin, opcode, payload, deadline);
+}
+
+bool WireConnection::ws_send_raw(ByteView bytes, Clock::time_point deadline) {
+  return ws_ && is_open() && ws_->send_raw(bytes, deadline);
+}
+
 WireEvent WireConnection::receive(Clock::time_point deadline) {
+  if (!pending_.empty()) {
+    WireEvent event = std::move(pending_.front());
+    pending_.pop_front();
+    return event;
+  }
+  if (!open_) return ClosedEvent{closed_how_.empty() ? "not connected" : closed_how_, std::nullopt};
+  return ws_ ? receive_websocket(deadline) : receive_stream(deadline);
+}
+
+WireEvent WireConnection::receive_stream(Clock::time_point deadline) {
   std::array<std::uint8_t, 64 * 1024> buffer;
   while (true) {
     // Frames already received come first; the decoder stops at each frame boundary.
@@ -113,37 +109,90 @@ WireEvent WireConnection::receive(Clock::time_point deadline) {
       if (step.state == FrameDecoder::State::frame) return FrameEvent{decoder_.take_frame()};
       if (step.state == FrameDecoder::State::error) return BadFramingEvent{decoder_.error()};
     }
-    if (fd_ < 0 || closed_) {
+    if (closed_) {
       if (Status partial = decoder_.finish()) return BadFramingEvent{*partial};
-      return ClosedEvent{closed_how_.empty() ? "not connected" : closed_how_};
+      return ClosedEvent{closed_how_, std::nullopt};
     }
-    if (!wait_for(fd_, POLLIN, deadline)) return TimeoutEvent{};
-    const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
-    if (n > 0) {
-      inbox_.insert(inbox_.end(), buffer.data(), buffer.data() + n);
-    } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+    const ReadOutcome read = stream_->read_some(buffer, deadline);
+    if (read.kind == ReadOutcome::Kind::timeout) return TimeoutEvent{};
+    if (read.kind == ReadOutcome::Kind::closed) {
       closed_ = true;
-      closed_how_ = n == 0 ? "end of stream" : std::string(std::strerror(errno));
+      closed_how_ = read.how;
+      continue;
     }
+    inbox_.insert(inbox_.end(), buffer.data(), buffer.data() + read.bytes);
   }
 }
 
+// One binary message is one frame; anything else the broker sends is no FireMQ frame.
+WireEvent WireConnection::receive_websocket(Clock::time_point deadline) {
+  while (true) {
+    WebSocketClient::Event event = ws_->receive(deadline);
+    if (auto* m = std::get_if<WsMessageAssembler::Message>(&event)) {
+      if (m->opcode == WsOpcode::text) {
+        return BadFramingEvent{frame_error("a text WebSocket message (FireMQ frames are binary messages): " +
+                                           std::string(m->data.begin(), m->data.begin() + std::min<std::size_t>(m->data.size(), 64)))};
+      }
+      auto frame = decode_message_frame(m->data, kMaxReceived);
+      if (!frame) return BadFramingEvent{frame.error()};
+      return FrameEvent{std::move(*frame)};
+    }
+    if (std::holds_alternative<WebSocketClient::Pong>(event)) {
+      ++ws_pongs_;
+      if (stop_at_pong_) return TimeoutEvent{};
+      continue;
+    }
+    if (auto* c = std::get_if<WebSocketClient::Closed>(&event)) {
+      closed_ = true;
+      closed_how_ = c->how;
+      return ClosedEvent{c->how, c->code};
+    }
+    if (auto* bad = std::get_if<WebSocketClient::ProtocolError>(&event)) {
+      return BadFramingEvent{frame_error("WebSocket: " + bad->why)};
+    }
+    return TimeoutEvent{};
+  }
+}
+
+WireConnection::PongWait WireConnection::wait_ws_pong(Clock::time_point deadline) {
+  if (!ws_) return PongWait::not_websocket;
+  const std::size_t before = ws_pongs_;
+  stop_at_pong_ = true;
+  while (ws_pongs_ == before) {
+    WireEvent event = receive_websocket(deadline);
+    if (ws_pongs_ != before) break;
+    if (std::holds_alternative<TimeoutEvent>(event)) {
+      stop_at_pong_ = false;
+      return PongWait::timeout;
+    }
+    const bool closed = std::holds_alternative<ClosedEvent>(event);
+    pending_.push_back(std::move(event));  // for the next receive(), in order
+    if (closed) {
+      stop_at_pong_ = false;
+      return PongWait::closed;
+    }
+  }
+  stop_at_pong_ = false;
+  return PongWait::pong;
+}
+
 void WireConnection::disconnect() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
+  if (stream_) stream_->close();
+  if (ws_) ws_->close();
   closed_ = true;
   if (closed_how_.empty()) closed_how_ = "closed by the harness";
 }
 
-Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint, const std::string& client_name,
-                                                                  Clock::time_point deadline) {
+Result<std::unique_ptr<WireConnection>, std::string> open_session(const WireAddress& address, const std::string& user,
+                                                                  const std::string& password, const std::string& vhost,
+                                                                  const Map& client, Clock::time_point deadline) {
   auto wire = std::make_unique<WireConnection>();
-  if (auto connected = wire->connect(endpoint.host, endpoint.port, deadline); !connected) return connected.error();
+  if (auto connected = wire->connect(address, deadline); !connected) return connected.error().message;
   op::Hello hello;
   hello.ver = 1;
-  hello.vhost = endpoint.vhost;
-  hello.auth = {"plain", endpoint.user, endpoint.password};
-  hello.client = Map{{Value("name"), Value(client_name)}};
+  hello.vhost = vhost;
+  hello.auth = {"plain", user, password};
+  hello.client = client;
   Bytes bytes(kPreamble.begin(), kPreamble.end());
   const Bytes frame = encode_frame(hello);
   bytes.insert(bytes.end(), frame.begin(), frame.end());
@@ -152,6 +201,15 @@ Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint
   auto* f = std::get_if<FrameEvent>(&event);
   if (f == nullptr || f->frame.op() != static_cast<std::uint8_t>(OpCode::welcome)) return std::string("no welcome");
   return wire;
+}
+
+Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint, const std::string& client_name,
+                                                                  Clock::time_point deadline) {
+  WireAddress address;
+  address.host = endpoint.host;
+  address.port = endpoint.port;
+  return open_session(address, endpoint.user, endpoint.password, endpoint.vhost,
+                      Map{{Value("name"), Value(client_name)}}, deadline);
 }
 
 }  // namespace firemq::conform

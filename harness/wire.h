@@ -1,35 +1,57 @@
-// A test client's connection to a broker over TCP: raw bytes out, frames in, every wait bounded by a
-// deadline. Blocking sockets with poll(), one connection per case step list, used from one thread at a time.
+// A test client's connection to a broker over any of the spec's transports: FireMQ bytes out, frames in,
+// every wait bounded by a deadline. One connection per case step list, used from one thread at a time.
+//
+//   fire   TCP (client_tcp.h): FMQ1, then len-prefixed frames
+//   fires  the same inside TLS (client_tls.h)
+//   ws     WebSocket over TCP (client_websocket.h): one binary message per frame, without len and FMQ1
+//   wss    WebSocket over TLS
+//
+// Callers speak the TCP framing whatever the transport: send() takes stream bytes (FMQ1, len-prefixed frames),
+// and on WebSocket each complete frame leaves as one message (stream_to_messages.h). send_frame() frames for
+// the connection's transport directly; the ws_* calls send what only WebSocket can say.
 //
 // Cases must never hang: every receive takes a deadline, and the connect has one too.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
 #include <variant>
 
+#include "harness/byte_stream.h"
+#include "harness/client_websocket.h"
+#include "harness/stream_to_messages.h"
+#include "harness/transport.h"
 #include "protocol/error.h"
 #include "protocol/frame.h"
+#include "protocol/value.h"
 
 namespace firemq::conform {
-
-using Clock = std::chrono::steady_clock;
 
 // What a receive can yield.
 struct FrameEvent {
   RawFrame frame;
 };
 struct ClosedEvent {
-  std::string how;  // "end of stream", "connection reset", ...
+  std::string how;  // "end of stream", "connection reset", "WebSocket close 1000 (bye)", ...
+  std::optional<std::uint16_t> ws_close_code;  // WebSocket: the code of the broker's close frame
 };
 struct TimeoutEvent {};
 struct BadFramingEvent {  // the bytes the broker sent could not be framed
   Error error;
 };
 using WireEvent = std::variant<FrameEvent, ClosedEvent, TimeoutEvent, BadFramingEvent>;
+
+// Why connect() failed. `reached`: the server answered but refused (a TLS handshake failure, an HTTP status
+// instead of the WebSocket upgrade); otherwise it could not be reached at all.
+struct ConnectFailure {
+  std::string message;
+  bool reached = false;
+  int http_status = 0;  // the upgrade's refusal, when there was one
+};
 
 class WireConnection {
  public:
@@ -38,24 +60,56 @@ class WireConnection {
   WireConnection& operator=(const WireConnection&) = delete;
   ~WireConnection();
 
-  // Connects to host:port; the error says what failed (resolve, refused, timeout).
+  // Connects over the address's transport: TCP, then the TLS handshake, then the WebSocket upgrade.
+  Result<bool, ConnectFailure> connect(const WireAddress& address, Clock::time_point deadline);
+  // fire:// to host:port (the tools, and probes that only need the port to answer).
   Result<bool, std::string> connect(const std::string& host, std::uint16_t port, Clock::time_point deadline);
-  // Writes all of `bytes`; false once the connection is closed or broken.
+
+  Transport transport() const { return transport_; }
+  // Writes stream bytes (FMQ1 and len-prefixed frames); on WebSocket, one message per complete frame, the
+  // rest held until its frame is complete. False once the connection is closed or broken; on WebSocket, also
+  // when the bytes cannot be translated (untranslatable() then says why).
   bool send(ByteView bytes, Clock::time_point deadline);
+  // One frame, framed for the transport (frame_stream or frame_message).
+  bool send_frame(std::uint8_t op, ByteView header, ByteView payload, Clock::time_point deadline);
+  const std::string& untranslatable() const { return untranslatable_; }
+  std::size_t held_back() const { return translator_.pending(); }
+
+  // WebSocket only (false on fire and fires): a message of `opcode` in `fragments` frames; one raw frame;
+  // raw bytes.
+  bool ws_send_message(WsOpcode opcode, ByteView payload, std::size_t fragments, Clock::time_point deadline);
+  bool ws_send_frame(bool fin, std::uint8_t opcode, ByteView payload, Clock::time_point deadline);
+  bool ws_send_raw(ByteView bytes, Clock::time_point deadline);
+  // Waits for the broker's next WebSocket pong (the answer to a ws_send_frame ping); frames that arrive first
+  // are kept for receive().
+  enum class PongWait { pong, timeout, closed, not_websocket };
+  PongWait wait_ws_pong(Clock::time_point deadline);
+
   // The next frame, or why there is none before the deadline.
   WireEvent receive(Clock::time_point deadline);
   // Closes abruptly (no close frame).
   void disconnect();
-  bool is_open() const { return fd_ >= 0 && !closed_; }
+  bool is_open() const { return open_ && !closed_; }
 
  private:
-  int fd_ = -1;
+  WireEvent receive_stream(Clock::time_point deadline);
+  WireEvent receive_websocket(Clock::time_point deadline);
+
+  Transport transport_ = Transport::fire;
+  bool open_ = false;
   bool closed_ = false;
   std::string closed_how_;
+  std::unique_ptr<ByteStream> stream_;        // fire, fires
+  std::unique_ptr<WebSocketClient> ws_;       // ws, wss (owns its stream)
   // Server frames can be large (up to max_frame); the decoder still checks len before allocating.
   FrameDecoder decoder_{StreamSide::client, 64 * 1024 * 1024};
   Bytes inbox_;  // received bytes not yet fed to the decoder
   std::size_t inbox_used_ = 0;
+  StreamToMessages translator_;
+  std::string untranslatable_;
+  std::size_t ws_pongs_ = 0;
+  bool stop_at_pong_ = false;       // wait_ws_pong: a pong ends the wait
+  std::deque<WireEvent> pending_;   // received while waiting for a pong; receive() returns them first
 };
 
 // Where a tool connects, and as whom (firemq-bench, firemq-bench-durable, firemq-killtest).
@@ -69,5 +123,9 @@ struct Endpoint {
 // `deadline`; the error says what failed.
 Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint, const std::string& client_name,
                                                                   Clock::time_point deadline);
+// The same over any transport.
+Result<std::unique_ptr<WireConnection>, std::string> open_session(const WireAddress& address, const std::string& user,
+                                                                  const std::string& password, const std::string& vhost,
+                                                                  const Map& client, Clock::time_point deadline);
 
 }  // namespace firemq::conform
