@@ -80,6 +80,7 @@ Json case_json(const CaseResult& c) {
   j["title"] = clean(c.title, Clean::utf8);
   j["group"] = clean(c.group, Clean::utf8);
   j["level"] = clean(c.level, Clean::utf8);
+  j["transport"] = clean(c.transport, Clean::utf8);  // fire, fires, ws or wss: the same id runs over each
   j["spec"]["section"] = clean(c.spec.section, Clean::utf8);
   j["spec"]["quote"] = clean(c.spec.quote, Clean::utf8);
   j["requirements"] = strings_json(c.requirements);

@@ -86,7 +86,9 @@ std::string junit_properties(const RunResult& run) {
 }
 
 std::string junit_testcase(const CaseResult& c) {
-  std::string s = "    <testcase name=\"" + xml_attr(c.id) + "\" classname=\"firemq.conform." +
+  // The transport is part of the class name: a run over every transport has each case id once per transport.
+  const std::string transport = c.transport.empty() ? "" : xml_attr(c.transport) + ".";
+  std::string s = "    <testcase name=\"" + xml_attr(c.id) + "\" classname=\"firemq.conform." + transport +
                   xml_attr(group_name(c)) + "\" time=\"" + seconds(c.duration_ms) + "\"";
   // CI UIs show the message attribute on its own, so it names an unexpected pass as such.
   const std::string prefix = c.verdict == Verdict::unexpected_pass ? "unexpected pass: " : "";

@@ -220,6 +220,16 @@ TEST(JunitReport, JunitHasOneSuitePerGroupWithCounts) {
   EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
 }
 
+TEST(JunitReport, TheTransportIsPartOfTheClassNameAndOfTheJson) {
+  RunResult run = sample_run();
+  run.cases[0].transport = "wss";
+  EXPECT_NE(junit_xml(run).find(R"(<testcase name="lifecycle.hello.ok" classname="firemq.conform.wss.lifecycle")"),
+            std::string::npos);
+  const json j = json::parse(report_json(run));
+  EXPECT_EQ(j["cases"][0]["transport"], "wss");
+  EXPECT_EQ(j["cases"][1]["transport"], "");
+}
+
 TEST(JunitReport, JunitMarksFailuresWithTheSpecSentence) {
   const std::string xml = junit_xml(sample_run());
   const std::string failure = element_containing(xml, "message of lifecycle.hello.bad-credentials", "failure");
