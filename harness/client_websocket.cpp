@@ -127,6 +127,16 @@ bool WebSocketClient::send_message(WsOpcode opcode, ByteView payload, std::size_
   return true;
 }
 
+bool WebSocketClient::send_binary_messages(const std::vector<Bytes>& messages, Clock::time_point deadline) {
+  if (closed_) return false;
+  Bytes joined;
+  for (const Bytes& m : messages) {
+    const Bytes frame = encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::binary), m, random_mask());
+    joined.insert(joined.end(), frame.begin(), frame.end());
+  }
+  return stream_->write_all(joined, deadline);
+}
+
 bool WebSocketClient::send_raw(ByteView bytes, Clock::time_point deadline) {
   return !closed_ && stream_->write_all(bytes, deadline);
 }

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 #include <variant>
 
 #include "harness/byte_stream.h"
@@ -41,6 +42,8 @@ class WebSocketClient {
   bool send_frame(bool fin, std::uint8_t opcode, ByteView payload, Clock::time_point deadline);
   // Bytes as they are: anything at all.
   bool send_raw(ByteView bytes, Clock::time_point deadline);
+  // Binary messages, one unfragmented frame each, written together (one write for a batch of FireMQ frames).
+  bool send_binary_messages(const std::vector<Bytes>& messages, Clock::time_point deadline);
 
   // What receive() yields. Pings are answered inside it and not reported.
   struct Closed {

@@ -230,16 +230,8 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
               << "://...: the URL's scheme is the transport (test each transport with its own URL)\n";
     return std::nullopt;
   }
-  Target t;
+  Target t = target_at(*url, {o.ca_file, o.insecure});
   t.description = o.url;
-  t.transport = *transport_from_name(url->scheme);
-  t.host = url->host;
-  t.port = url->port;
-  t.user = url->user;
-  t.password = url->password;
-  t.vhost = url->vhost;
-  if (url->websocket) t.ws_path = url->path;
-  t.tls = {o.ca_file, o.insecure};
   for (const std::string& f : o.features) {
     if (f == "restart") {
       std::cerr << "firemq-conform: the feature restart comes with --restart-command, not --features\n";

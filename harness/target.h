@@ -6,6 +6,7 @@
 #include <string>
 
 #include "harness/transport.h"
+#include "protocol/url.h"
 
 namespace firemq::conform {
 
@@ -35,5 +36,8 @@ struct Target {
     return a;
   }
 };
+
+// Where a parsed URL points, as whom, over which transport (the URL's scheme); TLS checked as `tls` says.
+Target target_at(const Url& url, const TlsOptions& tls);
 
 }  // namespace firemq::conform

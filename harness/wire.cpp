@@ -61,10 +61,7 @@ bool WireConnection::send(ByteView bytes, Clock::time_point deadline) {
     untranslatable_ = messages.error();
     return false;
   }
-  for (const Bytes& m : *messages) {
-    if (!ws_->send_message(WsOpcode::binary, m, 1, deadline)) return false;
-  }
-  return true;
+  return messages->empty() || ws_->send_binary_messages(*messages, deadline);
 }
 
 bool WireConnection::send_frame(std::uint8_t op, ByteView header, ByteView payload, Clock::time_point deadline) {

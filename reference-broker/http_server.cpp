@@ -75,11 +75,15 @@ awaitable<void> serve_tls(TlsHttpStream stream, const HttpServerEnv& env) {
 }  // namespace
 
 void serve_http(asio::ip::tcp::socket socket, const HttpServerEnv& env) {
+  error_code ec;
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);  // small frames leave at once, as on fire://
   auto executor = socket.get_executor();
   asio::co_spawn(executor, serve(beast::tcp_stream(std::move(socket)), env), asio::detached);
 }
 
 void serve_https(asio::ip::tcp::socket socket, asio::ssl::context& tls, const HttpServerEnv& env) {
+  error_code ec;
+  socket.set_option(asio::ip::tcp::no_delay(true), ec);
   auto executor = socket.get_executor();
   asio::co_spawn(executor, serve_tls(TlsHttpStream(beast::tcp_stream(std::move(socket)), tls), env), asio::detached);
 }

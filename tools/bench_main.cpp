@@ -29,6 +29,8 @@ const ToolClient kClient("firemq-bench");
 
 struct Options {
   std::string url, broker = FIREMQ_BROKER_PATH;
+  std::string transport = "fire";  // the embedded broker's listener the run goes through
+  conform::TlsOptions tls;         // --url with fires:// or wss://
   std::uint64_t count = 200'000, window = 1000;
   std::vector<std::size_t> sizes = {16, 1024};
   bool json = false;
@@ -138,7 +140,11 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
   Options o;
   po::options_description flags("firemq-bench [flags]");
   flags.add_options()("help,h", "print this help and exit")
-      ("url", po::value(&o.url), "the broker (fire://...); default: start the reference broker")
+      ("url", po::value(&o.url), "the broker (fire://, fires://, ws:// or wss://...); default: start the reference broker")
+      ("transport", po::value(&o.transport)->default_value(o.transport),
+       "without --url: the reference broker's transport to measure through (fire, fires, ws or wss)")
+      ("ca-file", po::value(&o.tls.ca_file), "with a fires:// or wss:// --url: the CA that signed its certificate")
+      ("insecure", po::bool_switch(&o.tls.insecure), "with a fires:// or wss:// --url: do not check its certificate")
       ("broker", po::value(&o.broker)->default_value(o.broker), "the reference broker executable")
       ("count", po::value(&o.count)->default_value(o.count), "messages per scenario")
       ("sizes", po::value(&o.sizes)->multitoken(), "body sizes in bytes (default 16 1024)")
@@ -146,6 +152,10 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
       ("json", po::bool_switch(&o.json), "print the figures as JSON");
   po::variables_map vm;
   if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
+  if (!conform::transport_from_name(o.transport)) {
+    kClient.complain("--transport " + o.transport + ": expected fire, fires, ws or wss");
+    return 2;
+  }
   return o;
 }
 
@@ -190,7 +200,7 @@ int main(int argc, char** argv) {
   EmbeddedOptions eo;
   eo.broker_path = o.broker;
   eo.work_dir = tool_work_dir(kClient.tool());
-  auto target = open_target(o.url, eo);
+  auto target = open_target(o.url, eo, *conform::transport_from_name(o.transport), o.tls);
   if (!target) {
     kClient.complain(target.error());
     return 2;

@@ -472,7 +472,7 @@ void recovery_part(const Options& o, const fs::path& work_dir, Report& report) {
 }
 
 // Every part the target allows (the fsync probe and the recovery need the embedded broker).
-Report run_all(const Options& o, Target& target, const fs::path& work_dir) {
+Report run_all(const Options& o, Measured& target, const fs::path& work_dir) {
   Report report;
   report.out = {{"body_bytes", o.size}, {"window", o.window}, {"queues", queues_text(o)}};
   const fs::path data_dir = target.embedded ? target.embedded->data_dir() : fs::path();

@@ -7,6 +7,7 @@
 #include <variant>
 
 #include "protocol/ops.h"
+#include "harness/test_certificates.h"
 #include "protocol/url.h"
 
 namespace firemq::tools {
@@ -33,25 +34,46 @@ std::filesystem::path tool_work_dir(const std::string& tool) {
   return std::filesystem::temp_directory_path() / (tool + "-" + std::to_string(::getpid()));
 }
 
-Endpoint local_endpoint(std::uint16_t port) { return Endpoint{"127.0.0.1", port, "guest", "guest", "/"}; }
+Endpoint local_endpoint(std::uint16_t port) {
+  Endpoint e;
+  e.host = "127.0.0.1";
+  e.port = port;
+  e.user = e.password = "guest";
+  e.vhost = "/";
+  return e;
+}
 
-Result<Target, std::string> open_target(const std::string& url, const EmbeddedOptions& options) {
-  Target target;
-  if (url.empty()) {
-    auto started = EmbeddedBroker::start(options);
-    if (!started) return started.error();
-    target.embedded = std::move(*started);
-    target.endpoint = local_endpoint(target.embedded->port());
+Result<Measured, std::string> open_target(const std::string& url, EmbeddedOptions options, Transport transport,
+                                          const conform::TlsOptions& tls) {
+  Measured target;
+  if (!url.empty()) {
+    auto parsed = parse_url(url);
+    if (!parsed) return "--url " + url + ": " + parsed.error();
+    target.endpoint = conform::target_at(*parsed, tls);
     return target;
   }
-  auto parsed = parse_url(url);
-  if (!parsed || parsed->tls || parsed->websocket) return std::string("--url must be a fire:// URL");
-  target.endpoint = {parsed->host, parsed->port, parsed->user, parsed->password, parsed->vhost};
+  options.listeners = {transport};
+  std::optional<conform::TestCertificates> certificates;
+  if (conform::uses_tls(transport)) {
+    auto made = conform::make_test_certificates(options.work_dir.string() + "-tls");
+    if (!made) return "cannot make the TLS certificates: " + made.error();
+    certificates = *made;
+    options.tls_cert = made->cert_file;
+    options.tls_key = made->key_file;
+  }
+  auto started = EmbeddedBroker::start(options);
+  if (!started) return started.error();
+  target.embedded = std::move(*started);
+  target.endpoint = local_endpoint(target.embedded->port(transport));
+  target.endpoint.transport = transport;
+  if (certificates) target.endpoint.tls.ca_file = certificates->ca_file.string();
   return target;
 }
 
 std::unique_ptr<WireConnection> ToolClient::connect(const Endpoint& endpoint) const {
-  auto wire = conform::open_session(endpoint, tool_, Clock::now() + seconds(5));
+  const Map client{{Value("name"), Value(tool_)}};
+  auto wire = conform::open_session(endpoint.address(), endpoint.user, endpoint.password, endpoint.vhost, client,
+                                    Clock::now() + seconds(5));
   if (!wire) {
     complain(wire.error());
     return nullptr;

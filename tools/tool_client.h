@@ -14,6 +14,7 @@
 #include <string>
 
 #include "harness/embedded_broker.h"
+#include "harness/target.h"
 #include "harness/wire.h"
 #include "protocol/error.h"
 #include "protocol/messages.h"
@@ -23,8 +24,10 @@ namespace firemq::tools {
 using conform::Clock;
 using conform::EmbeddedBroker;
 using conform::EmbeddedOptions;
-using conform::Endpoint;
+using conform::Transport;
 using conform::WireConnection;
+// Where a tool connects, over which transport, and as whom.
+using Endpoint = conform::Target;
 
 // ---- the command line ----
 
@@ -42,14 +45,16 @@ std::filesystem::path tool_work_dir(const std::string& tool);
 Endpoint local_endpoint(std::uint16_t port);
 
 // What a tool measures: the embedded reference broker (`embedded` set), or a broker at --url.
-struct Target {
+struct Measured {
   std::unique_ptr<EmbeddedBroker> embedded;
   Endpoint endpoint;
 };
 
-// With an empty `url`, starts the reference broker with `options`; otherwise parses `url`, which must be
-// fire:// (the tools speak TCP only). The error says why, ready to print after "<tool>: ".
-Result<Target, std::string> open_target(const std::string& url, const EmbeddedOptions& options);
+// With an empty `url`, starts the reference broker with `options` and connects over `transport` (for fires and
+// wss with a throwaway certificate of its own); otherwise parses `url`, of any scheme, its TLS checked as `tls`
+// says. The error says why, ready to print after "<tool>: ".
+Result<Measured, std::string> open_target(const std::string& url, EmbeddedOptions options,
+                                          Transport transport = Transport::fire, const conform::TlsOptions& tls = {});
 
 // ---- the client ----
 
