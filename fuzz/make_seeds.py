@@ -134,6 +134,22 @@ def main():
     damaged = bytearray(segment)
     damaged[20] ^= 0xff
     write("fuzz_store_record", "damaged", bytes(damaged))
+    for name, request in http_requests():
+        write("fuzz_http_request", name, request)
+
+
+def http_requests():
+    """What the HTTP listener of ports 15672 and 15671 reads: an upgrade of /fire, and what it must refuse."""
+    upgrade = ("GET /fire?vhost=%2Fdev HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    yield "upgrade", upgrade.encode()
+    yield "plain-get", b"GET /fire HTTP/1.1\r\nHost: localhost\r\n\r\n"
+    yield "other-path", b"GET /api/overview HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    yield "bad-vhost-post", (b"POST /fire?vhost=%zz HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nUpgrade: websocket\r\n"
+                             b"Connection: upgrade\r\nSec-WebSocket-Key: AAAAAAAAAAAAAAAAAAAAAA==\r\n\r\nhello")
+    yield "chunked-short-key", (b"GET /fire?a=1&vhost=&vhost=x HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                                b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: short\r\n\r\n"
+                                b"3\r\nabc\r\n0\r\n\r\n")
 
 
 if __name__ == "__main__":
