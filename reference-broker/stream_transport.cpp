@@ -10,6 +10,7 @@ namespace {
 using boost::system::error_code;
 using TlsStream = asio::ssl::stream<asio::ip::tcp::socket>;
 constexpr std::size_t kReadChunk = 64 * 1024;
+constexpr std::size_t kWriteChunk = 64 * 1024;
 
 // One class for both: TCP is the stream itself, TLS wraps it; what differs is the handshake, how a batch is
 // written, and how the conversation ends.
@@ -58,18 +59,27 @@ class StreamTransport final : public Transport {
   }
 
   awaitable<bool> write(std::span<const Bytes> frames) override {
-    error_code ec;
-    if constexpr (kTls) {
-      // One buffer: TLS would otherwise make a record of each small frame.
-      joined_.clear();
-      for (const Bytes& frame : frames) joined_.insert(joined_.end(), frame.begin(), frame.end());
-      co_await asio::async_write(stream_, asio::buffer(joined_), asio::redirect_error(use_awaitable, ec));
-    } else {
-      buffers_.clear();
-      for (const Bytes& frame : frames) buffers_.push_back(asio::buffer(frame));
-      co_await asio::async_write(stream_, buffers_, asio::redirect_error(use_awaitable, ec));
+    // Small frames are joined into chunks of up to kWriteChunk: TLS would otherwise make a record of each, and
+    // a gathered write over TCP goes out in writes of at most 64 buffers (Asio's limit), a system call per 64
+    // frames. A frame of a chunk's size or more goes as it is.
+    std::size_t next = 0;
+    while (next < frames.size()) {
+      ByteView chunk;
+      if (frames[next].size() >= kWriteChunk) {
+        chunk = frames[next++];
+      } else {
+        joined_.clear();
+        while (next < frames.size() && joined_.size() + frames[next].size() <= kWriteChunk) {
+          joined_.insert(joined_.end(), frames[next].begin(), frames[next].end());
+          ++next;
+        }
+        chunk = joined_;
+      }
+      error_code ec;
+      co_await asio::async_write(stream_, asio::buffer(chunk.data(), chunk.size()), asio::redirect_error(use_awaitable, ec));
+      if (ec) co_return false;
     }
-    co_return !ec;
+    co_return true;
   }
 
   awaitable<void> begin_close() override {
@@ -109,8 +119,7 @@ class StreamTransport final : public Transport {
   FrameDecoder decoder_{StreamSide::server};
   std::array<std::uint8_t, kReadChunk> chunk_;
   ByteView unread_;  // the part of chunk_ the decoder has not taken yet
-  std::vector<asio::const_buffer> buffers_;
-  Bytes joined_;
+  Bytes joined_;  // small frames joined for one write: at most kWriteChunk
   bool closing_ = false;
 };
 
