@@ -1,11 +1,11 @@
 #include "reference-broker/broker.h"
 
-#include "reference-broker/stream_transport.h"
-
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+
+#include "reference-broker/stream_transport.h"
 
 namespace firemq {
 namespace {
