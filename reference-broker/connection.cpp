@@ -12,6 +12,8 @@ using boost::system::error_code;
 // closing anyway. Closing with unread input would send a TCP reset, which can destroy the error or close frame
 // in flight.
 constexpr std::chrono::milliseconds kLingerAfterClose{2000};
+// How long a batch of frames may stay open for bytes that are already waiting (Transport::has_buffered_input).
+constexpr std::chrono::milliseconds kMaxBatchHold{1};
 
 // Waits until `timer` is cancelled (a wake-up) or expires.
 awaitable<void> wait(asio::steady_timer& timer) {
@@ -40,7 +42,8 @@ Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, Con
       reader_wakeup_(executor),
       heartbeat_timer_(executor),
       handshake_timer_(executor),
-      linger_timer_(executor) {
+      linger_timer_(executor),
+      batch_timer_(executor) {
   // The deadline covers the transport's own handshake (TLS, the WebSocket upgrade) as well as FMQ1 and hello:
   // a client that opens connections and never finishes them cannot hold them for long.
   handshake_timer_.expires_after(env.config.handshake_timeout);
@@ -87,10 +90,31 @@ awaitable<void> Connection::reader() {
     if (stopped_) co_return;
     if (session_.state() == Session::State::closing) continue;
     consume_frames();
-    write_out_journal();  // the records of this read's publishes go to the OS and the fsync starts
-    session_.flush();     // one confirm {upto} for everything this read brought
-    tell_flow();          // a connection that just published during an alarm is paused now
+    if (transport_->has_buffered_input()) {
+      hold_batch();  // more frames are already here: one confirm for them all
+    } else {
+      end_batch();
+    }
   }
+}
+
+void Connection::end_batch() {
+  batch_held_ = false;
+  batch_timer_.cancel();
+  write_out_journal();  // the records of this batch's publishes go to the OS and the fsync starts
+  session_.flush();     // one confirm {upto} for everything this batch brought
+  tell_flow();          // a connection that just published during an alarm is paused now
+}
+
+void Connection::hold_batch() {
+  if (batch_held_) return;
+  batch_held_ = true;
+  // Bytes waiting may not be a whole frame (a WebSocket ping, half a message): the batch ends anyway after
+  // kMaxBatchHold, so a held confirm is never late by more than that.
+  batch_timer_.expires_after(kMaxBatchHold);
+  batch_timer_.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec && self->batch_held_ && !self->stopped_) self->end_batch();
+  });
 }
 
 awaitable<void> Connection::wait_until_readable() {
@@ -234,6 +258,7 @@ void Connection::stop() {
   heartbeat_timer_.cancel();
   handshake_timer_.cancel();
   linger_timer_.cancel();
+  batch_timer_.cancel();
   registry_.remove(this);
   MemoryAccount::remove(pending_bytes_);  // what will never be written
   pending_bytes_ = 0;

@@ -59,6 +59,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   awaitable<void> lingering_close();
   awaitable<void> wait_until_readable();
   void consume_frames();
+  void end_batch();
+  void hold_batch();
   void start_heartbeat();
   bool paused_by_alarm() const { return registry_.alarm() && session_.has_published(); }
   void tell_flow();
@@ -87,6 +89,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer handshake_timer_;
   asio::steady_timer linger_timer_;
+  asio::steady_timer batch_timer_;  // ends a held batch (hold_batch)
+  bool batch_held_ = false;
 };
 
 }  // namespace firemq

@@ -103,6 +103,7 @@ void Session::send_welcome() {
 }
 
 void Session::on_close(const op::Close&) {
+  flush();  // the confirms of the publishes before the close go before the reply
   // "The receiver replies with its own close and closes the socket. Code 200 means a normal shutdown."
   out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::normal), "closed"});
   enter_closing();
@@ -179,11 +180,13 @@ void Session::on_framing_error(const Error& error) {
 
 void Session::on_shutdown() {
   if (state_ == State::closing) return;
+  flush();
   out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::connection_forced), "broker shutting down"});
   enter_closing();
 }
 
 void Session::fail(Error error) {
+  if (error.fatal) flush();  // what was confirmed before the fatal error is said before it
   out_.send(op::Error{error.rid, error.code, error.msg, error.fatal});
   if (!error.fatal) return;
   // "error ... fatal: true when the server closes the connection after this frame."

@@ -220,6 +220,38 @@ TEST_F(SessionTest, ASeqThatDoesNotIncreaseIsRefusedWithoutASecondConfirm) {
   EXPECT_FALSE(last_error().fatal);
 }
 
+TEST_F(SessionTest, ConfirmsHeldForTheBatchGoBeforeTheCloseReply) {
+  receive(good_hello());
+  op::DeclareQueue declare;
+  declare.rid = 1;
+  declare.name = "q";
+  receive(declare);
+  op::Publish p;
+  p.seq = 1;
+  p.key = "q";
+  receive(p);  // its confirm is held until the batch ends; the close ends it first
+  receive(op::Close{200, "bye"});
+  ASSERT_GE(out_.sent.size(), 2u);
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent[out_.sent.size() - 2]).upto, 1u);
+  EXPECT_EQ(std::get<op::Close>(out_.sent.back()).code, 200u);
+}
+
+TEST_F(SessionTest, ConfirmsHeldForTheBatchGoBeforeAFatalError) {
+  receive(good_hello());
+  op::DeclareQueue declare;
+  declare.rid = 1;
+  declare.name = "q";
+  receive(declare);
+  op::Publish p;
+  p.seq = 1;
+  p.key = "q";
+  receive(p);
+  receive(op::Hello{});  // a second hello: 503, fatal
+  ASSERT_GE(out_.sent.size(), 2u);
+  EXPECT_EQ(std::get<op::Confirm>(out_.sent[out_.sent.size() - 2]).upto, 1u);
+  EXPECT_TRUE(last_error().fatal);
+}
+
 TEST_F(SessionTest, AckWithMultipleOfATagNeverIssuedIsAnUnknownTag) {
   receive(good_hello());
   receive(op::Ack{1000, true});

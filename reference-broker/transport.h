@@ -51,6 +51,10 @@ class Transport {
   virtual awaitable<bool> read() = 0;
   // The next frame in what read() brought, checked against `max_frame` (4 + len, docs/spec-notes.md).
   virtual NextFrame next_frame(std::size_t max_frame) = 0;
+  // Whether the peer's next bytes are already here, once next_frame() has said need-more: the engine then
+  // holds back what it coalesces per read (the confirm {upto}) for the next read, a moment at most. A TCP read
+  // takes everything waiting, so only a transport whose read brings less (one WebSocket message) says yes.
+  virtual bool has_buffered_input() { return false; }
   // Writes frames, each given in its stream form (len first; a WebSocket transport leaves len out). False when
   // the connection is gone.
   virtual awaitable<bool> write(std::span<const Bytes> frames) = 0;

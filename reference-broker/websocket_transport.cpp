@@ -15,7 +15,6 @@ namespace {
 namespace websocket = beast::websocket;
 using boost::system::error_code;
 constexpr std::size_t kReadChunk = 64 * 1024;
-constexpr std::size_t kReadAhead = 64 * 1024;  // as a TCP read's chunk
 
 template <class Stream>
 class WebSocketTransport final : public Transport {
@@ -49,24 +48,11 @@ class WebSocketTransport final : public Transport {
     co_return true;
   }
 
-  // Reads whole messages, checking as each grows that it stays a binary message within the limit. After welcome
-  // (when the limit no longer changes) it goes on while the socket already holds more, up to kReadAhead bytes, so
-  // that the engine gets a batch of frames per read, as from a TCP chunk (one confirm {upto} for the batch).
+  // Reads one whole message, checking as it grows that it stays a binary message within the limit.
   awaitable<bool> read() override {
     if (refused_) co_return co_await drain();
-    ready_.clear();
-    next_ready_ = 0;
-    std::size_t bytes = 0;
-    do {
-      if (!co_await read_message()) co_return false;
-      if (refused_) break;
-      bytes += ready_.back().size();
-    } while (limit_ > kMaxFrameBeforeWelcome && bytes < kReadAhead && available() > 0);
-    co_return true;
-  }
-
-  awaitable<bool> read_message() {
     message_.clear();
+    message_ready_ = false;
     while (true) {
       error_code ec;
       co_await ws_.async_read_some(message_, kReadChunk, asio::redirect_error(use_awaitable, ec));
@@ -84,32 +70,32 @@ class WebSocketTransport final : public Transport {
         co_return true;
       }
       if (ws_.is_message_done()) {
-        const auto data = message_.cdata();
-        const auto* begin = static_cast<const std::uint8_t*>(data.data());
-        ready_.emplace_back(begin, begin + data.size());
+        message_ready_ = true;
         co_return true;
       }
     }
   }
 
-  std::size_t available() {
+  // A read brings one message, so the engine asks whether more bytes are already waiting in the socket, to
+  // send one confirm {upto} for a batch of publishes as on TCP.
+  bool has_buffered_input() override {
     error_code ec;
-    return beast::get_lowest_layer(ws_).socket().available(ec);
+    return beast::get_lowest_layer(ws_).socket().available(ec) > 0;
   }
 
   NextFrame next_frame(std::size_t max_frame) override {
     limit_ = max_frame;  // the limit for the next message read()s
-    if (next_ready_ < ready_.size()) {
-      auto frame = decode_message_frame(ready_[next_ready_++], max_frame);
-      if (!frame) return {NextFrame::Kind::error, {}, frame.error()};
-      return {NextFrame::Kind::frame, std::move(*frame), {}};
-    }
-    if (pending_error_) {  // the message refused after those read before it
+    if (pending_error_) {
       NextFrame refused{NextFrame::Kind::error, {}, *pending_error_};
       pending_error_.reset();
       return refused;
     }
-    return {};
+    if (!message_ready_) return {};
+    message_ready_ = false;
+    const auto data = message_.cdata();
+    auto frame = decode_message_frame(ByteView(static_cast<const std::uint8_t*>(data.data()), data.size()), max_frame);
+    if (!frame) return {NextFrame::Kind::error, {}, frame.error()};
+    return {NextFrame::Kind::frame, std::move(*frame), {}};
   }
 
   awaitable<bool> write(std::span<const Bytes> frames) override {
@@ -167,9 +153,8 @@ class WebSocketTransport final : public Transport {
   TransportHints hints_;
   std::chrono::milliseconds handshake_timeout_;
   WebSocketFaults faults_;
-  beast::flat_buffer message_;      // the message being read
-  std::vector<Bytes> ready_;         // messages read whole, for next_frame()
-  std::size_t next_ready_ = 0;
+  beast::flat_buffer message_;
+  bool message_ready_ = false;
   std::size_t limit_ = kMaxFrameBeforeWelcome;
   bool refused_ = false;
   std::optional<Error> pending_error_;
