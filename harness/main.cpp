@@ -78,7 +78,7 @@ po::options_description describe_flags(Options& o) {
       ("list", po::bool_switch(&o.list), "list the selected cases and exit")
       ("dryrun", po::bool_switch(&o.dryrun), "say what would run (and what would be skipped) without running")
       ("jobs,j", po::value(&o.jobs)->default_value(o.jobs), "cases run in parallel")
-      ("known-failures", po::value(&o.known_failures), "file of case ids expected to fail (one a line)")
+      ("known-failures", po::value(&o.known_failures), "file of case ids expected to fail (one id glob a line; ID@TRANSPORT for one transport)")
       ("reports", po::value(&o.reports_dir)->default_value(o.reports_dir), "where reports/<run>/ and latest go")
       ("broker", po::value(&o.broker)->default_value(o.broker), "the reference broker executable (no --url)")
       ("conformance", po::value(&o.conformance_dir)->default_value(o.conformance_dir),

@@ -59,8 +59,17 @@ CaseResult skipped(const CaseSpec& spec, std::string why) {
   return r;
 }
 
+// A known-failures entry is an id glob, for every transport, or "GLOB@TRANSPORT" for one (e.g. "websocket.*@wss").
+bool listed(const std::vector<std::string>& known, const CaseResult& r) {
+  return std::any_of(known.begin(), known.end(), [&r](const std::string& entry) {
+    const std::size_t at = entry.rfind('@');
+    if (at == std::string::npos) return glob_match(entry, r.id);
+    return entry.compare(at + 1, std::string::npos, r.transport) == 0 && glob_match(entry.substr(0, at), r.id);
+  });
+}
+
 void apply_known_failures(CaseResult& r, const std::vector<std::string>& known) {
-  if (!any_glob(known, r.id)) return;
+  if (!listed(known, r)) return;
   if (r.verdict == Verdict::fail) {
     r.verdict = Verdict::expected_fail;
     r.message = "known failure: " + r.message;
@@ -249,8 +258,8 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
       }
       r = scenario.run();
     }
-    apply_known_failures(r, options.known_failures);
     r.transport = transport_name(target.transport);
+    apply_known_failures(r, options.known_failures);
     results[i] = std::move(r);
     std::lock_guard lock(progress);
     ++done;
