@@ -34,6 +34,19 @@ class SessionTest : public ::testing::Test {
  protected:
   void receive(Message m, ByteView payload = {}) { session_.on_message(std::move(m), payload); }
   const op::Error& last_error() { return std::get<op::Error>(out_.sent.back()); }
+  // After hello: queue "q", and a publish with seq 1 to it whose confirm is held for the batch (not flushed).
+  op::Publish open_and_publish_seq_1() {
+    receive(good_hello());
+    op::DeclareQueue declare;
+    declare.rid = 1;
+    declare.name = "q";
+    receive(declare);
+    op::Publish p;
+    p.seq = 1;
+    p.key = "q";
+    receive(p);
+    return p;
+  }
 
   BrokerConfig config_;
   Definitions definitions_ = test_definitions();
@@ -202,15 +215,7 @@ namespace firemq {
 namespace {
 
 TEST_F(SessionTest, ASeqThatDoesNotIncreaseIsRefusedWithoutASecondConfirm) {
-  receive(good_hello());
-  op::DeclareQueue declare;
-  declare.rid = 1;
-  declare.name = "q";
-  receive(declare);
-  op::Publish p;
-  p.seq = 1;
-  p.key = "q";
-  receive(p);
+  const op::Publish p = open_and_publish_seq_1();
   session_.flush();
   EXPECT_EQ(std::get<op::Confirm>(out_.sent.back()).upto, 1u);
   receive(p);  // seq 1 again
@@ -221,15 +226,7 @@ TEST_F(SessionTest, ASeqThatDoesNotIncreaseIsRefusedWithoutASecondConfirm) {
 }
 
 TEST_F(SessionTest, ConfirmsHeldForTheBatchGoBeforeTheCloseReply) {
-  receive(good_hello());
-  op::DeclareQueue declare;
-  declare.rid = 1;
-  declare.name = "q";
-  receive(declare);
-  op::Publish p;
-  p.seq = 1;
-  p.key = "q";
-  receive(p);  // its confirm is held until the batch ends; the close ends it first
+  open_and_publish_seq_1();  // its confirm is held until the batch ends; the close ends it first
   receive(op::Close{200, "bye"});
   ASSERT_GE(out_.sent.size(), 2u);
   EXPECT_EQ(std::get<op::Confirm>(out_.sent[out_.sent.size() - 2]).upto, 1u);
@@ -237,15 +234,7 @@ TEST_F(SessionTest, ConfirmsHeldForTheBatchGoBeforeTheCloseReply) {
 }
 
 TEST_F(SessionTest, ConfirmsHeldForTheBatchGoBeforeAFatalError) {
-  receive(good_hello());
-  op::DeclareQueue declare;
-  declare.rid = 1;
-  declare.name = "q";
-  receive(declare);
-  op::Publish p;
-  p.seq = 1;
-  p.key = "q";
-  receive(p);
+  open_and_publish_seq_1();
   receive(op::Hello{});  // a second hello: 503, fatal
   ASSERT_GE(out_.sent.size(), 2u);
   EXPECT_EQ(std::get<op::Confirm>(out_.sent[out_.sent.size() - 2]).upto, 1u);
