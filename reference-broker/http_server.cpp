@@ -27,11 +27,12 @@ awaitable<bool> respond(Stream& stream, const HttpRequest& request, http::status
   co_return !ec && request.keep_alive();
 }
 
-[[maybe_unused]] std::unique_ptr<Transport> make_transport(beast::tcp_stream stream, HttpRequest request, TransportHints hints,
+// The WebSocket transport for the stream an upgrade arrived on: ws over TCP, wss over TLS.
+std::unique_ptr<Transport> make_transport(beast::tcp_stream stream, HttpRequest request, TransportHints hints,
                                           const HttpServerEnv& env) {
   return make_ws_transport(std::move(stream), std::move(request), std::move(hints), env.handshake_timeout, env.faults);
 }
-[[maybe_unused]] std::unique_ptr<Transport> make_transport(TlsHttpStream stream, HttpRequest request, TransportHints hints,
+std::unique_ptr<Transport> make_transport(TlsHttpStream stream, HttpRequest request, TransportHints hints,
                                           const HttpServerEnv& env) {
   return make_wss_transport(std::move(stream), std::move(request), std::move(hints), env.handshake_timeout, env.faults);
 }
