@@ -177,10 +177,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::error_code ec;
-  std::filesystem::create_directories(config.data_dir, ec);
-  if (ec) {
-    std::cerr << "firemq-broker: cannot create --data-dir " << config.data_dir << ": " << ec.message() << "\n";
+  if (firemq::IoStatus error = firemq::create_private_directories(config.data_dir)) {
+    std::cerr << "firemq-broker: cannot create --data-dir: " << *error << "\n";
     return 2;
   }
   if (firemq::IoStatus in_use = firemq::lock_data_directory(config.data_dir)) {
