@@ -519,7 +519,7 @@ class StoreSessionTest : public StoreTest {
   }
 
   BrokerConfig config_;
-  Definitions definitions_ = Definitions::defaults();
+  Definitions definitions_ = *Definitions::defaults();
   Core core_{definitions_, time_};
   RecordingOutbox out_;
   Session session_{SessionEnv{config_, definitions_, core_}, out_, "c"};
