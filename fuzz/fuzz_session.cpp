@@ -24,7 +24,7 @@ struct CountingOutbox : firemq::Outbox {
 };
 
 const firemq::Definitions& definitions() {
-  static const firemq::Definitions d = firemq::Definitions::defaults();
+  static const firemq::Definitions d = *firemq::Definitions::defaults();
   return d;
 }
 

@@ -11,31 +11,32 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Compares without returning early, so the time taken does not tell how much of a password was right.
-bool equal_in_constant_time(const std::string& a, const std::string& b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  const std::string& longer = a.size() >= b.size() ? a : b;
-  for (std::size_t i = 0; i < longer.size(); ++i) {
-    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
-    diff = static_cast<unsigned char>(diff | (x ^ y));
-  }
-  return diff == 0;
-}
-
 std::string string_field(const Json& object, const char* key, const std::string& fallback = "") {
   if (!object.contains(key)) return fallback;
   return object.at(key).get<std::string>();
 }
 
+// A user's password: "password" in clear text (hashed here under a fresh salt), or RabbitMQ's "password_hash"
+// under "hashing_algorithm" (absent: RabbitMQ's default, SHA-256). Neither, or an empty hash: no password.
+Result<std::optional<PasswordHash>, std::string> password_of(const Json& user) {
+  if (user.contains("password")) {
+    auto hashed = hash_new_password(user.at("password").get<std::string>());
+    if (!hashed) return hashed.error();
+    return std::optional<PasswordHash>(*hashed);
+  }
+  const std::string hash = string_field(user, "password_hash");
+  if (hash.empty()) return std::optional<PasswordHash>();
+  auto decoded = decode_password_hash(hash, string_field(user, "hashing_algorithm", kSha256HashingAlgorithm));
+  if (!decoded) return decoded.error();
+  return std::optional<PasswordHash>(*decoded);
+}
+
 }  // namespace
 
-Definitions Definitions::defaults() {
-  Definitions d;
-  User guest{"guest", "guest", {"administrator"}, {{"/", Permission{}}}};
-  d.users_.emplace(guest.name, guest);
-  d.vhosts_.push_back("/");
-  return d;
+Result<Definitions, std::string> Definitions::defaults() {
+  return parse(R"({"users": [{"name": "guest", "password": "guest", "tags": ["administrator"]}],
+                   "vhosts": [{"name": "/"}],
+                   "permissions": [{"user": "guest", "vhost": "/"}]})");
 }
 
 Result<Definitions, std::string> Definitions::parse(const std::string& json_text) {
@@ -45,7 +46,10 @@ Result<Definitions, std::string> Definitions::parse(const std::string& json_text
     Definitions d;
     for (const Json& v : root.value("vhosts", Json::array())) d.vhosts_.push_back(v.at("name").get<std::string>());
     for (const Json& u : root.value("users", Json::array())) {
-      User user{u.at("name").get<std::string>(), string_field(u, "password"), {}, {}};
+      User user{u.at("name").get<std::string>(), {}, {}, {}};
+      auto password = password_of(u);
+      if (!password) return "user '" + user.name + "': " + password.error();
+      user.password = *password;
       for (const Json& tag : u.value("tags", Json::array())) user.tags.push_back(tag.get<std::string>());
       d.users_[user.name] = std::move(user);
     }
@@ -72,7 +76,11 @@ Json Definitions::to_json() const {
   Json root{{"users", Json::array()}, {"vhosts", Json::array()}, {"permissions", Json::array()}};
   for (const std::string& vhost : vhosts_) root["vhosts"].push_back({{"name", vhost}});
   for (const auto& [name, user] : users_) {
-    root["users"].push_back({{"name", name}, {"password", user.password}, {"tags", user.tags}});
+    // As RabbitMQ's export: the hash and its algorithm, never the password ("" for a user without one).
+    root["users"].push_back({{"name", name},
+                             {"password_hash", user.password ? encode_password_hash(*user.password) : ""},
+                             {"hashing_algorithm", kSha256HashingAlgorithm},
+                             {"tags", user.tags}});
     for (const auto& [vhost, p] : user.permissions) {
       root["permissions"].push_back(
           {{"user", name}, {"vhost", vhost}, {"configure", p.configure}, {"write", p.write}, {"read", p.read}});
@@ -92,9 +100,13 @@ Result<Definitions, std::string> Definitions::load(const std::string& path) {
 }
 
 const User* Definitions::authenticate(const std::string& name, const std::string& password) const {
+  // An unknown user, or one without a password, is checked against a hash no password has (a zero digest), so
+  // that the time taken does not tell which user names exist.
+  static const PasswordHash kNoPassword{};
   auto it = users_.find(name);
-  if (it == users_.end()) return nullptr;
-  return equal_in_constant_time(it->second.password, password) ? &it->second : nullptr;
+  const bool known = it != users_.end() && it->second.password;
+  const bool matches = password_matches(known ? *it->second.password : kNoPassword, password);
+  return known && matches ? &it->second : nullptr;
 }
 
 bool Definitions::has_vhost(const std::string& vhost) const {

@@ -5,6 +5,9 @@
 //    "vhosts": [{"name": "/"}],
 //    "permissions": [{"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}]}
 //
+// A user's password is given either in clear text ("password") or as RabbitMQ stores it ("password_hash" and
+// "hashing_algorithm", password_hash.h); either way only the hash is kept. to_json() writes the hash alone.
+//
 // Without a file, the broker has user guest (password guest) with every permission on vhost "/".
 #pragma once
 
@@ -16,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/error.h"
+#include "reference-broker/password_hash.h"
 
 namespace firemq {
 
@@ -27,22 +31,23 @@ struct Permission {
 
 struct User {
   std::string name;
-  std::string password;
+  std::optional<PasswordHash> password;  // none: the user cannot log in with a password (as RabbitMQ's)
   std::vector<std::string> tags;
   std::map<std::string, Permission> permissions;  // by vhost
 };
 
 class Definitions {
  public:
-  // guest/guest with every permission on "/".
-  static Definitions defaults();
+  // guest/guest with every permission on "/". The error says the random generator for its salt failed.
+  static Result<Definitions, std::string> defaults();
   // Reads a definitions file; the error names the file and what is wrong with it.
   static Result<Definitions, std::string> load(const std::string& path);
   static Result<Definitions, std::string> parse(const std::string& json_text);
   // The users, vhosts and permissions in the shape parse() reads (the data directory keeps a copy).
   nlohmann::json to_json() const;
 
-  // The user whose name and password match, or nullptr. Passwords are compared in constant time.
+  // The user whose name and password match, or nullptr. Takes as long for an unknown user as for a known one
+  // (the password is hashed either way), and compares digests in constant time.
   const User* authenticate(const std::string& name, const std::string& password) const;
   bool has_vhost(const std::string& vhost) const;
   const std::vector<std::string>& vhost_names() const { return vhosts_; }

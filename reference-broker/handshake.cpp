@@ -25,7 +25,7 @@ Result<std::string> vhost_of(const op::Hello& hello, const TransportHints& hints
 
 }  // namespace
 
-Result<Principal> log_in(const Definitions& definitions, const LoginRequest& request) {
+Result<Principal> log_in(const Definitions& definitions, const LoopbackPolicy& loopback, const LoginRequest& request) {
   if (request.mechanism != "plain") {
     return fatal(ReplyCode::access_refused,
                  "authentication mechanism '" + request.mechanism + "' is not supported: use plain");
@@ -34,6 +34,13 @@ Result<Principal> log_in(const Definitions& definitions, const LoginRequest& req
   if (user == nullptr) {
     // Which of the two was wrong is not said, as RabbitMQ does not: it would help guess user names.
     return fatal(ReplyCode::access_refused, "login refused: unknown user or wrong password");
+  }
+  // RabbitMQ's loopback_users, checked once the password matched (rabbit_access_control: the check follows
+  // authentication), so that only a client that knows the password learns that the user exists.
+  if (!loopback.admits(user->name, request.peer_address)) {
+    return fatal(ReplyCode::access_refused, "user '" + user->name +
+                                                "' may only connect over loopback (loopback_users); create another "
+                                                "user for remote access");
   }
   if (!definitions.has_vhost(request.vhost)) {
     return fatal(ReplyCode::access_refused, "vhost '" + request.vhost + "' does not exist");
@@ -54,7 +61,8 @@ Result<Admission> admit_hello(const op::Hello& hello, const TransportHints& hint
   }
   auto vhost = vhost_of(hello, hints);
   if (!vhost) return vhost.error();
-  auto principal = log_in(definitions, {hello.auth.mech, hello.auth.user, hello.auth.pass, *vhost});
+  auto principal = log_in(definitions, config.loopback,
+                          {hello.auth.mech, hello.auth.user, hello.auth.pass, *vhost, hints.peer_address});
   if (!principal) return principal.error();
   return Admission{std::move(*principal), negotiate_heartbeat(hello.heartbeat, config.heartbeat_seconds)};
 }

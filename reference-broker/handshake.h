@@ -20,6 +20,7 @@ struct LoginRequest {
   std::string user;
   std::string password;
   std::string vhost;      // "/" when the client named none
+  std::optional<std::string> peer_address;  // the client's IP address; none: no network peer (in-process)
 };
 
 // An authenticated client on a vhost it may use.
@@ -30,9 +31,10 @@ struct Principal {
 };
 
 // "If authentication fails, the server replies error with code 403 and fatal: true": an unknown mechanism, a
-// wrong user or password, an unknown vhost, or no permission on it. The message says which, except that it
-// never tells a wrong user from a wrong password.
-Result<Principal> log_in(const Definitions& definitions, const LoginRequest& request);
+// wrong user or password, a loopback-only user from elsewhere (`loopback`), an unknown vhost, or no permission
+// on it. The message says which, except that it never tells a wrong user from a wrong password, and says a
+// user is loopback-only only to a client that gave its password (as RabbitMQ, which checks the password first).
+Result<Principal> log_in(const Definitions& definitions, const LoopbackPolicy& loopback, const LoginRequest& request);
 
 // A FireMQ session admitted by its hello: the principal and the negotiated terms of welcome.
 struct Admission {
@@ -41,9 +43,11 @@ struct Admission {
 };
 
 // What the transport learnt of the connection before hello: the vhost a WebSocket client put in its URL's
-// `?vhost=` (absent when it put none; TCP and TLS have none).
+// `?vhost=` (absent when it put none; TCP and TLS have none), and the client's address, which every transport
+// adapter fills in (absent only for a session without a network peer: unit tests, the fuzzer).
 struct TransportHints {
   std::optional<std::string> url_vhost;
+  std::optional<std::string> peer_address;  // an IP address in text, as Asio prints it
 };
 
 // hello: the version, the vhost (hello's, or the WebSocket URL's when hello names none; both named and different

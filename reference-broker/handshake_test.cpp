@@ -1,4 +1,4 @@
-// The handshake's decisions: version, vhost (hello's or the WebSocket URL's), login, heartbeat.
+// The handshake's decisions: version, vhost (hello's or the WebSocket URL's), login, loopback users, heartbeat.
 #include "reference-broker/handshake.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +25,7 @@ op::Hello hello_for(std::string vhost, std::string user = "guest", std::string p
 class HandshakeTest : public ::testing::Test {
  protected:
   Result<Admission> admit(const op::Hello& hello, std::optional<std::string> url_vhost = std::nullopt) {
-    return admit_hello(hello, TransportHints{std::move(url_vhost)}, definitions_, config_);
+    return admit_hello(hello, TransportHints{std::move(url_vhost), std::nullopt}, definitions_, config_);
   }
   BrokerConfig config_;
   Definitions definitions_ = test_definitions();
@@ -78,12 +78,78 @@ TEST_F(HandshakeTest, WrongPasswordUnknownVhostAndNoPermissionAreFatal403) {
 }
 
 TEST_F(HandshakeTest, LoginIsSharedByEveryProtocol) {
-  auto principal = log_in(definitions_, {"plain", "bob", "pw", "dev"});
+  auto principal = log_in(definitions_, config_.loopback, {"plain", "bob", "pw", "dev", std::nullopt});
   ASSERT_TRUE(principal);
   EXPECT_EQ(principal->vhost, "dev");
-  auto other_mechanism = log_in(definitions_, {"AMQPLAIN-ish", "bob", "pw", "dev"});
+  auto other_mechanism = log_in(definitions_, config_.loopback, {"AMQPLAIN-ish", "bob", "pw", "dev", std::nullopt});
   ASSERT_FALSE(other_mechanism);
   EXPECT_EQ(other_mechanism.error().code, 403u);
+}
+
+// RabbitMQ's loopback_users (default [guest]): guest may log in only from a loopback address.
+class LoopbackUsersTest : public HandshakeTest {
+ protected:
+  Result<Admission> admit_from(const std::string& peer, std::string user = "guest", std::string pass = "guest") {
+    return admit_hello(hello_for("dev", std::move(user), std::move(pass)), TransportHints{std::nullopt, peer},
+                       definitions_, config_);
+  }
+};
+
+TEST_F(LoopbackUsersTest, GuestWithTheRightPasswordFromElsewhereIsFatal403SayingWhy) {
+  for (const char* peer : {"10.0.0.7", "192.168.1.2", "2001:db8::1", "::ffff:10.0.0.7", "unknown"}) {
+    auto admitted = admit_from(peer);
+    ASSERT_FALSE(admitted) << peer;
+    EXPECT_EQ(admitted.error().code, 403u);
+    EXPECT_TRUE(admitted.error().fatal);
+    EXPECT_NE(admitted.error().msg.find("user 'guest' may only connect over loopback (loopback_users)"),
+              std::string::npos) << admitted.error().msg;
+  }
+}
+
+TEST_F(LoopbackUsersTest, AWrongPasswordFromElsewhereGetsTheUsualMessage) {
+  auto admitted = admit_from("10.0.0.7", "guest", "nope");
+  ASSERT_FALSE(admitted);
+  EXPECT_EQ(admitted.error().msg, "login refused: unknown user or wrong password")
+      << "only a client that knows guest's password learns that guest is loopback-only";
+}
+
+TEST_F(LoopbackUsersTest, GuestFromLoopbackIsAdmitted) {
+  for (const char* peer : {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1"}) {
+    EXPECT_TRUE(admit_from(peer)) << peer;
+  }
+}
+
+TEST_F(LoopbackUsersTest, AnotherUserIsAdmittedFromElsewhere) {
+  EXPECT_TRUE(admit_from("10.0.0.7", "bob", "pw"));
+}
+
+TEST_F(LoopbackUsersTest, AnEmptyListAdmitsGuestFromAnywhere) {
+  config_.loopback.users = {};
+  EXPECT_TRUE(admit_from("10.0.0.7"));
+}
+
+TEST_F(LoopbackUsersTest, TheListAndTheLoopbackRangesAreConfigurable) {
+  config_.loopback.users = split_names("bob, carol");
+  EXPECT_TRUE(admit_from("10.0.0.7"));
+  EXPECT_FALSE(admit_from("10.0.0.7", "bob", "pw"));
+  config_.loopback.addresses = *parse_address_ranges("10.0.0.0/24");
+  EXPECT_TRUE(admit_from("10.0.0.7", "bob", "pw"));
+  EXPECT_FALSE(admit_from("127.0.0.1", "bob", "pw")) << "127.0.0.1 is not in 10.0.0.0/24";
+}
+
+TEST(AddressRanges, ParseCidrListsAndRefuseWhatIsNotOne) {
+  auto ranges = parse_address_ranges("127.0.0.0/8, ::1,192.168.0.0/16");
+  ASSERT_TRUE(ranges);
+  EXPECT_EQ(ranges->size(), 3u);
+  EXPECT_TRUE(in_ranges(*ranges, "192.168.200.1"));
+  EXPECT_FALSE(in_ranges(*ranges, "192.169.0.1"));
+  EXPECT_FALSE(in_ranges(*ranges, "::2"));
+  EXPECT_TRUE(parse_address_ranges("")->empty());
+  for (const char* bad : {"127.0.0.0/33", "::1/129", "localhost", "127.0.0.0/", "10.0.0.0/x"}) {
+    auto refused = parse_address_ranges(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find(bad), std::string::npos) << refused.error();
+  }
 }
 
 TEST_F(HandshakeTest, HeartbeatIsNegotiated) {

@@ -15,6 +15,8 @@ namespace {
 struct RawFlags {
   std::uint64_t handshake_ms = 0;
   std::string fire_port = "5673", fires_port = "5674", ws_port = "15672", wss_port = "15671";
+  std::string loopback_users = "guest";
+  std::string loopback_addresses = "127.0.0.0/8,::1";
 };
 
 // A listener's port flag: a port number (0: a free one) or "off".
@@ -80,6 +82,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P}")
       ("definitions", po::value(&c.definitions_file),
        "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")
+      ("loopback-users", po::value(&raw.loopback_users)->default_value(raw.loopback_users),
+       "users who may log in only from a loopback address (RabbitMQ's loopback_users), comma-separated; \"\": none")
+      ("loopback-addresses", po::value(&raw.loopback_addresses)->default_value(raw.loopback_addresses),
+       "for tests and unusual setups: the address ranges (CIDR, comma-separated) that count as loopback")
       ("data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
        "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")
       ("segment-bytes", po::value(&c.segment_bytes)->default_value(c.segment_bytes),
@@ -136,6 +142,15 @@ firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, fire
   return true;
 }
 
+// --loopback-users and --loopback-addresses; the error names the entry that is not an address range.
+firemq::Result<bool, std::string> apply_loopback_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
+  config.loopback.users = firemq::split_names(raw.loopback_users);
+  auto ranges = firemq::parse_address_ranges(raw.loopback_addresses);
+  if (!ranges) return "--loopback-addresses: " + ranges.error();
+  config.loopback.addresses = std::move(*ranges);
+  return true;
+}
+
 int main(int argc, char** argv) {
   firemq::BrokerConfig config;
   RawFlags raw;
@@ -163,6 +178,10 @@ int main(int argc, char** argv) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";
     return 2;
   }
+  if (auto applied = apply_loopback_flags(raw, config); !applied) {
+    std::cerr << "firemq-broker: " << applied.error() << "\n";
+    return 2;
+  }
   if (vm.count("websocket-fault")) {
     auto faults = parse_websocket_fault(vm["websocket-fault"].as<std::string>());
     if (!faults) {
@@ -177,10 +196,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::error_code ec;
-  std::filesystem::create_directories(config.data_dir, ec);
-  if (ec) {
-    std::cerr << "firemq-broker: cannot create --data-dir " << config.data_dir << ": " << ec.message() << "\n";
+  if (firemq::IoStatus error = firemq::create_private_directories(config.data_dir)) {
+    std::cerr << "firemq-broker: cannot create --data-dir: " << *error << "\n";
     return 2;
   }
   if (firemq::IoStatus in_use = firemq::lock_data_directory(config.data_dir)) {

@@ -36,9 +36,9 @@ MessageStore::~MessageStore() {
 
 Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptions options, const TimeSource& time,
                                                                       Syncer::Post post, RecoveryReport& report) {
-  std::error_code ec;
-  std::filesystem::create_directories(options.directory, ec);
-  if (ec) return "cannot create the message store directory " + options.directory.string() + ": " + ec.message();
+  if (IoStatus error = create_private_directories(options.directory)) {
+    return "cannot create the message store directory: " + *error;
+  }
   // The directory's own entry: without it a power cut soon after the first start could lose every segment.
   if (IoStatus error = sync_directory(options.directory.parent_path().empty() ? "." : options.directory.parent_path())) {
     return *error;

@@ -254,7 +254,7 @@ TEST(SubscriptionCredit, HugeGrantsSaturateInsteadOfWrapping) {
     void close_after_flush() override {}
   } out;
   BrokerConfig config;
-  Definitions definitions = Definitions::defaults();
+  Definitions definitions = *Definitions::defaults();
   ManualTime time;
   Core core(definitions, time);
   Session session(SessionEnv{config, definitions, core}, out, "c");

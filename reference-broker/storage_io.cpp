@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -60,7 +61,7 @@ StorageFaults& storage_faults() {
 }
 
 Result<AppendFile, std::string> AppendFile::create(const std::filesystem::path& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return failure("create", path, errno);
   return AppendFile(fd, path);
 }
@@ -83,6 +84,16 @@ IoStatus AppendFile::append(ByteView bytes) { return write_fully(fd_, bytes, pat
 
 IoStatus AppendFile::sync() { return sync_fd(fd_, path_); }
 
+IoStatus create_private_directories(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (dir.empty() || std::filesystem::is_directory(dir, ec)) return std::nullopt;
+  if (dir.has_parent_path() && dir.parent_path() != dir) {
+    if (IoStatus parent = create_private_directories(dir.parent_path())) return parent;
+  }
+  if (::mkdir(dir.c_str(), kPrivateDirectoryMode) != 0 && errno != EEXIST) return failure("create directory", dir, errno);
+  return std::nullopt;
+}
+
 IoStatus sync_directory(const std::filesystem::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return failure("open directory", dir, errno);
@@ -93,7 +104,7 @@ IoStatus sync_directory(const std::filesystem::path& dir) {
 
 IoStatus lock_data_directory(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);  // left open: the lock lives with it
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);  // left open: the lock lives with it
   if (fd < 0) return failure("open", path, errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
@@ -114,7 +125,7 @@ IoStatus sync_existing_file(const std::filesystem::path& path) {
 
 IoStatus replace_file_atomically(const std::filesystem::path& path, ByteView bytes) {
   const std::filesystem::path temporary = path.string() + ".tmp";
-  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return failure("create", temporary, errno);
   IoStatus status = write_fully(fd, bytes, temporary);
   if (!status) status = sync_fd(fd, temporary);

@@ -56,6 +56,15 @@ class AppendFile {
   std::filesystem::path path_;
 };
 
+// Modes of what the broker creates in the data directory: only its own user may read messages and definitions
+// (docs/durability.md, "File modes"; RabbitMQ's packages keep their data directory 0750 for the rabbitmq user,
+// and its Erlang cookie 0400).
+inline constexpr unsigned kPrivateFileMode = 0600;
+inline constexpr unsigned kPrivateDirectoryMode = 0700;
+
+// Creates `dir` and any missing parents with kPrivateDirectoryMode (as `mkdir -p -m 0700`). Directories that
+// already exist keep their modes: the broker tightens only what it creates.
+IoStatus create_private_directories(const std::filesystem::path& dir);
 // Replaces `path` with `bytes` so that a crash leaves either the old file or the new one, never a mix.
 IoStatus replace_file_atomically(const std::filesystem::path& path, ByteView bytes);
 // fsync of a directory: a created, renamed or removed entry in it is on disk.

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <fstream>
 #include <mutex>
+#include <sys/stat.h>
 #include <thread>
 
 namespace firemq::store {
@@ -249,6 +250,46 @@ TEST_F(StoreTest, RestartsWithoutWritesLeaveNoEmptySegmentsBehind) {
   EXPECT_EQ(recovered_bodies("q"), (std::vector<std::string>{"kept"}));
 }
 
+unsigned mode_of(const fs::path& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  return st.st_mode & 0777;
+}
+
+// Messages and definitions are readable by the broker's user alone (docs/durability.md, "File modes"): whatever
+// the umask, the directories the broker creates are 0700 and its files 0600.
+TEST_F(StoreTest, WhatTheBrokerCreatesIsReadableByItsUserAlone) {
+  const mode_t old_umask = ::umask(0);  // the loosest umask: the modes must come from the broker
+  const fs::path nested = dir_ / "data";
+  ASSERT_FALSE(create_private_directories(nested));
+  RecoveryReport report;
+  auto opened = MessageStore::open({nested / "messages", 64ull << 20}, time_, mailbox_.post(), report);
+  ASSERT_TRUE(opened.ok());
+  store_ = std::move(*opened);
+  ASSERT_FALSE(replace_file_atomically(nested / "definitions.json", as_bytes(std::string("{}"))));
+  ASSERT_FALSE(lock_data_directory(nested));
+  ::umask(old_umask);
+  for (const fs::path& dir : {dir_, nested, nested / "messages"}) EXPECT_EQ(mode_of(dir), 0700u) << dir;
+  bool saw_segment = false;
+  for (const auto& entry : fs::directory_iterator(nested / "messages")) {
+    EXPECT_EQ(mode_of(entry.path()), 0600u) << entry.path();
+    saw_segment = true;
+  }
+  EXPECT_TRUE(saw_segment);
+  EXPECT_EQ(mode_of(nested / "definitions.json"), 0600u);
+  EXPECT_EQ(mode_of(nested / "lock"), 0600u);
+}
+
+TEST(PrivateDirectories, AnExistingDirectoryKeepsItsMode) {
+  const fs::path dir = fs::temp_directory_path() / ("firemq-private-dir-test-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directory(dir);
+  fs::permissions(dir, fs::perms(0755));
+  EXPECT_FALSE(create_private_directories(dir));
+  EXPECT_EQ(mode_of(dir), 0755u) << "only what the broker creates is tightened";
+  fs::remove_all(dir);
+}
+
 TEST_F(StoreTest, AMessageInTwoDurableQueuesIsWrittenOnceAndLeavesEachSeparately) {
   open();
   Queue& q1 = queue("q1");
@@ -478,7 +519,7 @@ class StoreSessionTest : public StoreTest {
   }
 
   BrokerConfig config_;
-  Definitions definitions_ = Definitions::defaults();
+  Definitions definitions_ = *Definitions::defaults();
   Core core_{definitions_, time_};
   RecordingOutbox out_;
   Session session_{SessionEnv{config_, definitions_, core_}, out_, "c"};

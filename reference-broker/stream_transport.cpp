@@ -26,6 +26,7 @@ class StreamTransport final : public Transport {
 
   std::string_view scheme() const override { return kTls ? "fires" : "fire"; }
   std::string describe() const override { return describe_endpoints(stream_.lowest_layer()); }
+  TransportHints hints() const override { return {std::nullopt, peer_address_of(stream_.lowest_layer())}; }
 
   awaitable<Result<bool, std::string>> open() override {
     if constexpr (kTls) {
@@ -133,6 +134,12 @@ std::string describe_endpoints(const asio::basic_socket<asio::ip::tcp>& socket) 
   name << peer.address().to_string() << ":" << peer.port() << " -> " << local.address().to_string() << ":"
        << local.port();
   return name.str();
+}
+
+std::string peer_address_of(const asio::basic_socket<asio::ip::tcp>& socket) {
+  error_code ec;
+  const auto peer = socket.remote_endpoint(ec);
+  return ec ? std::string("unknown") : peer.address().to_string();
 }
 
 std::unique_ptr<Transport> make_tcp_transport(asio::ip::tcp::socket socket) {

@@ -17,5 +17,8 @@ std::unique_ptr<Transport> make_tls_transport(asio::ip::tcp::socket socket, asio
 
 // "peer:port -> local:port", as RabbitMQ names connections.
 std::string describe_endpoints(const asio::basic_socket<asio::ip::tcp>& socket);
+// The peer's IP address in text (TransportHints::peer_address), or "unknown" when the socket cannot say: an
+// address that is no loopback address (a loopback-only user is refused rather than let in).
+std::string peer_address_of(const asio::basic_socket<asio::ip::tcp>& socket);
 
 }  // namespace firemq

@@ -35,13 +35,15 @@ def make_certificates(directory):
 class Broker:
     """firemq-broker with every listener on a free port."""
 
-    def __init__(self, directory, *extra):
+    DEFINITIONS = {"users": [{"name": "guest", "password": "guest"}],
+                   "vhosts": [{"name": "/"}, {"name": "dev"}],
+                   "permissions": [{"user": "guest", "vhost": "/"}, {"user": "guest", "vhost": "dev"}]}
+
+    def __init__(self, directory, *extra, definitions=None):
         self.directory = directory
-        definitions = os.path.join(directory, "definitions.json")
-        with open(definitions, "w") as f:
-            json.dump({"users": [{"name": "guest", "password": "guest"}],
-                       "vhosts": [{"name": "/"}, {"name": "dev"}],
-                       "permissions": [{"user": "guest", "vhost": "/"}, {"user": "guest", "vhost": "dev"}]}, f)
+        definitions_file = os.path.join(directory, "definitions.json")
+        with open(definitions_file, "w") as f:
+            json.dump(definitions or self.DEFINITIONS, f)
         ports = os.path.join(directory, "ports.json")
         if os.path.exists(ports):
             os.remove(ports)
@@ -50,7 +52,7 @@ class Broker:
         self.process = subprocess.Popen(
             [BROKER, "--bind", "127.0.0.1", "--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0",
              "--tls-cert", c("server.pem"), "--tls-key", c("server.key"), "--port-file", ports,
-             "--data-dir", c("data"), "--definitions", definitions,
+             "--data-dir", c("data"), "--definitions", definitions_file,
              "--handshake-timeout-ms", str(HANDSHAKE_TIMEOUT_MS), *extra],
             stdout=self.log, stderr=self.log)
         deadline = time.time() + 20

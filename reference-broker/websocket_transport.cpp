@@ -24,7 +24,9 @@ class WebSocketTransport final : public Transport {
   WebSocketTransport(Stream stream, HttpRequest upgrade, TransportHints hints,
                      std::chrono::milliseconds handshake_timeout, WebSocketFaults faults)
       : ws_(std::move(stream)), upgrade_(std::move(upgrade)), hints_(std::move(hints)),
-        handshake_timeout_(handshake_timeout), faults_(faults) {}
+        handshake_timeout_(handshake_timeout), faults_(faults) {
+    hints_.peer_address = peer_address_of(beast::get_lowest_layer(ws_).socket());
+  }
 
   std::string_view scheme() const override { return kTls ? "wss" : "ws"; }
   std::string describe() const override {

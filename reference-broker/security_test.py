@@ -1,0 +1,119 @@
+#!/usr/bin/python3
+"""Secure by default (docs/security.md), tested on the broker as a separate process:
+
+- guest may log in only from loopback (RabbitMQ's loopback_users) on every transport. No address off the machine
+  is used: the broker is told that only 127.0.0.2 is loopback (--loopback-addresses, a flag for tests), so the
+  test's connections from 127.0.0.1 are "remote";
+- passwords are kept only as RabbitMQ's salted SHA-256 hashes, checked here with Python's hashlib;
+- the data directory is 0700 and the files the broker writes in it 0600.
+
+Usage: security_test.py BROKER_EXECUTABLE
+"""
+import base64, hashlib, json, os, stat, sys, tempfile, unittest
+
+import transports_test as transports
+from transports_test import Broker, ERROR, HELLO, WELCOME, make_certificates
+
+REMOTE_PASSWORD = "remote-secret"
+
+
+def rabbit_hash(password, salt=b"\x01\x02\x03\x04"):
+    """RabbitMQ's rabbit_password_hashing_sha256: base64(salt ++ SHA-256(salt ++ password))."""
+    return base64.b64encode(salt + hashlib.sha256(salt + password.encode()).digest()).decode()
+
+
+def matches(password_hash, password):
+    raw = base64.b64decode(password_hash)
+    return len(raw) == 36 and hashlib.sha256(raw[:4] + password.encode()).digest() == raw[4:]
+
+
+DEFINITIONS = {
+    "users": [{"name": "guest", "password": "guest"},
+              {"name": "remote", "password_hash": rabbit_hash(REMOTE_PASSWORD),
+               "hashing_algorithm": "rabbit_password_hashing_sha256"}],
+    "vhosts": [{"name": "/"}],
+    "permissions": [{"user": "guest", "vhost": "/"}, {"user": "remote", "vhost": "/"}]}
+
+
+def hello(user, password):
+    return dict(HELLO, auth={"mech": "plain", "user": user, "pass": password})
+
+
+class SecurityTest(transports.TransportsTest):
+    """Reuses the transports test's connections (open, welcome); its own tests are not run again here."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.temp = tempfile.TemporaryDirectory()
+        make_certificates(cls.temp.name)
+        cls.broker = Broker(cls.temp.name, "--loopback-addresses", "127.0.0.2/32", definitions=DEFINITIONS)
+        cls.tls = transports.ssl.create_default_context(cafile=os.path.join(cls.temp.name, "ca.pem"))
+
+    def refusal(self, scheme, header):
+        client = self.open(scheme)
+        client.send(0x01, header)
+        op, reply = client.receive()
+        self.assertEqual((op, reply["code"], reply["fatal"]), (ERROR, 403, True), reply)
+        return reply["msg"]
+
+    def test_guest_from_elsewhere_is_refused_on_every_transport_saying_why(self):
+        for scheme in ("fire", "fires", "ws", "wss"):
+            with self.subTest(scheme=scheme):
+                self.assertIn("user 'guest' may only connect over loopback (loopback_users)",
+                              self.refusal(scheme, hello("guest", "guest")))
+
+    def test_a_wrong_password_from_elsewhere_does_not_tell_that_guest_is_loopback_only(self):
+        self.assertEqual(self.refusal("fire", hello("guest", "wrong")), "login refused: unknown user or wrong password")
+
+    def test_another_user_is_admitted_from_elsewhere_with_its_rabbitmq_hash(self):
+        for scheme in ("fire", "fires", "ws", "wss"):
+            with self.subTest(scheme=scheme):
+                self.welcome(self.open(scheme), hello("remote", REMOTE_PASSWORD))
+
+    def test_the_data_directory_is_private(self):
+        data = os.path.join(self.temp.name, "data")
+        mode = lambda path: stat.S_IMODE(os.stat(path).st_mode)
+        self.assertEqual(mode(data), 0o700)
+        self.assertEqual(mode(os.path.join(data, "messages")), 0o700)
+        files = [os.path.join(data, "definitions.json"), os.path.join(data, "lock")]
+        files += [os.path.join(data, "messages", name) for name in os.listdir(os.path.join(data, "messages"))]
+        for path in files:
+            self.assertEqual(mode(path), 0o600, path)
+
+    def test_the_stored_definitions_hold_rabbitmq_hashes_and_no_password(self):
+        with open(os.path.join(self.temp.name, "data", "definitions.json")) as f:
+            text = f.read()
+        self.assertNotIn('"password"', text)
+        self.assertNotIn(REMOTE_PASSWORD, text)
+        users = {u["name"]: u for u in json.loads(text)["users"]}
+        for name, password in (("guest", "guest"), ("remote", REMOTE_PASSWORD)):
+            self.assertEqual(users[name]["hashing_algorithm"], "rabbit_password_hashing_sha256")
+            self.assertTrue(matches(users[name]["password_hash"], password), users[name])
+        self.assertNotEqual(users["guest"]["password_hash"], rabbit_hash("guest"), "the salt is random")
+
+
+# Only SecurityTest's own tests: the inherited ones run in transports_test.py.
+for name in [n for n in dir(transports.TransportsTest) if n.startswith("test_")]:
+    if name not in SecurityTest.__dict__:
+        setattr(SecurityTest, name, None)
+
+
+class EmptyLoopbackUsersTest(unittest.TestCase):
+    def test_an_empty_list_admits_guest_from_anywhere(self):
+        with tempfile.TemporaryDirectory() as temp:
+            make_certificates(temp)
+            broker = Broker(temp, "--loopback-addresses", "127.0.0.2/32", "--loopback-users", "",
+                            definitions=DEFINITIONS)
+            try:
+                client = transports.StreamClient(
+                    transports.socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=5))
+                client.sock.sendall(b"FMQ1")
+                client.send(0x01, hello("guest", "guest"))
+                self.assertEqual(client.receive()[0], WELCOME)
+            finally:
+                broker.stop()
+
+
+if __name__ == "__main__":
+    transports.BROKER = sys.argv.pop(1)
+    unittest.main(verbosity=2)
