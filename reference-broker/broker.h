@@ -55,7 +55,7 @@ class Broker {
   HttpServerEnv http_env_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   asio::signal_set signals_{io_, SIGTERM, SIGINT};
-  ConnectionRegistry registry_;
+  ConnectionRegistry registry_{config_.bounds.handshakes};
   bool shutting_down_ = false;
   // After io_: destroyed first, while io_ still exists for the storage thread's last completion.
   std::unique_ptr<DurableTopology> topology_;

@@ -37,6 +37,18 @@ struct ListenerPorts {
   std::optional<std::uint16_t> wss = 15671;    // HTTPS: WebSocket at /fire; on only with a certificate
 };
 
+// Bounds that no client can push past, whatever its permissions (docs/security.md lists each with its flag).
+// Past one, the request is refused with 506 resource-error, not fatal, and nothing else is affected; the
+// handshake bound instead drops the connection that has waited longest in its handshake.
+struct ClientBounds {
+  std::size_t handshakes = 512;                 // connections between accept and welcome, broker-wide
+  std::size_t subscriptions = 4096;             // per connection
+  std::size_t unacked = 65536;                  // unacknowledged deliveries per connection, whatever the credit
+  std::size_t queues_per_vhost = 100'000;       // a vhost's max-queues limit may set fewer
+  std::size_t exchanges_per_vhost = 10'000;     // built-in exchanges included
+  std::size_t bindings_per_vhost = 100'000;
+};
+
 struct BrokerConfig {
   std::string bind_address = "0.0.0.0";
   ListenerPorts ports;
@@ -54,6 +66,7 @@ struct BrokerConfig {
   std::chrono::milliseconds handshake_timeout{10'000};      // FMQ1 + hello must arrive within this
   std::chrono::milliseconds shutdown_grace{5'000};          // SIGTERM: time to flush the close frames
   AlarmLimits alarms;                                       // flow control
+  ClientBounds bounds;
 };
 
 // Every outbound queue is bounded: once a connection has this many bytes waiting to be written, the broker

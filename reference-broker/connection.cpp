@@ -23,6 +23,12 @@ awaitable<void> wait(asio::steady_timer& timer) {
 
 }  // namespace
 
+void ConnectionRegistry::add(Connection* c) {
+  connections_.insert(c);
+  if (handshaking_.size() >= max_handshakes_ && !handshaking_.empty()) handshaking_.front()->drop_in_handshake();
+  handshaking_.push_back(c);
+}
+
 void ConnectionRegistry::shutdown_all() {
   for (Connection* c : connections_) c->shutdown();
 }
@@ -142,9 +148,16 @@ void Connection::consume_frames() {
   }
 }
 
+void Connection::drop_in_handshake() {
+  std::cerr << "firemq-broker: " << transport_->scheme() << " connection " << transport_->describe()
+            << " dropped: too many connections in their handshake (--max-handshakes)" << std::endl;
+  stop();
+}
+
 void Connection::start_heartbeat() {
   heartbeat_started_ = true;
   handshake_timer_.cancel();
+  registry_.handshake_done(this);
   heartbeat_.start(session_.heartbeat(), Clock::now());
   if (!heartbeat_.enabled()) return;
   asio::co_spawn(heartbeat_timer_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); },

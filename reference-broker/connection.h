@@ -10,6 +10,7 @@
 #pragma once
 
 #include <deque>
+#include <list>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -24,11 +25,22 @@ namespace firemq {
 
 class Connection;
 
-// Every open connection, for graceful shutdown (as Asio's connection_manager::stop_all).
+// Every open connection, for graceful shutdown (as Asio's connection_manager::stop_all), and those still in their
+// handshake (accepted, no welcome yet), which are bounded.
 class ConnectionRegistry {
  public:
-  void add(Connection* c) { connections_.insert(c); }
-  void remove(Connection* c) { connections_.erase(c); }
+  // ClientBounds::handshakes: at most this many connections may be in their handshake at once.
+  explicit ConnectionRegistry(std::size_t max_handshakes) : max_handshakes_(max_handshakes) {}
+  // A new connection, in its handshake. Past the bound, the one that has waited longest is dropped: a flood of
+  // connections that never finish cannot hold descriptors and memory, and a real client, whose handshake takes
+  // milliseconds, is not the one dropped.
+  void add(Connection* c);
+  void handshake_done(Connection* c) { handshaking_.remove(c); }
+  void remove(Connection* c) {
+    connections_.erase(c);
+    handshaking_.remove(c);
+  }
+  std::size_t in_handshake() const { return handshaking_.size(); }
   // SIGTERM: every client gets close 320; each connection closes once its queue is flushed.
   void shutdown_all();
   bool empty() const { return connections_.empty(); }
@@ -38,6 +50,8 @@ class ConnectionRegistry {
 
  private:
   std::unordered_set<Connection*> connections_;
+  std::list<Connection*> handshaking_;  // oldest first
+  std::size_t max_handshakes_;
   bool alarm_ = false;
 };
 
@@ -49,6 +63,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   void start();
   void shutdown();
   void on_alarm_changed();
+  // The registry's handshake bound was reached and this connection has waited longest: it is closed.
+  void drop_in_handshake();
   const Transport& transport() const { return *transport_; }
 
  private:

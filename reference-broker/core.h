@@ -11,6 +11,7 @@
 
 #include "reference-broker/definitions.h"
 #include "reference-broker/journal.h"
+#include "reference-broker/limits.h"
 #include "reference-broker/time_source.h"
 #include "reference-broker/vhost.h"
 
@@ -51,6 +52,9 @@ class Core {
   }
   const std::map<std::string, std::unique_ptr<Vhost>>& vhosts() const { return vhosts_; }
 
+  // The connections open per vhost and per user, for their max-connections limits.
+  ConnectionCounts& connection_counts() { return connection_counts_; }
+
   // nullptr for a vhost that does not exist.
   Vhost* vhost(const std::string& name) {
     auto it = vhosts_.find(name);
@@ -70,6 +74,7 @@ class Core {
   }
 
   std::map<std::string, std::unique_ptr<Vhost>> vhosts_;
+  ConnectionCounts connection_counts_;
   Journal* journal_ = nullptr;
   TopologyStore* topology_ = nullptr;
 };

@@ -31,6 +31,17 @@ Result<std::optional<PasswordHash>, std::string> password_of(const Json& user) {
   return std::optional<PasswordHash>(*decoded);
 }
 
+// Merges a limits object into `limits`: the keys it names replace theirs, the others stay.
+template <typename Limits, typename Parse>
+std::optional<std::string> merge_limits(Limits& limits, const Json& value, Parse parse) {
+  Json merged = to_json(limits);
+  if (value.is_object()) merged.update(value);
+  auto parsed = parse(value.is_object() ? merged : value);
+  if (!parsed) return parsed.error();
+  limits = *parsed;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<Definitions, std::string> Definitions::defaults() {
@@ -46,11 +57,16 @@ Result<Definitions, std::string> Definitions::parse(const std::string& json_text
     Definitions d;
     for (const Json& v : root.value("vhosts", Json::array())) d.vhosts_.push_back(v.at("name").get<std::string>());
     for (const Json& u : root.value("users", Json::array())) {
-      User user{u.at("name").get<std::string>(), {}, {}, {}};
+      User user{u.at("name").get<std::string>(), {}, {}, {}, {}};
       auto password = password_of(u);
       if (!password) return "user '" + user.name + "': " + password.error();
       user.password = *password;
       for (const Json& tag : u.value("tags", Json::array())) user.tags.push_back(tag.get<std::string>());
+      if (u.contains("limits")) {
+        auto limits = parse_user_limits(u.at("limits"));
+        if (!limits) return "user '" + user.name + "': " + limits.error();
+        user.limits = *limits;
+      }
       d.users_[user.name] = std::move(user);
     }
     for (const Json& p : root.value("permissions", Json::array())) {
@@ -66,6 +82,9 @@ Result<Definitions, std::string> Definitions::parse(const std::string& json_text
       }
       it->second.permissions[vhost] = std::move(permission);
     }
+    for (const Json& p : root.value("parameters", Json::array())) {
+      if (auto bad = d.add_parameter(p)) return *bad;
+    }
     return d;
   } catch (const Json::exception& e) {
     return std::string(e.what());
@@ -73,20 +92,63 @@ Result<Definitions, std::string> Definitions::parse(const std::string& json_text
 }
 
 Json Definitions::to_json() const {
-  Json root{{"users", Json::array()}, {"vhosts", Json::array()}, {"permissions", Json::array()}};
+  Json root{{"users", Json::array()}, {"vhosts", Json::array()}, {"permissions", Json::array()},
+            {"parameters", Json::array()}};
   for (const std::string& vhost : vhosts_) root["vhosts"].push_back({{"name", vhost}});
   for (const auto& [name, user] : users_) {
     // As RabbitMQ's export: the hash and its algorithm, never the password ("" for a user without one).
     root["users"].push_back({{"name", name},
                              {"password_hash", user.password ? encode_password_hash(*user.password) : ""},
                              {"hashing_algorithm", kSha256HashingAlgorithm},
-                             {"tags", user.tags}});
+                             {"tags", user.tags},
+                             {"limits", firemq::to_json(user.limits)}});
     for (const auto& [vhost, p] : user.permissions) {
       root["permissions"].push_back(
           {{"user", name}, {"vhost", vhost}, {"configure", p.configure}, {"write", p.write}, {"read", p.read}});
     }
   }
+  for (const auto& [vhost, limits] : vhost_limits_) {
+    if (limits == VhostLimits{}) continue;
+    root["parameters"].push_back(
+        {{"vhost", vhost}, {"component", "vhost-limits"}, {"name", "limits"}, {"value", firemq::to_json(limits)}});
+  }
   return root;
+}
+
+std::optional<std::string> Definitions::add_parameter(const Json& parameter) {
+  const std::string component = string_field(parameter, "component");
+  const std::string vhost = string_field(parameter, "vhost");
+  // RabbitMQ's other components (federation, shovels, ...) configure plugins this broker does not have; taking
+  // a file that sets them and doing nothing would hide that, so the file is refused.
+  if (component != "vhost-limits") return "parameter of component '" + component + "': only vhost-limits is supported";
+  if (!has_vhost(vhost)) return "vhost-limits on unknown vhost '" + vhost + "'";
+  auto limits = parse_vhost_limits(parameter.value("value", Json::object()));
+  if (!limits) return "vhost-limits of vhost '" + vhost + "': " + limits.error();
+  vhost_limits_[vhost] = *limits;
+  return std::nullopt;
+}
+
+const VhostLimits& Definitions::vhost_limits(const std::string& vhost) const {
+  static const VhostLimits kNone;
+  auto it = vhost_limits_.find(vhost);
+  return it == vhost_limits_.end() ? kNone : it->second;
+}
+
+const UserLimits& Definitions::user_limits(const std::string& user) const {
+  static const UserLimits kNone;
+  auto it = users_.find(user);
+  return it == users_.end() ? kNone : it->second.limits;
+}
+
+std::optional<std::string> Definitions::set_vhost_limits(const std::string& vhost, const Json& value) {
+  if (!has_vhost(vhost)) return "no vhost '" + vhost + "'";
+  return merge_limits(vhost_limits_[vhost], value, parse_vhost_limits);
+}
+
+std::optional<std::string> Definitions::set_user_limits(const std::string& user, const Json& value) {
+  auto it = users_.find(user);
+  if (it == users_.end()) return "no user '" + user + "'";
+  return merge_limits(it->second.limits, value, parse_user_limits);
 }
 
 Result<Definitions, std::string> Definitions::load(const std::string& path) {

@@ -3,7 +3,11 @@
 //
 //   {"users": [{"name": "guest", "password": "guest", "tags": ["administrator"]}],
 //    "vhosts": [{"name": "/"}],
-//    "permissions": [{"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}]}
+//    "permissions": [{"user": "guest", "vhost": "/", "configure": ".*", "write": ".*", "read": ".*"}],
+//    "parameters": [{"vhost": "/", "component": "vhost-limits", "name": "limits", "value": {"max-queues": 10}}]}
+//
+// Users may carry RabbitMQ's user limits ("limits": {"max-connections": N}); vhosts carry theirs as parameters of
+// component "vhost-limits" (limits.h), the only component this broker has.
 //
 // A user's password is given either in clear text ("password") or as RabbitMQ stores it ("password_hash" and
 // "hashing_algorithm", password_hash.h); either way only the hash is kept. to_json() writes the hash alone.
@@ -19,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/error.h"
+#include "reference-broker/limits.h"
 #include "reference-broker/password_hash.h"
 
 namespace firemq {
@@ -34,6 +39,7 @@ struct User {
   std::optional<PasswordHash> password;  // none: the user cannot log in with a password (as RabbitMQ's)
   std::vector<std::string> tags;
   std::map<std::string, Permission> permissions;  // by vhost
+  UserLimits limits;
 };
 
 class Definitions {
@@ -52,10 +58,21 @@ class Definitions {
   bool has_vhost(const std::string& vhost) const;
   const std::vector<std::string>& vhost_names() const { return vhosts_; }
   const Permission* permission(const User& user, const std::string& vhost) const;
+  // No limits for a name that has none (or does not exist).
+  const VhostLimits& vhost_limits(const std::string& vhost) const;
+  const UserLimits& user_limits(const std::string& user) const;
+  // --vhost-limit and --user-limit: `value` is merged into what the definitions set. The error names what is
+  // wrong (an unknown vhost or user, an unknown limit).
+  std::optional<std::string> set_vhost_limits(const std::string& vhost, const nlohmann::json& value);
+  std::optional<std::string> set_user_limits(const std::string& user, const nlohmann::json& value);
 
  private:
+  // One entry of "parameters".
+  std::optional<std::string> add_parameter(const nlohmann::json& parameter);
+
   std::map<std::string, User> users_;
   std::vector<std::string> vhosts_;
+  std::map<std::string, VhostLimits> vhost_limits_;
 };
 
 }  // namespace firemq

@@ -1,6 +1,10 @@
 // firemq-broker: the FireMQ reference broker. `firemq-broker --help` lists every flag.
 #include <boost/program_options.hpp>
 
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -17,6 +21,7 @@ struct RawFlags {
   std::string fire_port = "5673", fires_port = "5674", ws_port = "15672", wss_port = "15671";
   std::string loopback_users = "guest";
   std::string loopback_addresses = "127.0.0.0/8,::1";
+  std::vector<std::string> vhost_limits, user_limits;  // NAME:KEY=N each
 };
 
 // A listener's port flag: a port number (0: a free one) or "off".
@@ -103,7 +108,23 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("memory-high-watermark", po::value(&c.alarms.memory_high_watermark)->default_value(0),
        "flow control: pause publishers while messages and unsent frames hold this many bytes; 0: 60% of RAM")
       ("disk-free-limit", po::value(&c.alarms.disk_free_limit)->default_value(c.alarms.disk_free_limit),
-       "flow control: pause publishers while the working directory's filesystem has less free; 0: off");
+       "flow control: pause publishers while the working directory's filesystem has less free; 0: off")
+      ("vhost-limit", po::value(&raw.vhost_limits)->composing(),
+       "VHOST:max-connections=N or VHOST:max-queues=N (RabbitMQ's vhost limits; -1: none); repeat for more")
+      ("user-limit", po::value(&raw.user_limits)->composing(),
+       "USER:max-connections=N (RabbitMQ's user limits; -1: none); repeat for more")
+      ("max-handshakes", po::value(&c.bounds.handshakes)->default_value(c.bounds.handshakes),
+       "connections that may be in their handshake at once; past it the longest waiting is dropped")
+      ("max-subscriptions", po::value(&c.bounds.subscriptions)->default_value(c.bounds.subscriptions),
+       "subscriptions per connection")
+      ("max-unacked", po::value(&c.bounds.unacked)->default_value(c.bounds.unacked),
+       "unacknowledged deliveries per connection: deliveries wait past it, whatever the credit")
+      ("max-queues", po::value(&c.bounds.queues_per_vhost)->default_value(c.bounds.queues_per_vhost),
+       "queues per vhost (a vhost's max-queues limit may set fewer)")
+      ("max-exchanges", po::value(&c.bounds.exchanges_per_vhost)->default_value(c.bounds.exchanges_per_vhost),
+       "exchanges per vhost, the built-in ones included")
+      ("max-bindings", po::value(&c.bounds.bindings_per_vhost)->default_value(c.bounds.bindings_per_vhost),
+       "bindings per vhost");
   return flags;
 }
 
@@ -151,6 +172,47 @@ firemq::Result<bool, std::string> apply_loopback_flags(const RawFlags& raw, fire
   return true;
 }
 
+// --vhost-limit and --user-limit, over what the definitions set; the error quotes the flag that is wrong.
+firemq::Result<bool, std::string> apply_limit_flags(const RawFlags& raw, firemq::Definitions& definitions) {
+  using Setter = std::optional<std::string> (firemq::Definitions::*)(const std::string&, const nlohmann::json&);
+  const std::pair<const char*, Setter> kinds[] = {{"vhost-limit", &firemq::Definitions::set_vhost_limits},
+                                                  {"user-limit", &firemq::Definitions::set_user_limits}};
+  const std::vector<std::string>* values[] = {&raw.vhost_limits, &raw.user_limits};
+  for (std::size_t i = 0; i < 2; ++i) {
+    for (const std::string& value : *values[i]) {
+      auto flag = firemq::parse_limit_flag(value);
+      if (!flag) return "--" + std::string(kinds[i].first) + " " + flag.error();
+      if (auto bad = (definitions.*kinds[i].second)(flag->name, flag->value)) {
+        return "--" + std::string(kinds[i].first) + " " + value + ": " + *bad;
+      }
+    }
+  }
+  return true;
+}
+
+// Bounds of zero would refuse everything (or, for handshakes, drop every connection but the newest).
+firemq::Result<bool, std::string> check_bounds(const firemq::ClientBounds& b) {
+  const std::pair<const char*, std::size_t> bounds[] = {
+      {"max-handshakes", b.handshakes},      {"max-subscriptions", b.subscriptions},
+      {"max-unacked", b.unacked},            {"max-queues", b.queues_per_vhost},
+      {"max-exchanges", b.exchanges_per_vhost}, {"max-bindings", b.bindings_per_vhost}};
+  for (const auto& [flag, value] : bounds) {
+    if (value == 0) return "--" + std::string(flag) + " must be at least 1";
+  }
+  return true;
+}
+
+// Each connection holds a descriptor: the soft limit (often 1024) is raised to the hard one, as RabbitMQ's
+// packages do, so that the bounds above, not the descriptor table, decide how many clients fit.
+void raise_descriptor_limit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    std::cerr << "firemq-broker: could not raise the descriptor limit: " << std::strerror(errno) << std::endl;
+  }
+}
+
 int main(int argc, char** argv) {
   firemq::BrokerConfig config;
   RawFlags raw;
@@ -180,6 +242,10 @@ int main(int argc, char** argv) {
   }
   if (auto applied = apply_loopback_flags(raw, config); !applied) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";
+    return 2;
+  }
+  if (auto checked = check_bounds(config.bounds); !checked) {
+    std::cerr << "firemq-broker: " << checked.error() << "\n";
     return 2;
   }
   if (vm.count("websocket-fault")) {
@@ -212,6 +278,11 @@ int main(int argc, char** argv) {
     std::cerr << "firemq-broker: " << definitions.error() << "\n";
     return 2;
   }
+  if (auto applied = apply_limit_flags(raw, *definitions); !applied) {
+    std::cerr << "firemq-broker: " << applied.error() << "\n";
+    return 2;
+  }
+  raise_descriptor_limit();
   firemq::Broker broker(config, std::move(*definitions));
   if (auto opened = broker.open_storage(stored); !opened) {
     std::cerr << "firemq-broker: " << opened.error() << "\n";

@@ -81,6 +81,13 @@ void Session::on_hello(const op::Hello& hello) {
   }
   auto admitted = admit_hello(hello, hints_, env_.definitions, env_.config);
   if (!admitted) return fail(std::move(admitted.error()));
+  const Principal& who = admitted->principal;
+  // The operator's max-connections limits (limits.h); counted until on_connection_lost.
+  if (Status full = env_.core.connection_counts().admit(who.user, env_.definitions.user_limits(who.user), who.vhost,
+                                                         env_.definitions.vhost_limits(who.vhost))) {
+    full->fatal = true;
+    return fail(std::move(*full));
+  }
   user_ = admitted->principal.user;
   vhost_name_ = admitted->principal.vhost;
   vhost_ = env_.core.vhost(vhost_name_);

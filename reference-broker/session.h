@@ -53,7 +53,8 @@ class Subscription : public Consumer {
   Subscription(Session& session, op::Subscribe request, std::weak_ptr<Queue> queue)
       : session_(session), request_(std::move(request)), credit_(request_.credit), queue_(std::move(queue)) {}
 
-  bool can_take() const override { return credit_ > 0; }
+  // Credit left, and the session under its bound on unacknowledged deliveries.
+  bool can_take() const override;
   void take(QueuedMessage message, Queue& queue) override;
   void on_queue_deleted(Queue& queue) override;
 
@@ -143,6 +144,9 @@ class Session : private DurabilityWaiter {
   void on_delete_queue(const op::DeleteQueue& r);
   void on_purge_queue(const op::PurgeQueue& r);
   void on_bind(const op::BindFields& r, bool bind);
+  Status check_room_for_exchange(const op::DeclareExchange& r) const;
+  Status check_room_for_queue(const op::DeclareQueue& r) const;
+  Status check_room_for_binding(const op::BindFields& r) const;
 
   // session_publish.cpp
   void on_publish(op::Publish& p, Carried carried);
@@ -167,6 +171,9 @@ class Session : private DurabilityWaiter {
   // The unacknowledged tags an ack or nack names; 406 for an unknown tag.
   Result<std::vector<std::uint64_t>> settled_tags(std::uint64_t tag, bool multiple);
   void end_subscription(std::uint64_t sub);
+  // ClientBounds::unacked: deliveries stop while this many are unacknowledged, and resume once acks make room.
+  bool unacked_full() const { return unacked_.size() >= env_.config.bounds.unacked; }
+  void resume_deliveries_if(bool were_held);
 
   SessionEnv env_;
   Outbox& out_;

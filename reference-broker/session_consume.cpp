@@ -4,6 +4,8 @@
 
 namespace firemq {
 
+bool Subscription::can_take() const { return credit_ > 0 && !session_.unacked_full(); }
+
 void Subscription::take(QueuedMessage message, Queue& queue) {
   --credit_;  // "The server sends at most as many deliver frames as the credit granted so far."
   session_.deliver(*this, std::move(message), queue);
@@ -21,6 +23,12 @@ void Session::on_subscribe(const op::Subscribe& r) {
     if (s->request().tag == request.tag) {
       return refuse(r.rid, make_error(ReplyCode::not_allowed, "consumer tag '" + request.tag + "' is already in use"));
     }
+  }
+  if (subscriptions_.size() >= env_.config.bounds.subscriptions) {
+    return refuse(r.rid, make_error(ReplyCode::resource_error,
+                                    "this connection has reached its limit of " +
+                                        std::to_string(env_.config.bounds.subscriptions) +
+                                        " subscriptions (--max-subscriptions)"));
   }
   if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
   Result<Queue*> queue = vhost_->usable_queue(r.queue, conn_id_);
@@ -116,16 +124,30 @@ Result<std::vector<std::uint64_t>> Session::settled_tags(std::uint64_t tag, bool
 void Session::on_ack(const op::Ack& r) {
   Result<std::vector<std::uint64_t>> tags = settled_tags(r.tag, r.multiple);
   if (!tags) return fail(tags.error());
+  const bool were_held = unacked_full();
   for (std::uint64_t tag : *tags) {
     auto it = unacked_.find(tag);
     if (std::shared_ptr<Queue> q = it->second.queue.lock()) q->acknowledge(it->second.message);
     unacked_.erase(it);
   }
+  resume_deliveries_if(were_held);
+}
+
+void Session::resume_deliveries_if(bool were_held) {
+  if (!were_held || unacked_full()) return;
+  // The queues skipped this session's subscriptions while it was full; they look again now. A copy, since a
+  // delivery can end a subscription (its queue deleted by x-expires or a dead-letter cycle).
+  std::vector<std::shared_ptr<Queue>> queues;
+  for (const auto& [sub, s] : subscriptions_) {
+    if (std::shared_ptr<Queue> q = s->queue()) queues.push_back(std::move(q));
+  }
+  for (const auto& q : queues) q->dispatch();
 }
 
 void Session::on_nack(const op::Nack& r) {
   Result<std::vector<std::uint64_t>> tags = settled_tags(r.tag, r.multiple);
   if (!tags) return fail(tags.error());
+  const bool were_held = unacked_full();
   for (std::uint64_t tag : *tags) {
     auto it = unacked_.find(tag);
     Unacked u = std::move(it->second);
@@ -138,6 +160,7 @@ void Session::on_nack(const op::Nack& r) {
       q->reject(u.message);  // "dead-lettered when the queue has a dead-letter exchange, and dropped otherwise"
     }
   }
+  resume_deliveries_if(were_held);
 }
 
 void Session::on_get(const op::Get& r) {
@@ -145,6 +168,12 @@ void Session::on_get(const op::Get& r) {
   Result<Queue*> queue = vhost_->usable_queue(r.queue, conn_id_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
+  if (!r.no_ack && unacked_full()) {
+    return refuse(r.rid, make_error(ReplyCode::resource_error,
+                                    "this connection has reached its limit of " +
+                                        std::to_string(env_.config.bounds.unacked) +
+                                        " unacknowledged deliveries (--max-unacked): ack some first"));
+  }
   std::optional<QueuedMessage> next = q.take_next();
   if (!next) {
     out_.send(op::Ok{r.rid, "", 0, 0, true});  // "When the queue is empty, the reply is ok with empty: true."
@@ -162,6 +191,7 @@ void Session::on_connection_lost() {
   if (vhost_ == nullptr) return;
   Vhost& vhost = *vhost_;
   vhost_ = nullptr;  // once only
+  env_.core.connection_counts().release(user_, vhost_name_);
   std::vector<std::shared_ptr<Queue>> left;
   // First stop them all: removing one consumer dispatches to the others, and none of them may be this session's.
   for (auto& [sub, s] : subscriptions_) s->stop();

@@ -17,10 +17,41 @@ Status check_queue_arguments(const Map& args) {
   return std::nullopt;
 }
 
+// "506 resource-error: Server out of a resource": a bound of config.h or an operator's limit (limits.h) reached.
+Error bound_reached(const std::string& what, std::size_t bound, const std::string& name) {
+  return make_error(ReplyCode::resource_error, what + " has reached its limit of " + std::to_string(bound) + " (" + name + ")");
+}
+
 }  // namespace
+
+// Whether a new exchange, queue or binding fits within the vhost's bounds; checked only for what a request would
+// add, so that redeclaring what exists always succeeds.
+Status Session::check_room_for_exchange(const op::DeclareExchange& r) const {
+  const std::size_t bound = env_.config.bounds.exchanges_per_vhost;
+  if (r.passive || vhost_->exchanges().count(r.name) || vhost_->exchanges().size() < bound) return std::nullopt;
+  return bound_reached("vhost '" + vhost_name_ + "'", bound, "exchanges per vhost, --max-exchanges");
+}
+
+Status Session::check_room_for_queue(const op::DeclareQueue& r) const {
+  if (r.passive || (!r.name.empty() && vhost_->queues().count(r.name))) return std::nullopt;
+  const std::size_t count = vhost_->queues().size();
+  if (const auto& limit = env_.definitions.vhost_limits(vhost_name_).max_queues; limit && count >= *limit) {
+    return bound_reached("vhost '" + vhost_name_ + "'", *limit, "max-queues");
+  }
+  const std::size_t bound = env_.config.bounds.queues_per_vhost;
+  if (count >= bound) return bound_reached("vhost '" + vhost_name_ + "'", bound, "queues per vhost, --max-queues");
+  return std::nullopt;
+}
+
+Status Session::check_room_for_binding(const op::BindFields& r) const {
+  const std::size_t bound = env_.config.bounds.bindings_per_vhost;
+  if (vhost_->binding_count() < bound || vhost_->is_bound(r)) return std::nullopt;
+  return bound_reached("vhost '" + vhost_name_ + "'", bound, "bindings per vhost, --max-bindings");
+}
 
 void Session::on_declare_exchange(const op::DeclareExchange& r) {
   if (Status denied = r.passive ? Status() : allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
+  if (Status full = check_room_for_exchange(r)) return refuse(r.rid, *full);
   if (Status bad = vhost_->declare_exchange(r)) return refuse(r.rid, *bad);
   if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   reply_ok(r.rid);
@@ -39,6 +70,7 @@ void Session::on_declare_queue(const op::DeclareQueue& r) {
   if (Status denied = r.passive ? Status() : allowed(Access::configure, "queue", r.name.empty() ? "amq.gen-" : r.name)) {
     return refuse(r.rid, *denied);
   }
+  if (Status full = check_room_for_queue(r)) return refuse(r.rid, *full);
   Result<op::Ok> ok = vhost_->declare_queue(r, conn_id_);
   if (!ok) return refuse(r.rid, ok.error());
   // "durable: Survives a broker restart": the definitions file holds it before the reply goes.
@@ -68,6 +100,7 @@ void Session::on_bind(const op::BindFields& r, bool bind) {
     return refuse(r.rid, *denied);
   }
   if (Status denied = allowed(Access::read, "exchange", r.exchange)) return refuse(r.rid, *denied);
+  if (Status full = bind ? check_room_for_binding(r) : Status()) return refuse(r.rid, *full);
   Status bad = bind ? vhost_->bind(r, conn_id_) : vhost_->unbind(r, conn_id_);
   if (bad) return refuse(r.rid, *bad);
   if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);

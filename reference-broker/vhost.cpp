@@ -16,6 +16,12 @@ std::string exchange_label(const std::string& name) { return name.empty() ? "the
 
 bool reserved_name(const std::string& name) { return name.starts_with("amq."); }
 
+// The binding a bind or unbind request names: to its queue, or to its to_exchange.
+Binding binding_of(const op::BindFields& r) {
+  const bool to_exchange = !r.to_exchange.empty();
+  return Binding{to_exchange ? r.to_exchange : r.queue, to_exchange, r.key, r.args};
+}
+
 // "Redeclaring an existing exchange with different type, durable, auto_delete or internal fails with 406."
 Status compare_exchange(const Exchange& existing, const op::DeclareExchange& r, ExchangeType type) {
   auto mismatch = [&](const char* what, const std::string& received, const std::string& current) {
@@ -278,12 +284,24 @@ Status Vhost::check_bind_target(const op::BindFields& r, const std::string& conn
 
 Status Vhost::bind(const op::BindFields& r, const std::string& conn_id) {
   if (Status bad = check_bind_target(r, conn_id)) return bad;
-  const bool to_exchange = !r.to_exchange.empty();
-  Binding b{to_exchange ? r.to_exchange : r.queue, to_exchange, r.key, r.args};
+  Binding b = binding_of(r);
   auto& bindings = exchanges_.at(r.exchange).bindings;
   if (std::find(bindings.begin(), bindings.end(), b) == bindings.end()) bindings.push_back(std::move(b));
   note_change(exchanges_.at(r.exchange).durable);
   return std::nullopt;
+}
+
+std::size_t Vhost::binding_count() const {
+  std::size_t count = 0;
+  for (const auto& [name, exchange] : exchanges_) count += exchange.bindings.size();
+  return count;
+}
+
+bool Vhost::is_bound(const op::BindFields& r) const {
+  auto source = exchanges_.find(r.exchange);
+  if (source == exchanges_.end()) return false;
+  const Binding b = binding_of(r);
+  return std::find(source->second.bindings.begin(), source->second.bindings.end(), b) != source->second.bindings.end();
 }
 
 Status Vhost::unbind(const op::BindFields& r, const std::string& conn_id) {
@@ -296,8 +314,7 @@ Status Vhost::unbind(const op::BindFields& r, const std::string& conn_id) {
   }
   auto source = exchanges_.find(r.exchange);
   if (source == exchanges_.end()) return std::nullopt;  // unbinding what is not bound succeeds, as RabbitMQ
-  const bool to_exchange = !r.to_exchange.empty();
-  const Binding b{to_exchange ? r.to_exchange : r.queue, to_exchange, r.key, r.args};
+  const Binding b = binding_of(r);
   auto& bindings = source->second.bindings;
   const auto before = bindings.size();
   std::erase(bindings, b);

@@ -58,6 +58,9 @@ class Vhost : private DeadLetterer {
   Result<std::uint64_t> purge_queue(const std::string& name, const std::string& conn_id);
   Status bind(const op::BindFields& request, const std::string& conn_id);
   Status unbind(const op::BindFields& request, const std::string& conn_id);
+  // For the bounds on what a vhost holds (config.h): every binding of every exchange, and whether this one exists.
+  std::size_t binding_count() const;
+  bool is_bound(const op::BindFields& request) const;
 
   // The queues a message published to `exchange` with `key` and `headers` reaches; 404 for a missing exchange,
   // 403 for an internal one.
