@@ -12,6 +12,10 @@ using boost::system::error_code;
 // closing anyway. Closing with unread input would send a TCP reset, which can destroy the error or close frame
 // in flight.
 constexpr std::chrono::milliseconds kLingerAfterClose{2000};
+// How long a closing connection may take, from its close or fatal error to its end: the writing out of its last
+// frames and the lingering together. A peer that neither reads nor closes would otherwise keep a closing
+// connection, which is drained, not gated, forever.
+constexpr std::chrono::milliseconds kMaxClosingTime{5000};
 // How long a batch of frames may stay open for bytes that are already waiting (Transport::has_buffered_input).
 constexpr std::chrono::milliseconds kMaxBatchHold{1};
 
@@ -49,6 +53,7 @@ Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, Con
       heartbeat_timer_(executor),
       handshake_timer_(executor),
       linger_timer_(executor),
+      closing_deadline_(executor),
       batch_timer_(executor) {
   // The deadline covers the transport's own handshake (TLS, the WebSocket upgrade) as well as FMQ1 and hello:
   // a client that opens connections and never finishes them cannot hold them for long.
@@ -256,6 +261,12 @@ void Connection::send(const Message& message, ByteView payload) {
 }
 
 void Connection::close_after_flush() {
+  if (!close_after_flush_) {
+    closing_deadline_.expires_after(kMaxClosingTime);
+    closing_deadline_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->stop();
+    });
+  }
   close_after_flush_ = true;
   writer_wakeup_.cancel();
   reader_wakeup_.cancel();  // a reader held back by the gates drains the closing connection
@@ -271,6 +282,7 @@ void Connection::stop() {
   heartbeat_timer_.cancel();
   handshake_timer_.cancel();
   linger_timer_.cancel();
+  closing_deadline_.cancel();
   batch_timer_.cancel();
   registry_.remove(this);
   MemoryAccount::remove(pending_bytes_);  // what will never be written

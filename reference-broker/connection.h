@@ -105,6 +105,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer handshake_timer_;
   asio::steady_timer linger_timer_;
+  asio::steady_timer closing_deadline_;  // bounds the whole close (kMaxClosingTime)
   asio::steady_timer batch_timer_;  // ends a held batch (hold_batch)
   bool batch_held_ = false;
 };

@@ -1,0 +1,250 @@
+#!/usr/bin/python3
+"""Clients that try to take more than their share (docs/security.md, "Abuse tests"), against the broker as a
+separate process on loopback. Each abuser is bounded in count and time. For each, the broker's descriptors and
+memory stay within the documented bounds, a well-behaved client beside it keeps its ping latency within a stated
+factor, and what the abuser held is freed when it goes.
+
+- a thousand connections that send FMQ1 and half a hello, then stall (--max-handshakes);
+- a client that subscribes to five thousand queues (--max-subscriptions);
+- a client that takes deliveries with a huge credit and never acks (--max-unacked);
+- a client that floods requests and never reads the replies (the bounded outbound queue: kMaxPendingBytes);
+- a client that is being closed, neither reads nor closes, and keeps sending (kMaxClosingTime).
+
+Usage: abuse_test.py BROKER_EXECUTABLE
+"""
+import os, socket, statistics, struct, sys, tempfile, time, unittest
+
+import msgpack
+
+import transports_test as transports
+from transports_test import Broker, StreamClient, HELLO, WELCOME, ERROR, PING, PONG, make_certificates
+
+OK, PUBLISH, SUBSCRIBE, DELIVER, DECLARE_QUEUE, GET = 0x06, 0x20, 0x30, 0x33, 0x12, 0x37
+
+MAX_HANDSHAKES = 100
+MAX_SUBSCRIPTIONS = 500
+MAX_UNACKED = 1000
+# A well-behaved client's ping round trip during an abuse may grow by this factor over its own before it, or to
+# this many milliseconds, whichever is larger: the abusers share the broker's one thread, so some growth is
+# expected, but never a stall.
+LATENCY_FACTOR = 20
+LATENCY_FLOOR_MS = 50
+# What the broker may hold beyond its descriptors before the abuse: the bound itself plus a margin for the
+# listeners' sockets, the store's files and the test's own well-behaved connections.
+DESCRIPTOR_MARGIN = 40
+# Memory an abuser may add to the broker's resident set (the outbound queue alone may hold 8 MiB).
+MEMORY_BOUND_MB = 64
+
+
+def frame(op, header, payload=b""):
+    return transports.stream_frame(op, header, payload)
+
+
+def resident_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    raise RuntimeError("no VmRSS")
+
+
+def eventually(condition, seconds=10):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+class AbuseTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.temp = tempfile.TemporaryDirectory()
+        make_certificates(cls.temp.name)
+        transports.HANDSHAKE_TIMEOUT_MS = 20000  # the bound, not the deadline, must act on stalled handshakes
+        cls.broker = Broker(cls.temp.name, "--max-handshakes", str(MAX_HANDSHAKES),
+                            "--max-subscriptions", str(MAX_SUBSCRIPTIONS), "--max-unacked", str(MAX_UNACKED))
+        cls.pid = cls.broker.process.pid
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.stop()
+        cls.temp.cleanup()
+
+    def connect(self):
+        client = StreamClient(socket.create_connection(("127.0.0.1", self.broker.ports["fire"]), timeout=10))
+        client.sock.sendall(b"FMQ1")
+        client.send(0x01, HELLO)
+        op, reply = client.receive()
+        self.assertEqual(op, WELCOME, reply)
+        return client
+
+    def ping_ms(self, client, count=50):
+        """The median round trip of `count` pings, one at a time."""
+        times = []
+        for _ in range(count):
+            start = time.perf_counter()
+            client.send(PING, {})
+            op, _ = client.receive()
+            self.assertEqual(op, PONG)
+            times.append((time.perf_counter() - start) * 1000)
+        return statistics.median(times)
+
+    def assert_latency_kept(self, before_ms, during_ms):
+        allowed = max(before_ms * LATENCY_FACTOR, LATENCY_FLOOR_MS)
+        self.assertLess(during_ms, allowed, f"ping went from {before_ms:.2f} ms to {during_ms:.2f} ms")
+
+    def receive_until(self, client, wanted_op, count):
+        """Reads frames until `count` of `wanted_op` came; returns every frame read."""
+        frames, seen = [], 0
+        while seen < count:
+            f = client.receive()
+            self.assertIsNotNone(f, "the broker closed the connection")
+            frames.append(f)
+            seen += f[0] == wanted_op
+        return frames
+
+    def test_a_thousand_stalled_handshakes_hold_at_most_the_bound(self):
+        bystander = self.connect()
+        before_ms = self.ping_ms(bystander)
+        descriptors_before = self.broker.open_descriptors()
+        half_hello = frame(0x01, HELLO)[:12]  # FMQ1 follows; len and a few bytes of the header, then nothing
+        stalled = []
+        try:
+            for _ in range(1000):
+                s = socket.create_connection(("127.0.0.1", self.broker.ports["fire"]), timeout=10)
+                s.sendall(b"FMQ1" + half_hello)
+                stalled.append(s)
+            # The broker took them all in and dropped the oldest past the bound.
+            self.assertTrue(eventually(lambda: self.broker.open_descriptors() <= descriptors_before + MAX_HANDSHAKES + 2),
+                            f"{self.broker.open_descriptors()} descriptors open")
+            self.assertLessEqual(self.broker.open_descriptors(), descriptors_before + MAX_HANDSHAKES + DESCRIPTOR_MARGIN)
+            # A real client still gets in during the flood (its handshake is too quick to be the oldest) ...
+            newcomer = self.connect()
+            newcomer.sock.close()
+            # ... and the one already in keeps its latency.
+            self.assert_latency_kept(before_ms, self.ping_ms(bystander))
+        finally:
+            for s in stalled:
+                s.close()
+        self.assertTrue(eventually(lambda: self.broker.open_descriptors() <= descriptors_before),
+                        f"{self.broker.open_descriptors()} descriptors open after the abusers left, {descriptors_before} before")
+        bystander.sock.close()
+
+    def test_subscribing_to_thousands_of_queues_stops_at_the_bound(self):
+        bystander = self.connect()
+        before_ms = self.ping_ms(bystander)
+        memory_before = resident_mb(self.pid)
+        abuser = self.connect()
+        queues = 5000
+        batch = b"".join(frame(DECLARE_QUEUE, {"rid": i + 1, "name": f"abuse-sub-{i}", "exclusive": True})
+                         for i in range(queues))
+        batch += b"".join(frame(SUBSCRIBE, {"rid": queues + i + 1, "sub": i + 1, "queue": f"abuse-sub-{i}", "credit": 10})
+                          for i in range(queues))
+        abuser.sock.sendall(batch)
+        replies = [f for f in self.receive_until_count(abuser, 2 * queues)]
+        subscribe_replies = [f for f in replies if f[1].get("rid", 0) > queues]
+        refused = [h for op, h in subscribe_replies if op == ERROR]
+        self.assertEqual(len(subscribe_replies) - len(refused), MAX_SUBSCRIPTIONS)
+        self.assertEqual({(h["code"], h.get("fatal", False)) for h in refused}, {(506, False)})
+        self.assertIn("limit of 500 subscriptions (--max-subscriptions)", refused[0]["msg"])
+        self.assertLess(resident_mb(self.pid) - memory_before, MEMORY_BOUND_MB)
+        self.assert_latency_kept(before_ms, self.ping_ms(bystander))
+        abuser.sock.close()
+        # Its exclusive queues go with it.
+        self.assertTrue(eventually(lambda: self.queue_gone(bystander, "abuse-sub-4999")))
+        bystander.sock.close()
+
+    def receive_until_count(self, client, count):
+        frames = []
+        while len(frames) < count:
+            f = client.receive()
+            self.assertIsNotNone(f, "the broker closed the connection")
+            frames.append(f)
+        return frames
+
+    def queue_gone(self, client, name):
+        client.send(DECLARE_QUEUE, {"rid": 2, "name": name, "passive": True})
+        while True:
+            op, h = client.receive()
+            if h.get("rid") == 2:
+                return op == ERROR and h["code"] == 404
+
+    def test_a_consumer_that_never_acks_gets_at_most_the_bound(self):
+        bystander = self.connect()
+        before_ms = self.ping_ms(bystander)
+        publisher = self.connect()
+        messages = 5000
+        publisher.send(DECLARE_QUEUE, {"rid": 1, "name": "abuse-unacked"})
+        self.assertEqual(publisher.receive()[0], OK)
+        publisher.sock.sendall(b"".join(frame(PUBLISH, {"key": "abuse-unacked"}, b"x" * 16) for _ in range(messages)))
+        abuser = self.connect()
+        abuser.send(SUBSCRIBE, {"rid": 1, "sub": 1, "queue": "abuse-unacked", "credit": 1_000_000_000})
+        deliveries = [f for f in self.receive_until(abuser, DELIVER, MAX_UNACKED) if f[0] == DELIVER]
+        # Nothing more comes while it holds MAX_UNACKED, whatever its credit.
+        abuser.sock.settimeout(1.0)
+        with self.assertRaises(socket.timeout):
+            abuser.receive()
+        self.assertEqual(len(deliveries), MAX_UNACKED)
+        self.assert_latency_kept(before_ms, self.ping_ms(bystander))
+        abuser.sock.close()
+        # What it held is requeued: every message is ready again.
+        def all_ready():
+            bystander.send(DECLARE_QUEUE, {"rid": 3, "name": "abuse-unacked", "passive": True})
+            op, h = bystander.receive()
+            return op == OK and h.get("messages") == messages
+        self.assertTrue(eventually(all_ready))
+        bystander.sock.close()
+        publisher.sock.close()
+
+    def test_a_flood_of_requests_never_read_stops_being_read(self):
+        bystander = self.connect()
+        before_ms = self.ping_ms(bystander)
+        memory_before = resident_mb(self.pid)
+        abuser = self.connect()
+        abuser.sock.setblocking(False)
+        # Passive declares of a missing queue: each one's error reply is larger than the request.
+        request = frame(DECLARE_QUEUE, {"rid": 1, "name": "abuse-no-such-queue-" + "n" * 64, "passive": True})
+        chunk = request * 1000
+        sent, blocked_since, deadline = 0, None, time.time() + 20
+        while time.time() < deadline:
+            try:
+                offset = sent % len(chunk)  # a partial send continues where it stopped: frames stay whole
+                sent += abuser.sock.send(chunk[offset:])
+                blocked_since = None
+            except BlockingIOError:
+                blocked_since = blocked_since or time.time()
+                if time.time() - blocked_since > 1.0:
+                    break  # the broker stopped reading: its outbound queue for this client is full
+                time.sleep(0.01)
+        self.assertIsNotNone(blocked_since, f"the broker kept reading: {sent} bytes taken in 20 s")
+        self.assertLess(resident_mb(self.pid) - memory_before, MEMORY_BOUND_MB)
+        self.assert_latency_kept(before_ms, self.ping_ms(bystander))
+        descriptors = self.broker.open_descriptors()
+        abuser.sock.close()
+        self.assertTrue(eventually(lambda: self.broker.open_descriptors() < descriptors))
+        bystander.sock.close()
+
+    def test_a_closed_client_that_keeps_sending_and_never_reads_is_cut_off(self):
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # so that the replies below wait in the broker
+        sock.settimeout(10)
+        sock.connect(("127.0.0.1", self.broker.ports["fire"]))
+        abuser = StreamClient(sock)
+        sock.sendall(b"FMQ1")
+        abuser.send(0x01, HELLO)
+        self.assertEqual(abuser.receive()[0], WELCOME)
+        # Replies it never reads, then a frame too short to hold its op: 501, fatal; the broker is now closing it.
+        request = frame(DECLARE_QUEUE, {"rid": 1, "name": "abuse-closing-" + "n" * 64, "passive": True})
+        sock.sendall(request * 60000 + struct.pack(">I", 0))  # ~8 MB of replies: more than the socket buffers hold, less than the outbound bound
+        started = time.time()
+        with self.assertRaises((ConnectionResetError, BrokenPipeError)):
+            while time.time() - started < 30:
+                sock.sendall(b"\0" * 65536)  # drained by the closing connection, until its time is up
+        self.assertLess(time.time() - started, 15)
+
+
+if __name__ == "__main__":
+    transports.BROKER = sys.argv.pop(1)
+    unittest.main(verbosity=2)
