@@ -2,6 +2,7 @@
 
 #include <iostream>
 
+#include "reference-broker/log.h"
 #include "reference-broker/memory_account.h"
 
 namespace firemq {
@@ -78,8 +79,9 @@ awaitable<void> Connection::reader() {
   auto opened = co_await transport_->open();
   if (!opened || stopped_) {
     if (!opened && !stopped_) {
-      std::cerr << "firemq-broker: " << transport_->scheme() << " connection " << transport_->describe()
-                << " refused: " << opened.error() << std::endl;
+      // The reason may quote what the peer sent (an HTTP request line, a TLS alert): bounded and escaped.
+      log_line(std::string(transport_->scheme()) + " connection " + transport_->describe() +
+               " refused: " + printable(opened.error(), 256));
     }
     stop();
     co_return;
@@ -154,8 +156,8 @@ void Connection::consume_frames() {
 }
 
 void Connection::drop_in_handshake() {
-  std::cerr << "firemq-broker: " << transport_->scheme() << " connection " << transport_->describe()
-            << " dropped: too many connections in their handshake (--max-handshakes)" << std::endl;
+  log_line(std::string(transport_->scheme()) + " connection " + transport_->describe() +
+           " dropped: too many connections in their handshake (--max-handshakes)");
   stop();
 }
 

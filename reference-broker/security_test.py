@@ -5,7 +5,8 @@
   is used: the broker is told that only 127.0.0.2 is loopback (--loopback-addresses, a flag for tests), so the
   test's connections from 127.0.0.1 are "remote";
 - passwords are kept only as RabbitMQ's salted SHA-256 hashes, checked here with Python's hashlib;
-- the data directory is 0700 and the files the broker writes in it 0600.
+- the data directory is 0700 and the files the broker writes in it 0600;
+- a refused login is logged with the peer's address and the user name (escaped), never the password.
 
 Usage: security_test.py BROKER_EXECUTABLE
 """
@@ -91,6 +92,17 @@ class SecurityTest(transports.TransportsTest):
             self.assertTrue(matches(users[name]["password_hash"], password), users[name])
         self.assertNotEqual(users["guest"]["password_hash"], rabbit_hash("guest"), "the salt is random")
 
+    def test_a_refused_login_is_logged_with_the_peer_and_user_never_the_password(self):
+        secret = "never-in-the-log-7f3a"
+        self.refusal("fire", hello("guest", secret))
+        self.refusal("fire", hello("forged\nfiremq-broker: fake line", secret))
+        self.broker.log.flush()
+        with open(os.path.join(self.temp.name, "broker.log"), encoding="utf-8", errors="replace") as f:
+            log = f.read()
+        self.assertIn("hello refused (403) from 127.0.0.1, user 'guest': login refused", log)
+        self.assertIn("user 'forged\\x0afiremq-broker: fake line'", log)  # the newline is escaped: no forged line
+        self.assertNotIn("\nfiremq-broker: fake line", log)
+        self.assertNotIn(secret, log)
 
 # Only SecurityTest's own tests: the inherited ones run in transports_test.py.
 for name in [n for n in dir(transports.TransportsTest) if n.startswith("test_")]:

@@ -3,6 +3,7 @@
 #include <type_traits>
 
 #include "protocol/reply_codes.h"
+#include "reference-broker/log.h"
 
 namespace firemq {
 namespace {
@@ -80,12 +81,16 @@ void Session::on_hello(const op::Hello& hello) {
     return fail(fatal_error(ReplyCode::command_invalid, "hello sent twice: the connection is already open"));
   }
   auto admitted = admit_hello(hello, hints_, env_.definitions, env_.config);
-  if (!admitted) return fail(std::move(admitted.error()));
+  if (!admitted) {
+    log_refused_hello(hello, admitted.error());
+    return fail(std::move(admitted.error()));
+  }
   const Principal& who = admitted->principal;
   // The operator's max-connections limits (limits.h); counted until on_connection_lost.
   if (Status full = env_.core.connection_counts().admit(who.user, env_.definitions.user_limits(who.user), who.vhost,
                                                          env_.definitions.vhost_limits(who.vhost))) {
     full->fatal = true;
+    log_refused_hello(hello, *full);
     return fail(std::move(*full));
   }
   user_ = admitted->principal.user;
@@ -94,6 +99,12 @@ void Session::on_hello(const op::Hello& hello) {
   permissions_ = std::move(admitted->principal.permissions);
   heartbeat_ = admitted->heartbeat_seconds;
   send_welcome();
+}
+
+void Session::log_refused_hello(const op::Hello& hello, const Error& error) const {
+  // The peer's address and the user name it gave, never the password; what the peer chose is bounded and escaped.
+  log_line("hello refused (" + std::to_string(error.code) + ") from " + hints_.peer_address.value_or("no network peer") +
+           ", user '" + printable(hello.auth.user) + "': " + printable(error.msg, 256));
 }
 
 void Session::send_welcome() {

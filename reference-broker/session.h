@@ -120,6 +120,7 @@ class Session : private DurabilityWaiter {
 
   // session.cpp: lifecycle
   void on_hello(const op::Hello& hello);
+  void log_refused_hello(const op::Hello& hello, const Error& error) const;
   void on_close(const op::Close& close);
   // What a request carries besides its header: a publish's body and its header's size.
   struct Carried {
