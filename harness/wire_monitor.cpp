@@ -128,14 +128,16 @@ bool WireMonitor::applies(std::string_view rule) const {
   return r != nullptr && (!r->server_only || judged_ == Side::server);
 }
 
-// The first violation of each rule on the connection: later ones add nothing the report needs.
-void WireMonitor::violation(std::string_view rule, const std::string& message, Clock::time_point at) {
+// The first violation of each rule on the connection: later ones add nothing the report needs. `quote`, when
+// given, is the spec's words for this instance (an op's row of the table) instead of the rule's.
+void WireMonitor::violation(std::string_view rule, const std::string& message, Clock::time_point at,
+                            const std::string& quote) {
   if (!applies(rule)) return;
   if (std::any_of(violations_.begin(), violations_.end(), [&](const MonitorViolation& v) { return v.rule == rule; })) return;
   const MonitorRule& r = *find_monitor_rule(rule);
   MonitorViolation v;
   v.rule = std::string(rule);
-  v.spec = {std::string(r.section), std::string(r.quote)};
+  v.spec = {std::string(r.section), quote.empty() ? std::string(r.quote) : quote};
   v.connection = connection_;
   v.at_ms = std::chrono::duration<double, std::milli>(at - origin_).count();
   v.message = "the " + std::string(side_name(judged_)) + " " + message;
@@ -204,8 +206,7 @@ bool WireMonitor::check_layout(const RawFrame& frame, const Value* header, Clock
   if (info != nullptr && !sent_by(*info, judged_)) {
     violation(kDirection, "sent " + op_label(frame.op()) + ", which only the " +
                               side_name(judged_ == Side::server ? Side::client : Side::server) + " sends",
-              at);
-    if (!violations_.empty() && violations_.back().rule == kDirection) violations_.back().spec.quote = op_row(*info);
+              at, op_row(*info));
   }
   const Map* map = header ? header->get_if<Map>() : nullptr;
   if (map == nullptr) {

@@ -69,7 +69,8 @@ class WireMonitor {
 
   bool judged(Side from) const { return from == judged_; }
   bool applies(std::string_view rule) const;
-  void violation(std::string_view rule, const std::string& message, Clock::time_point at);
+  void violation(std::string_view rule, const std::string& message, Clock::time_point at,
+                 const std::string& quote = {});
   void remember(Side from, const RawFrame& frame, Clock::time_point at);
 
   // Rules on every frame of the judged side, whatever its op.
