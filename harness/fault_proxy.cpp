@@ -155,6 +155,11 @@ std::vector<Fault> monitor_rule_faults() {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "max_frame", Value(std::uint64_t{1024})); });
        }},
+      {"welcome-twice", "welcome is sent twice", [](const RawFrame& f) {
+         Rewrite r = pass(f);
+         if (is(f, OpCode::welcome)) r.frames.push_back(r.frames.front());
+         return r;
+       }},
       {"duplicate-ok", "every ok frame is sent twice (two replies for one rid)", [](const RawFrame& f) {
          Rewrite r = pass(f);
          if (is(f, OpCode::ok)) r.frames.push_back(r.frames.front());

@@ -22,6 +22,7 @@ constexpr const char* kDirection = "ops.direction";
 constexpr const char* kPreWelcome = "framing.limit.pre-welcome";
 constexpr const char* kMaxFrame = "framing.limit.max-frame";
 constexpr const char* kOneReply = "design.request.one-reply";
+constexpr const char* kWelcome = "lifecycle.welcome-or-error";
 constexpr const char* kConfirmOnce = "confirm.exactly-once";
 constexpr const char* kNackFirst = "confirm.nack.before-upto";
 constexpr const char* kReturnFirst = "return.before-confirm";
@@ -99,6 +100,8 @@ const std::vector<MonitorRule>& monitor_rules() {
       {kCloseSocket, "close", "The receiver replies with its own close and closes the socket.", false},
       {kOneReply, "Design rules",
        "Requests carry a request id (rid) and get exactly one reply: ok, error, or an op-specific reply.", true},
+      {kWelcome, "Connection lifecycle", "| -- hello ----------------------------> |\n  | <-------------------- welcome or error |",
+       true},
       {kFatal, "Replies / error", "`true` when the server closes the connection after this frame.", true},
       {kConfirmOnce, "Publishing / confirm", "The server confirms every publish with a non-zero seq exactly once.", true},
       {kNackFirst, "Publishing / confirm", "A nack for a sequence number is always sent before any upto that covers it.", true},
@@ -177,6 +180,7 @@ void WireMonitor::observe(Side from, const RawFrame& frame, Clock::time_point at
     check_after_last_frame(frame, at);
     if (!check_layout(frame, header ? &*header : nullptr, at)) return;
     check_reply(frame.op(), *map, at);
+    if (is(frame.op(), OpCode::welcome)) check_welcome(at);
     if (is(frame.op(), OpCode::confirm)) check_confirm(*map, at);
     if (is(frame.op(), OpCode::return_)) check_return(*map, at);
     if (is(frame.op(), OpCode::deliver) || is(frame.op(), OpCode::get_ok)) check_delivery(frame.op(), *map, at);
@@ -265,6 +269,14 @@ void WireMonitor::note_request(std::uint8_t op, const Map& header) {
     }
   }
   if (is(op, OpCode::close) && !judged_last_frame_at_) peer_closed_ = true;
+  if (is(op, OpCode::hello)) ++hellos_;
+}
+
+// Connection lifecycle: one welcome, in answer to a hello (a second hello gets an error, 503).
+void WireMonitor::check_welcome(Clock::time_point at) {
+  if (untracked_) return;
+  if (welcomed_) return violation(kWelcome, "sent a second welcome on the connection", at);
+  if (hellos_ == 0) violation(kWelcome, "sent welcome before any hello", at);
 }
 
 // Frames of either side that change what later frames may be: welcome's limit and heartbeat, the judged side's

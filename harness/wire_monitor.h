@@ -81,6 +81,7 @@ class WireMonitor {
   void note_request(std::uint8_t op, const Map& header);
   // The judged side's frames, by what they answer.
   void check_reply(std::uint8_t op, const Map& header, Clock::time_point at);
+  void check_welcome(Clock::time_point at);
   void check_confirm(const Map& header, Clock::time_point at);
   void check_return(const Map& header, Clock::time_point at);
   void check_delivery(std::uint8_t op, const Map& header, Clock::time_point at);
@@ -102,6 +103,7 @@ class WireMonitor {
 
   // Context from the other side; `untracked_` once it cannot be followed.
   bool untracked_ = false;
+  int hellos_ = 0;
   std::map<std::uint64_t, int> pending_rids_;              // requests awaiting their reply, by rid
   std::map<std::uint64_t, std::uint64_t> unsubscribe_rids_;  // rid -> sub
   std::map<std::uint64_t, int> outstanding_seqs_;          // publishes awaiting their confirm, by seq

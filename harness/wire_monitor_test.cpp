@@ -130,6 +130,17 @@ TEST_F(MonitorTest, UnframeableBytesNameTheirFraming) {
   EXPECT_EQ(ws.violations().at(0).rule, "transport.websocket.one-message-per-frame");
 }
 
+TEST_F(MonitorTest, OneWelcomeInAnswerToHello) {
+  server(OpCode::welcome);
+  EXPECT_EQ(rules(), Rules{"lifecycle.welcome-or-error"});
+  WireMonitor twice(Side::server, "main", start_);
+  twice.observe(Side::client, frame(OpCode::hello), now_);
+  twice.observe(Side::server, frame(OpCode::welcome), now_);
+  EXPECT_TRUE(twice.violations().empty());
+  twice.observe(Side::server, frame(OpCode::welcome), now_);
+  EXPECT_EQ(twice.violations().at(0).message, "the server sent a second welcome on the connection");
+}
+
 TEST_F(MonitorTest, ExactlyOneReplyPerRequest) {
   handshake();
   client(OpCode::purge_queue, {{Value("rid"), u(4)}, {Value("name"), Value("q")}});
