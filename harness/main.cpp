@@ -445,7 +445,7 @@ int run_fault_check(const Options& o, const Suite& suite, const std::vector<cons
     all_ok = all_ok && problems.empty();
     std::cout << (problems.empty() ? "ok    " : "WRONG ") << expected.fault << " (" << fault->description << "): "
               << failed << " of " << r.cases.size() << " cases fail"
-              << (expected.must_fail_rule.empty() ? "" : ", naming " + expected.must_fail_rule) << "\n";
+              << (expected.must_fail_rule.empty() ? "" : "; its rule: " + expected.must_fail_rule) << "\n";
     for (const std::string& p : problems) std::cout << "      " << p << "\n";
   }
   std::cout << (all_ok ? "fault-check: every fault is caught by exactly its listed cases and rules\n"
