@@ -332,8 +332,7 @@ Scenario::Received Scenario::next(Conn& c, Clock::time_point deadline, bool want
       note(c.name, "could not frame the broker's bytes: " + bad->error.msg);
       return {Received::Kind::bad_framing, {}, {}, bad->error.msg, {}};
     }
-    RawFrame frame = std::move(std::get<FrameEvent>(event).frame);
-    log_frame(c.name, "received", frame.op(), frame.header(), frame.payload());
+    RawFrame frame = std::move(std::get<FrameEvent>(event).frame);  // in the transcript since it arrived
     if (frame.op() == static_cast<std::uint8_t>(OpCode::ping) && c.auto_pong && !want_ping) {
       send_message(c, op::Pong{});
       continue;
@@ -392,6 +391,8 @@ StepOutcome Scenario::step_connect(const Json& args) {
   auto c = std::make_unique<Conn>();
   c->name = name;
   c->wire.watch(std::make_unique<WireMonitor>(Side::server, name, started_));
+  // Every frame the broker sends is in the transcript, at its arrival, read by a step or not.
+  c->wire.on_received([this, name](const RawFrame& f) { log_frame(name, "received", f.op(), f.header(), f.payload()); });
   auto connected = c->wire.connect(address, deadline_after(args, "within_ms", 5000));
   if (!connected) {
     // Not reaching the target is the harness's error; a server that answers the upgrade wrongly fails.

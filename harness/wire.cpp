@@ -129,7 +129,7 @@ void WireConnection::frame_received(ByteView chunk) {
     chunk = chunk.subspan(step.consumed);
     if (step.state == FrameDecoder::State::frame) {
       RawFrame frame = decoder_.take_frame();
-      if (monitor_) monitor_->observe(Side::server, frame, Clock::now());
+      arrived(frame);
       pending_.push_back(FrameEvent{std::move(frame)});
     } else if (step.state == FrameDecoder::State::error) {
       framing_failed_ = true;
@@ -137,6 +137,11 @@ void WireConnection::frame_received(ByteView chunk) {
       pending_.push_back(BadFramingEvent{decoder_.error()});
     }
   }
+}
+
+void WireConnection::arrived(const RawFrame& frame) {
+  if (monitor_) monitor_->observe(Side::server, frame, Clock::now());
+  if (on_received_) on_received_(frame);
 }
 
 // The broker's end of the stream: a frame cut short is bad framing, otherwise the connection closed.
@@ -187,7 +192,7 @@ WireEvent WireConnection::receive_websocket(Clock::time_point deadline) {
       }
       auto frame = decode_message_frame(m->data, kMaxReceived);
       if (!frame) return unframeable(frame.error());
-      if (monitor_) monitor_->observe(Side::server, *frame, Clock::now());
+      arrived(*frame);
       return FrameEvent{std::move(*frame)};
     }
     if (std::holds_alternative<WebSocketClient::Pong>(event)) {

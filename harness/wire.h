@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -73,6 +74,9 @@ class WireConnection {
   // Shows every frame from now on to `monitor` (before connect(), so that it sees the first byte).
   void watch(std::unique_ptr<WireMonitor> monitor) { monitor_ = std::move(monitor); }
   const WireMonitor* monitor() const { return monitor_.get(); }
+  // Called with each frame from the broker as soon as it is framed, whether or not a receive() takes it (the
+  // case's transcript).
+  void on_received(std::function<void(const RawFrame&)> log) { on_received_ = std::move(log); }
 
   Transport transport() const { return transport_; }
   // Writes stream bytes (FMQ1 and len-prefixed frames); on WebSocket, one message per complete frame, the
@@ -104,6 +108,7 @@ class WireConnection {
   WireEvent receive_stream(Clock::time_point deadline);
   WireEvent receive_websocket(Clock::time_point deadline);
   void frame_received(ByteView chunk);
+  void arrived(const RawFrame& frame);
   void stream_ended();
   void watch_sent(ByteView stream_bytes);
   void watch_sent_frame(std::uint8_t op, ByteView header, ByteView payload);
@@ -119,6 +124,7 @@ class WireConnection {
   FrameDecoder decoder_{StreamSide::client, 64 * 1024 * 1024};
   bool framing_failed_ = false;     // the broker's bytes stopped being frames: nothing after them is framed
   std::unique_ptr<WireMonitor> monitor_;
+  std::function<void(const RawFrame&)> on_received_;
   // What the harness sends, framed again for the monitor (fire, fires: after FMQ1; ws, wss: frames alone).
   std::optional<FrameDecoder> sent_decoder_;
   bool sent_untracked_ = false;
