@@ -105,6 +105,21 @@ Fault remapping_tags(std::string name, std::string description, std::function<st
           remap(OpCode::ack, OpCode::nack, std::move(in))};
 }
 
+// The frames `when` picks, sent twice in a row.
+Fault sent_twice(std::string name, std::string description, std::function<bool(const RawFrame&)> when) {
+  return {std::move(name), std::move(description), [when](const RawFrame& f) {
+            Rewrite r = pass(f);
+            if (when(f)) r.frames.push_back(r.frames.front());
+            return r;
+          }};
+}
+
+// A confirm {upto: seq} covering the frame's seq; nothing for seq 0 (no confirm wanted).
+Bytes upto_its_seq(const RawFrame& f) {
+  const std::uint64_t seq = header_uint(f, "seq");
+  return seq == 0 ? Bytes{} : framed(OpCode::confirm, {{Value("upto"), Value(seq)}});
+}
+
 // Before each `op` frame, `first` (made from it): a confirm or cancelled the spec wants after it, not before.
 Fault preceded_by(std::string name, std::string description, OpCode op, std::function<Bytes(const RawFrame&)> first) {
   return {std::move(name), std::move(description), [op, first](const RawFrame& f) {
@@ -155,31 +170,14 @@ std::vector<Fault> monitor_rule_faults() {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "max_frame", Value(std::uint64_t{1024})); });
        }},
-      {"welcome-twice", "welcome is sent twice", [](const RawFrame& f) {
-         Rewrite r = pass(f);
-         if (is(f, OpCode::welcome)) r.frames.push_back(r.frames.front());
-         return r;
-       }},
-      {"duplicate-ok", "every ok frame is sent twice (two replies for one rid)", [](const RawFrame& f) {
-         Rewrite r = pass(f);
-         if (is(f, OpCode::ok)) r.frames.push_back(r.frames.front());
-         return r;
-       }},
-      {"duplicate-nack", "every nack is sent twice (a seq confirmed twice)", [](const RawFrame& f) {
-         Rewrite r = pass(f);
-         if (is(f, OpCode::confirm) && header_uint(f, "seq") != 0) r.frames.push_back(r.frames.front());
-         return r;
-       }},
-      preceded_by("upto-before-nack", "each nack comes after an upto covering its seq", OpCode::confirm,
-                  [](const RawFrame& f) {
-                    const std::uint64_t seq = header_uint(f, "seq");
-                    return seq == 0 ? Bytes{} : framed(OpCode::confirm, {{Value("upto"), Value(seq)}});
-                  }),
+      sent_twice("welcome-twice", "welcome is sent twice", [](const RawFrame& f) { return is(f, OpCode::welcome); }),
+      sent_twice("duplicate-ok", "every ok frame is sent twice (two replies for one rid)",
+                 [](const RawFrame& f) { return is(f, OpCode::ok); }),
+      sent_twice("duplicate-nack", "every nack is sent twice (a seq confirmed twice)",
+                 [](const RawFrame& f) { return is(f, OpCode::confirm) && header_uint(f, "seq") != 0; }),
+      preceded_by("upto-before-nack", "each nack comes after an upto covering its seq", OpCode::confirm, upto_its_seq),
       preceded_by("confirm-before-return", "each return comes after an upto covering its seq", OpCode::return_,
-                  [](const RawFrame& f) {
-                    const std::uint64_t seq = header_uint(f, "seq");
-                    return seq == 0 ? Bytes{} : framed(OpCode::confirm, {{Value("upto"), Value(seq)}});
-                  }),
+                  upto_its_seq),
       remapping_tags("tags-from-2", "delivery tags start at 2 (ack and nack are mapped back)",
                      [](std::uint64_t t) { return t + 1; }, [](std::uint64_t t) { return t == 0 ? 0 : t - 1; }),
       remapping_tags("tags-swapped", "delivery tags 2 and 3, 4 and 5, ... are swapped (ack and nack mapped back)",
@@ -241,11 +239,8 @@ const std::vector<Fault>& faults() {
       {"drop-confirm", "the broker's confirm frames are dropped (a lost confirm)", [](const RawFrame& f) {
          return is(f, OpCode::confirm) ? Rewrite{} : pass(f);
        }},
-      {"duplicate-deliver", "every deliver frame is sent twice (delivers beyond the credit)", [](const RawFrame& f) {
-         Rewrite r = pass(f);
-         if (is(f, OpCode::deliver)) r.frames.push_back(r.frames.front());
-         return r;
-       }},
+      sent_twice("duplicate-deliver", "every deliver frame is sent twice (delivers beyond the credit)",
+                 [](const RawFrame& f) { return is(f, OpCode::deliver); }),
       {"topic-hash-as-star", "the broker reads '#' in binding keys as '*' (a wrong topic match)", pass,
        [](const RawFrame& f) {
          if (!is(f, OpCode::bind)) return pass(f);
