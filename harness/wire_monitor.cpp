@@ -235,9 +235,11 @@ void WireMonitor::check_after_last_frame(const RawFrame& frame, Clock::time_poin
             at);
 }
 
-// The other side's frames that oblige the judged side: requests (a reply each), publishes with a seq (a confirm
-// each), subscribes and credit (deliveries within it), unsubscribes.
+// The other side's frames that oblige the judged side: its close (a close in reply), and a client's requests (a
+// reply each), publishes with a seq (a confirm each), subscribes and credit (deliveries within it), unsubscribes.
 void WireMonitor::note_request(std::uint8_t op, const Map& header) {
+  if (is(op, OpCode::close) && !judged_last_frame_at_) peer_closed_ = true;
+  if (judged_ == Side::client) return;  // the rest is what a client asks of a server
   const Value* rid_value = find(header, "rid");
   if (is_request(op) || (rid_value != nullptr && rid_value->is<std::uint64_t>())) {
     // A request the server may answer: an unknown op with a rid gets its 540 with that rid.
@@ -268,7 +270,6 @@ void WireMonitor::note_request(std::uint8_t op, const Map& header) {
       it->second.credit += *credit;
     }
   }
-  if (is(op, OpCode::close) && !judged_last_frame_at_) peer_closed_ = true;
   if (is(op, OpCode::hello)) ++hellos_;
 }
 
