@@ -10,6 +10,7 @@ namespace firemq::conform {
 namespace {
 
 constexpr std::size_t kPreviewBytes = 64;
+constexpr std::size_t kSummaryBytes = 4096;
 
 // Passwords never reach a report: CI artifacts are read by more people than the broker's admins.
 void redact_password(Value& header) {
@@ -38,6 +39,11 @@ std::string header_text(ByteView header) {
   if (!value) return "(not MessagePack: " + to_hex(header.first(std::min<std::size_t>(header.size(), 64))) + ")";
   redact_password(*value);
   return typed_json_from_value(*value).dump();
+}
+
+std::string header_summary(ByteView header) {
+  if (header.size() > kSummaryBytes) return "(" + std::to_string(header.size()) + "-byte header)";
+  return header_text(header);
 }
 
 std::string preview(ByteView bytes) {

@@ -278,7 +278,7 @@ void Scenario::note(const std::string& conn, const std::string& text) {
 void Scenario::log_frame(const std::string& conn, const std::string& direction, std::uint8_t op, ByteView header,
                          ByteView payload) {
   const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
-  transcript_.push_back({at, conn, direction, op_label(op), header_text(header), payload.size(), preview(payload)});
+  transcript_.push_back({at, conn, direction, op_label(op), header_summary(header), payload.size(), preview(payload)});
 }
 
 // Stream bytes (FMQ1, len-prefixed frames): on WebSocket, each complete frame leaves as one message.
@@ -465,7 +465,7 @@ StepOutcome Scenario::step_send(const Json& args) {
     encode_value(*value, header);
   }
   if (!args.contains("pad_to")) {
-    const std::string text = header.size() > 4096 ? "(" + std::to_string(header.size()) + "-byte header)" : header_text(header);
+    const std::string text = header_summary(header);
     return sent(**c, send_framed(**c, *op, header, payload, text), args);
   }
   auto map = decode_value(header);

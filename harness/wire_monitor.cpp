@@ -155,7 +155,7 @@ void WireMonitor::remember(Side from, const RawFrame& frame, Clock::time_point a
   line.connection = connection_;
   line.direction = from == Side::client ? "sent" : "received";  // as the transcript says it, from the client's seat
   line.op = op_label(frame.op());
-  line.header_json = header_text(frame.header());
+  line.header_json = header_summary(frame.header());
   line.payload_size = frame.payload().size();
   line.payload_preview = preview(frame.payload());
   if (context_to_follow_ > 0 && !violations_.empty()) {
@@ -215,12 +215,12 @@ bool WireMonitor::check_layout(const RawFrame& frame, const Value* header, Clock
   const Map* map = header ? header->get_if<Map>() : nullptr;
   if (map == nullptr) {
     violation(kHeaderMap, "sent " + op_label(frame.op()) + " with a header that is no MessagePack map: " +
-                              header_text(frame.header()),
+                              header_summary(frame.header()),
               at);
     return false;
   }
   if (std::any_of(map->begin(), map->end(), [](const MapEntry& e) { return !e.key.is<std::string>(); })) {
-    violation(kStringKeys, "sent " + op_label(frame.op()) + " with a header key that is no string: " + header_text(frame.header()), at);
+    violation(kStringKeys, "sent " + op_label(frame.op()) + " with a header key that is no string: " + header_summary(frame.header()), at);
   }
   return true;
 }
