@@ -4,6 +4,8 @@
 //
 // Broker-to-client frames go through the fault's `rewrite`; client-to-broker bytes pass untouched unless the
 // fault also has a `rewrite_upward` (a broker that misreads what it is sent, e.g. a wrong topic match).
+// Faults that break one of the wire monitor's rules (faults.json's must_fail_rule) may answer a client's frame
+// themselves (`back`). The frames of one rewrite leave in one write, so that the client reads them together.
 // Two threads per proxied connection, blocking sockets; stopped (and joined) by its destructor.
 #pragma once
 
@@ -26,6 +28,7 @@ namespace firemq::conform {
 struct Rewrite {
   std::vector<Bytes> frames;  // TCP-framed
   bool cut = false;
+  std::vector<Bytes> back;    // TCP-framed, to the frame's sender instead of onward
 };
 
 struct Fault {

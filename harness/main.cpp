@@ -22,6 +22,7 @@
 #include "harness/reports.h"
 #include "harness/runner.h"
 #include "harness/test_certificates.h"
+#include "harness/wire_monitor.h"
 #include "protocol/url.h"
 
 namespace po = boost::program_options;
@@ -252,6 +253,7 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
   result.target = target.description;
   result.harness_version = kVersion;
   result.requirements = suite.requirements;
+  for (const MonitorRule& rule : monitor_rules()) result.monitor_rules.emplace_back(rule.id);  // broker mode: all apply
   const auto started = std::chrono::steady_clock::now();
   auto server = probe_server(target);
   if (!server) {
@@ -354,7 +356,65 @@ bool write_all_reports(const RunResult& result, const std::string& reports_dir) 
   return true;
 }
 
-// --fault-check: each fault must make exactly its listed cases fail, and nothing else.
+// --fault-check: what one entry of faults.json expects (docs/case-format.md, "Faults").
+struct FaultExpectation {
+  std::string fault;
+  std::vector<std::string> cases;   // id globs the fault runs; empty: every selected case
+  std::set<std::string> must_fail;  // these fail, for the case's own reason or the monitor's
+  std::set<std::string> may_fail;   // these may fail or pass: what they catch depends on timing the spec leaves open
+  std::string must_fail_rule;       // a wire monitor rule: at least one case fails naming it, none names another
+};
+
+FaultExpectation fault_expectation(const nlohmann::json& entry) {
+  FaultExpectation e;
+  e.fault = entry.at("fault").get<std::string>();
+  for (const auto& glob : entry.value("cases", nlohmann::json::array())) e.cases.push_back(glob.get<std::string>());
+  for (const auto& id : entry.value("must_fail", nlohmann::json::array())) e.must_fail.insert(id.get<std::string>());
+  for (const auto& id : entry.value("may_fail", nlohmann::json::array())) e.may_fail.insert(id.get<std::string>());
+  e.must_fail_rule = entry.value("must_fail_rule", "");
+  return e;
+}
+
+bool names_rule(const CaseResult& c, const std::string& rule) {
+  return std::any_of(c.violations.begin(), c.violations.end(), [&](const MonitorViolation& v) { return v.rule == rule; });
+}
+
+// What the fault's run got wrong against its expectation, one line each; none when it matches. Every failing
+// case must be listed or (with must_fail_rule) fail naming the rule: nothing fails for an unrelated reason.
+std::vector<std::string> fault_check_problems(const FaultExpectation& e, const RunResult& r) {
+  std::vector<std::string> problems;
+  if (r.cases.empty()) problems.push_back("no case ran");
+  bool rule_named = false;
+  for (const CaseResult& c : r.cases) {
+    const bool failed = c.verdict != Verdict::pass && c.verdict != Verdict::skipped;
+    const bool listed = e.must_fail.count(c.id) > 0;
+    const bool may = e.may_fail.count(c.id) > 0;
+    const bool named = !e.must_fail_rule.empty() && names_rule(c, e.must_fail_rule);
+    rule_named = rule_named || named;
+    if (listed && !failed) problems.push_back("should have failed but passed: " + c.id);
+    if (failed && !listed && !named && !may) {
+      problems.push_back("failed but is not listed: " + c.id + " (" + verdict_name(c.verdict) + ": " + c.message + ")");
+    }
+    for (const MonitorViolation& v : c.violations) {
+      if (!e.must_fail_rule.empty() && v.rule != e.must_fail_rule) {
+        problems.push_back(c.id + " names another rule than " + e.must_fail_rule + ": " + v.rule + ": " + v.message);
+      }
+    }
+  }
+  if (!e.must_fail_rule.empty() && !rule_named) problems.push_back("no case failed naming " + e.must_fail_rule);
+  return problems;
+}
+
+std::vector<const CaseSpec*> cases_for(const FaultExpectation& e, const std::vector<const CaseSpec*>& selected) {
+  if (e.cases.empty()) return selected;
+  std::vector<const CaseSpec*> out;
+  for (const CaseSpec* c : selected) {
+    if (std::any_of(e.cases.begin(), e.cases.end(), [&](const std::string& g) { return glob_match(g, c->id); })) out.push_back(c);
+  }
+  return out;
+}
+
+// --fault-check: each fault must make exactly its listed cases fail, or fail naming its monitor rule.
 int run_fault_check(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
                     const Target& target, const std::string& run_id) {
   std::ifstream in(o.fault_check);
@@ -365,14 +425,12 @@ int run_fault_check(const Options& o, const Suite& suite, const std::vector<cons
   }
   bool all_ok = true;
   for (const auto& entry : json.at("faults")) {
-    const std::string name = entry.at("fault").get<std::string>();
-    const Fault* fault = find_fault(name);
+    const FaultExpectation expected = fault_expectation(entry);
+    const Fault* fault = find_fault(expected.fault);
     if (fault == nullptr) {
-      std::cerr << "fault-check: unknown fault " << name << "\n";
+      std::cerr << "fault-check: unknown fault " << expected.fault << "\n";
       return kExitUsage;
     }
-    std::set<std::string> must_fail;
-    for (const auto& id : entry.at("must_fail")) must_fail.insert(id.get<std::string>());
     auto proxy = FaultProxy::start(*fault, target.host, target.port);
     if (!proxy) {
       std::cerr << "fault-check: " << proxy.error() << "\n";
@@ -381,25 +439,19 @@ int run_fault_check(const Options& o, const Suite& suite, const std::vector<cons
     // Most cases under a fault wait out a timeout, idle: more of them run side by side than cores.
     Options wide = o;
     wide.jobs = std::max(o.jobs, 8);
-    const RunResult r = run_once(wide, suite, selected, through_proxy(target, **proxy, *fault), run_id, {}, true, fault);
-    std::set<std::string> failed;
-    for (const CaseResult& c : r.cases) {
-      if (c.verdict != Verdict::pass && c.verdict != Verdict::skipped) failed.insert(c.id);
-    }
-    std::vector<std::string> missed, extra;
-    std::set_difference(must_fail.begin(), must_fail.end(), failed.begin(), failed.end(), std::back_inserter(missed));
-    std::set_difference(failed.begin(), failed.end(), must_fail.begin(), must_fail.end(), std::back_inserter(extra));
-    const bool ok = missed.empty() && extra.empty() && !r.cases.empty();
-    all_ok = all_ok && ok;
-    std::cout << (ok ? "ok    " : "WRONG ") << name << " (" << fault->description << "): " << failed.size()
-              << " cases fail\n";
-    for (const auto& id : missed) std::cout << "      should have failed but passed: " << id << "\n";
-    for (const auto& id : extra) {
-      const auto it = std::find_if(r.cases.begin(), r.cases.end(), [&](const CaseResult& c) { return c.id == id; });
-      std::cout << "      failed but is not listed: " << id << " (" << verdict_name(it->verdict) << ": " << it->message << ")\n";
-    }
+    const RunResult r = run_once(wide, suite, cases_for(expected, selected), through_proxy(target, **proxy, *fault),
+                                 run_id, {}, true, fault);
+    const auto failed = std::count_if(r.cases.begin(), r.cases.end(), [](const CaseResult& c) {
+      return c.verdict != Verdict::pass && c.verdict != Verdict::skipped;
+    });
+    const std::vector<std::string> problems = fault_check_problems(expected, r);
+    all_ok = all_ok && problems.empty();
+    std::cout << (problems.empty() ? "ok    " : "WRONG ") << expected.fault << " (" << fault->description << "): "
+              << failed << " of " << r.cases.size() << " cases fail"
+              << (expected.must_fail_rule.empty() ? "" : "; its rule: " + expected.must_fail_rule) << "\n";
+    for (const std::string& p : problems) std::cout << "      " << p << "\n";
   }
-  std::cout << (all_ok ? "fault-check: every fault is caught by exactly its listed cases\n"
+  std::cout << (all_ok ? "fault-check: every fault is caught by exactly its listed cases and rules\n"
                        : "fault-check: FAILED\n");
   return all_ok ? kExitPassed : kExitFailed;
 }

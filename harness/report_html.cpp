@@ -144,6 +144,17 @@ std::string html_transcript(const std::vector<TranscriptLine>& transcript) {
   return s;
 }
 
+// The wire monitor's findings: the rule, the spec's sentence, and the frames around it.
+std::string html_violations(const std::vector<MonitorViolation>& violations) {
+  std::string s;
+  for (const MonitorViolation& v : violations) {
+    s += "<div class=\"label\">Wire monitor: <code>" + h(v.rule) + "</code> on " + h(v.connection) + " at " +
+         fixed(v.at_ms, 1) + " ms</div>\n<p class=\"message\">" + h(v.message) + "</p>\n<blockquote>" +
+         h(v.spec.section) + ": " + h(v.spec.quote) + "</blockquote>\n" + html_transcript(v.context);
+  }
+  return s;
+}
+
 // Spec reference, message and failed step: shared by the failures section and the expandable rows.
 std::string html_case_details(const CaseResult& c) {
   std::string s;
@@ -160,7 +171,7 @@ std::string html_case_details(const CaseResult& c) {
     s += "<div class=\"label\">Failed step " + std::to_string(c.failed_step) + "</div>\n<pre>" +
          h(c.failed_step_text) + "</pre>\n";
   }
-  return s;
+  return s + html_violations(c.violations);
 }
 
 std::string html_problem(const CaseResult& c) {

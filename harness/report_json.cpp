@@ -74,6 +74,22 @@ Json transcript_json(const std::vector<TranscriptLine>& transcript) {
   return out;
 }
 
+Json violations_json(const std::vector<MonitorViolation>& violations) {
+  Json out = Json::array();
+  for (const MonitorViolation& v : violations) {
+    Json j;
+    j["rule"] = clean(v.rule, Clean::utf8);
+    j["spec"]["section"] = clean(v.spec.section, Clean::utf8);
+    j["spec"]["quote"] = clean(v.spec.quote, Clean::utf8);
+    j["connection"] = clean(v.connection, Clean::utf8);
+    j["at_ms"] = v.at_ms;
+    j["message"] = clean(v.message, Clean::utf8);
+    j["context"] = transcript_json(v.context);
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+
 Json case_json(const CaseResult& c) {
   Json j;
   j["id"] = clean(c.id, Clean::utf8);
@@ -92,6 +108,7 @@ Json case_json(const CaseResult& c) {
   j["failed_step_text"] = clean(c.failed_step_text, Clean::utf8);
   j["duration_ms"] = c.duration_ms;
   j["transcript"] = transcript_json(c.transcript);
+  j["violations"] = violations_json(c.violations);  // the wire monitor's findings (harness/wire_monitor.h)
   return j;
 }
 
@@ -127,6 +144,7 @@ Json run_json(const RunResult& run) {
   j["requirements"]["total"] = cov.total;
   j["requirements"]["covered"] = cov.covered;
   j["requirements"]["uncovered"] = strings_json(cov.uncovered);
+  j["requirements"]["monitor_rules"] = strings_json(run.monitor_rules);
   j["cases"] = Json::array();
   for (const CaseResult& c : run.cases) j["cases"].push_back(case_json(c));
   return j;

@@ -135,6 +135,14 @@ TEST(RunResult, RequirementOfASkippedCaseCountsAsCovered) {
   EXPECT_TRUE(run.uncovered_requirements().empty());
 }
 
+TEST(RunResult, MonitorRulesCountAsCoveredOnceACaseRan) {
+  RunResult run = sample_run();
+  run.monitor_rules = {"R-queue"};
+  EXPECT_TRUE(run.uncovered_requirements().empty());
+  run.cases.clear();
+  EXPECT_EQ(run.uncovered_requirements(), (std::vector<std::string>{"R-hello", "R-queue", "R-auth"}));
+}
+
 TEST(RunResult, VerdictNamesAreHyphenated) {
   EXPECT_STREQ(verdict_name(Verdict::pass), "pass");
   EXPECT_STREQ(verdict_name(Verdict::skipped), "skipped");
@@ -164,7 +172,26 @@ TEST(JsonReport, JsonHasRunFactsCountsAndCoverage) {
   EXPECT_EQ(j["server"]["caps"], json({"publisher-confirms", "tls"}));
   EXPECT_EQ(j["counts"], json({{"pass", 1}, {"fail", 1}, {"skipped", 1}, {"error", 1}, {"expected_fail", 1},
                                {"unexpected_pass", 1}, {"total", 6}}));
-  EXPECT_EQ(j["requirements"], json({{"total", 3}, {"covered", 2}, {"uncovered", {"R-queue"}}}));
+  EXPECT_EQ(j["requirements"], json({{"total", 3}, {"covered", 2}, {"uncovered", {"R-queue"}},
+                                     {"monitor_rules", json::array()}}));
+}
+
+TEST(JsonReport, JsonHasEachCasesMonitorViolationsWithTheFramesAroundThem) {
+  RunResult run = sample_run();
+  MonitorViolation v;
+  v.rule = "credit.limit";
+  v.spec = {"Consuming / credit", "The server sends at most as many deliver frames as the credit granted so far."};
+  v.connection = "main";
+  v.message = "the server sent deliver 2 to sub 1 with credit 1 granted so far";
+  v.context = {line("received", "deliver", R"({"sub":1,"tag":2})")};
+  run.cases[1].violations = {v};
+  const json j = json::parse(report_json(run));
+  EXPECT_EQ(j["cases"][0]["violations"], json::array());
+  const json& got = j["cases"][1]["violations"][0];
+  EXPECT_EQ(got["rule"], "credit.limit");
+  EXPECT_EQ(got["spec"]["quote"], v.spec.quote);
+  EXPECT_EQ(got["context"][0]["header"], json::parse(R"({"sub":1,"tag":2})"));
+  EXPECT_NE(report_html(run).find("Wire monitor: <code>credit.limit</code>"), std::string::npos);
 }
 
 TEST(JsonReport, JsonKeysFollowTheDocumentedOrder) {

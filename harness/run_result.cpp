@@ -46,6 +46,7 @@ std::vector<std::string> RunResult::uncovered_requirements() const {
   // Covered means some case in this run lists it, whatever its verdict.
   std::unordered_set<std::string> covered;
   for (const CaseResult& c : cases) covered.insert(c.requirements.begin(), c.requirements.end());
+  if (!cases.empty()) covered.insert(monitor_rules.begin(), monitor_rules.end());
   std::vector<std::string> result;
   for (const Requirement& r : requirements) {
     if (!covered.contains(r.id)) result.push_back(r.id);

@@ -38,6 +38,16 @@ struct SpecRef {
   std::string quote;    // the sentence, verbatim from the spec
 };
 
+// A connection-wide rule of the spec broken on the wire, as the wire monitor saw it (wire_monitor.h).
+struct MonitorViolation {
+  std::string rule;         // its requirement id, e.g. "credit.limit"
+  SpecRef spec;             // the spec sentence the rule checks
+  std::string connection;   // the case's name for the connection
+  double at_ms = 0;         // since the case started
+  std::string message;      // what happened
+  std::vector<TranscriptLine> context;  // the frames around it, both ways, the offending one included
+};
+
 struct CaseResult {
   std::string id;                     // stable, e.g. "lifecycle.hello.bad-credentials"
   std::string title;
@@ -53,6 +63,8 @@ struct CaseResult {
   double duration_ms = 0;
   std::vector<TranscriptLine> transcript;
   std::string transport;              // the transport the case ran over: "fire", "fires", "ws" or "wss"
+  // What the wire monitor found, in order; any fails the case (its message names the first).
+  std::vector<MonitorViolation> violations;
 };
 
 struct Requirement {
@@ -74,12 +86,14 @@ struct RunResult {
   std::string command_line;
   std::vector<CaseResult> cases;      // in the order of the case files
   std::vector<Requirement> requirements;  // the whole catalog
+  // Requirement ids the wire monitor checked on every connection of every case: covered once a case ran.
+  std::vector<std::string> monitor_rules;
 
   // Counts by verdict, and whether the run as a whole passes: nothing unexpected happened (no fail, error
   // or unexpected_pass) and at least one case ran.
   std::map<Verdict, int> counts() const;
   bool passed() const;
-  // Requirement ids no case covers, in catalog order.
+  // Requirement ids no case covers (and the monitor does not check), in catalog order.
   std::vector<std::string> uncovered_requirements() const;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "harness/frame_text.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 #include "protocol/typed_json.h"
@@ -13,7 +14,6 @@ namespace {
 using Json = nlohmann::json;
 constexpr int kDefaultWithinMs = 2000;
 constexpr int kDefaultCloseWithinMs = 3000;
-constexpr std::size_t kPreviewBytes = 64;
 
 std::optional<std::uint8_t> op_code(const Json& op) {
   if (op.is_number_unsigned() && op.get<std::uint64_t>() <= 0xff) return static_cast<std::uint8_t>(op.get<int>());
@@ -22,49 +22,6 @@ std::optional<std::uint8_t> op_code(const Json& op) {
     if (info.name == op.get<std::string>()) return static_cast<std::uint8_t>(info.code);
   }
   return std::nullopt;
-}
-
-std::string op_label(std::uint8_t code) {
-  const OpInfo* info = find_op(code);
-  if (info != nullptr) return std::string(info->name);
-  return "op " + std::to_string(code);
-}
-
-std::string preview(ByteView bytes) {
-  std::string out;
-  for (std::size_t i = 0; i < std::min(bytes.size(), kPreviewBytes); ++i) {
-    const auto c = static_cast<char>(bytes[i]);
-    if (c == '\\') {
-      out += "\\\\";
-    } else if (c >= 0x20 && c < 0x7f) {
-      out += c;
-    } else {
-      out += "\\x" + to_hex(bytes.subspan(i, 1));
-    }
-  }
-  if (bytes.size() > kPreviewBytes) out += "...";
-  return out;
-}
-
-// Passwords never reach a report: CI artifacts are read by more people than the broker's admins.
-void redact_password(Value& header) {
-  auto* map = std::get_if<Map>(&header.v);
-  if (map == nullptr) return;
-  for (MapEntry& e : *map) {
-    auto* auth = e.key == Value("auth") ? std::get_if<Map>(&e.value.v) : nullptr;
-    if (auth == nullptr) continue;
-    for (MapEntry& a : *auth) {
-      if (a.key == Value("pass")) a.value = Value("***");
-    }
-  }
-}
-
-std::string header_text(ByteView header) {
-  if (header.empty()) return "{}";
-  auto value = decode_value(header);
-  if (!value) return "(not MessagePack: " + to_hex(header.first(std::min<std::size_t>(header.size(), 64))) + ")";
-  redact_password(*value);
-  return typed_json_from_value(*value).dump();
 }
 
 std::vector<std::uint64_t> codes_of(const Json& codes) {
@@ -179,6 +136,7 @@ CaseResult Scenario::run() {
     } catch (const Json::exception& e) {
       outcome = StepOutcome::error(std::string("malformed step: ") + e.what());
     }
+    if (const auto v = first_violation()) outcome = monitor_failure(*v, outcome);
     if (outcome.kind == StepOutcome::Kind::ok && Clock::now() > case_deadline_) {
       outcome = StepOutcome::fail("the case ran past its timeout of " + std::to_string(spec_.timeout_ms) + " ms");
     }
@@ -191,9 +149,46 @@ CaseResult Scenario::run() {
     }
   }
   for (auto& [name, c] : conns_) c->wire.disconnect();
+  result.violations = all_violations();
   result.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
   result.transcript = std::move(transcript_);
   return result;
+}
+
+// The wire monitor ---------------------------------------------------------------------------------------------
+
+// A connection replaced by a new one of the same name keeps what its monitor found.
+void Scenario::retire(const std::string& name) {
+  Conn* old = conn(name);
+  if (old == nullptr || old->wire.monitor() == nullptr) return;
+  const auto& found = old->wire.monitor()->violations();
+  retired_violations_.insert(retired_violations_.end(), found.begin(), found.end());
+}
+
+std::vector<MonitorViolation> Scenario::all_violations() const {
+  std::vector<MonitorViolation> all = retired_violations_;
+  for (const auto& [name, c] : conns_) {
+    if (c->wire.monitor() == nullptr) continue;
+    const auto& found = c->wire.monitor()->violations();
+    all.insert(all.end(), found.begin(), found.end());
+  }
+  std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.at_ms < b.at_ms; });
+  return all;
+}
+
+std::optional<MonitorViolation> Scenario::first_violation() const {
+  std::vector<MonitorViolation> all = all_violations();
+  if (all.empty()) return std::nullopt;
+  return all.front();
+}
+
+// A broken connection-wide rule fails the case at the step during which the monitor saw it, whatever the step
+// itself concluded: it is the first thing that went wrong.
+StepOutcome Scenario::monitor_failure(const MonitorViolation& v, const StepOutcome& step) {
+  std::string message = "wire monitor: " + v.rule + ": " + v.message + " (\"" + v.spec.quote + "\")";
+  if (step.kind != StepOutcome::Kind::ok) message += "; the step itself: " + step.message;
+  note(v.connection, message);
+  return StepOutcome::fail(message);
 }
 
 StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
@@ -283,7 +278,7 @@ void Scenario::note(const std::string& conn, const std::string& text) {
 void Scenario::log_frame(const std::string& conn, const std::string& direction, std::uint8_t op, ByteView header,
                          ByteView payload) {
   const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
-  transcript_.push_back({at, conn, direction, op_label(op), header_text(header), payload.size(), preview(payload)});
+  transcript_.push_back({at, conn, direction, op_label(op), header_summary(header), payload.size(), preview(payload)});
 }
 
 // Stream bytes (FMQ1, len-prefixed frames): on WebSocket, each complete frame leaves as one message.
@@ -337,8 +332,7 @@ Scenario::Received Scenario::next(Conn& c, Clock::time_point deadline, bool want
       note(c.name, "could not frame the broker's bytes: " + bad->error.msg);
       return {Received::Kind::bad_framing, {}, {}, bad->error.msg, {}};
     }
-    RawFrame frame = std::move(std::get<FrameEvent>(event).frame);
-    log_frame(c.name, "received", frame.op(), frame.header(), frame.payload());
+    RawFrame frame = std::move(std::get<FrameEvent>(event).frame);  // in the transcript since it arrived
     if (frame.op() == static_cast<std::uint8_t>(OpCode::ping) && c.auto_pong && !want_ping) {
       send_message(c, op::Pong{});
       continue;
@@ -396,6 +390,9 @@ StepOutcome Scenario::step_connect(const Json& args) {
   }
   auto c = std::make_unique<Conn>();
   c->name = name;
+  c->wire.watch(std::make_unique<WireMonitor>(Side::server, name, started_));
+  // Every frame the broker sends is in the transcript, at its arrival, read by a step or not.
+  c->wire.on_received([this, name](const RawFrame& f) { log_frame(name, "received", f.op(), f.header(), f.payload()); });
   auto connected = c->wire.connect(address, deadline_after(args, "within_ms", 5000));
   if (!connected) {
     // Not reaching the target is the harness's error; a server that answers the upgrade wrongly fails.
@@ -404,6 +401,7 @@ StepOutcome Scenario::step_connect(const Json& args) {
   }
   note(name, "connected to " + describe_address(address));
   Conn& ref = *c;
+  retire(name);
   conns_[name] = std::move(c);
   // FMQ1 opens the TCP and TLS framings only: "without FMQ1" on WebSocket.
   if (!stream || !args.value("preamble", true)) return StepOutcome::ok();
@@ -467,7 +465,7 @@ StepOutcome Scenario::step_send(const Json& args) {
     encode_value(*value, header);
   }
   if (!args.contains("pad_to")) {
-    const std::string text = header.size() > 4096 ? "(" + std::to_string(header.size()) + "-byte header)" : header_text(header);
+    const std::string text = header_summary(header);
     return sent(**c, send_framed(**c, *op, header, payload, text), args);
   }
   auto map = decode_value(header);

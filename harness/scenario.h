@@ -92,6 +92,10 @@ class Scenario {
   StepOutcome step_expect_ws_pong(const nlohmann::json& args);
   StepOutcome step_expect_http_status(const nlohmann::json& args);
 
+  void retire(const std::string& name);
+  std::vector<MonitorViolation> all_violations() const;
+  std::optional<MonitorViolation> first_violation() const;
+  StepOutcome monitor_failure(const MonitorViolation& v, const StepOutcome& step);
   void close_after_shutdown(Clock::time_point deadline);
   StepOutcome expect_closed_after_fatal(Conn& c, const std::string& what, Clock::time_point deadline);
   StepOutcome expect_still_open(Conn& c, Clock::time_point deadline);
@@ -115,6 +119,7 @@ class Scenario {
   std::vector<TranscriptLine> transcript_;
   std::function<int()> stop_broker_;
   Restarter restart_broker_;
+  std::vector<MonitorViolation> retired_violations_;  // of connections replaced by one of the same name
 };
 
 }  // namespace firemq::conform

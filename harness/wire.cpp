@@ -41,6 +41,7 @@ Result<bool, ConnectFailure> WireConnection::connect(const WireAddress& address,
     stream_ = std::move(stream);
   }
   open_ = true;
+  sent_decoder_.emplace(is_websocket(address.transport) ? StreamSide::client : StreamSide::server, kMaxReceived);
   return true;
 }
 
@@ -55,6 +56,7 @@ Result<bool, std::string> WireConnection::connect(const std::string& host, std::
 
 bool WireConnection::send(ByteView bytes, Clock::time_point deadline) {
   if (!is_open()) return false;
+  watch_sent(bytes);
   if (!ws_) return stream_->write_all(bytes, deadline);
   auto messages = translator_.feed(bytes);
   if (!messages) {
@@ -66,19 +68,23 @@ bool WireConnection::send(ByteView bytes, Clock::time_point deadline) {
 
 bool WireConnection::send_frame(std::uint8_t op, ByteView header, ByteView payload, Clock::time_point deadline) {
   if (!is_open()) return false;
+  watch_sent_frame(op, header, payload);
   if (!ws_) return stream_->write_all(frame_stream(op, header, payload), deadline);
   return ws_->send_message(WsOpcode::binary, frame_message(op, header, payload), 1, deadline);
 }
 
 bool WireConnection::ws_send_message(WsOpcode opcode, ByteView payload, std::size_t fragments, Clock::time_point deadline) {
+  watch_untracked();
   return ws_ && is_open() && ws_->send_message(opcode, payload, fragments, deadline);
 }
 
 bool WireConnection::ws_send_frame(bool fin, std::uint8_t opcode, ByteView payload, Clock::time_point deadline) {
+  watch_untracked();
   return ws_ && is_open() && ws_->send_frame(fin, opcode, payload, deadline);
 }
 
 bool WireConnection::ws_send_raw(ByteView bytes, Clock::time_point deadline) {
+  watch_untracked();
   return ws_ && is_open() && ws_->send_raw(bytes, deadline);
 }
 
@@ -94,44 +100,99 @@ WireEvent WireConnection::receive(Clock::time_point deadline) {
 
 WireEvent WireConnection::receive_stream(Clock::time_point deadline) {
   std::array<std::uint8_t, 64 * 1024> buffer;
-  while (true) {
-    // Frames already received come first; the decoder stops at each frame boundary.
-    while (inbox_used_ < inbox_.size()) {
-      const auto step = decoder_.feed(ByteView(inbox_).subspan(inbox_used_));
-      inbox_used_ += step.consumed;
-      if (inbox_used_ == inbox_.size()) {
-        inbox_.clear();
-        inbox_used_ = 0;
-      }
-      if (step.state == FrameDecoder::State::frame) return FrameEvent{decoder_.take_frame()};
-      if (step.state == FrameDecoder::State::error) return BadFramingEvent{decoder_.error()};
-    }
-    if (closed_) {
-      if (Status partial = decoder_.finish()) return BadFramingEvent{*partial};
-      return ClosedEvent{closed_how_, std::nullopt};
-    }
+  while (pending_.empty()) {
+    if (closed_) return ClosedEvent{closed_how_, std::nullopt};
     const ReadOutcome read = stream_->read_some(buffer, deadline);
-    if (read.kind == ReadOutcome::Kind::timeout) return TimeoutEvent{};
+    if (read.kind == ReadOutcome::Kind::timeout) {
+      // Nothing was waiting and nothing came: the broker was silent since its last frame (unless a frame is
+      // half here).
+      if (monitor_ && !decoder_.finish()) monitor_->observe_quiet(Side::server, Clock::now());
+      return TimeoutEvent{};
+    }
     if (read.kind == ReadOutcome::Kind::closed) {
       closed_ = true;
       closed_how_ = read.how;
+      stream_ended();
       continue;
     }
-    inbox_.insert(inbox_.end(), buffer.data(), buffer.data() + read.bytes);
+    frame_received(ByteView(buffer.data(), read.bytes));
   }
+  WireEvent event = std::move(pending_.front());
+  pending_.pop_front();
+  return event;
+}
+
+// Every complete frame of a read, at once: the monitor sees frames when they arrive, not when a step asks.
+void WireConnection::frame_received(ByteView chunk) {
+  while (!chunk.empty() && !framing_failed_) {
+    const auto step = decoder_.feed(chunk);
+    chunk = chunk.subspan(step.consumed);
+    if (step.state == FrameDecoder::State::frame) {
+      RawFrame frame = decoder_.take_frame();
+      arrived(frame);
+      pending_.push_back(FrameEvent{std::move(frame)});
+    } else if (step.state == FrameDecoder::State::error) {
+      framing_failed_ = true;
+      if (monitor_) monitor_->observe_unframeable(Side::server, decoder_.error().msg, false, Clock::now());
+      pending_.push_back(BadFramingEvent{decoder_.error()});
+    }
+  }
+}
+
+void WireConnection::arrived(const RawFrame& frame) {
+  if (monitor_) monitor_->observe(Side::server, frame, Clock::now());
+  if (on_received_) on_received_(frame);
+}
+
+// The broker's end of the stream: a frame cut short is bad framing, otherwise the connection closed.
+void WireConnection::stream_ended() {
+  if (Status partial = decoder_.finish(); partial && !framing_failed_) {
+    framing_failed_ = true;
+    if (monitor_) monitor_->observe_unframeable(Side::server, partial->msg, false, Clock::now());
+    pending_.push_back(BadFramingEvent{*partial});
+    return;
+  }
+  if (monitor_) monitor_->observe_end(Side::server, Clock::now());
+  pending_.push_back(ClosedEvent{closed_how_, std::nullopt});
+}
+
+// The harness's own frames, for the monitor's context: stream bytes framed again (a case may send any bytes;
+// once they are no frames, the monitor is told it cannot follow).
+void WireConnection::watch_sent(ByteView bytes) {
+  if (!monitor_ || sent_untracked_) return;
+  while (!bytes.empty()) {
+    const auto step = sent_decoder_->feed(bytes);
+    bytes = bytes.subspan(step.consumed);
+    if (step.state == FrameDecoder::State::frame) monitor_->observe(Side::client, sent_decoder_->take_frame(), Clock::now());
+    if (step.state == FrameDecoder::State::error) return watch_untracked();
+  }
+}
+
+void WireConnection::watch_sent_frame(std::uint8_t op, ByteView header, ByteView payload) {
+  if (monitor_ && !sent_untracked_) monitor_->observe(Side::client, RawFrame(frame_message(op, header, payload)), Clock::now());
+}
+
+void WireConnection::watch_untracked() {
+  sent_untracked_ = true;
+  if (monitor_) monitor_->observe_untracked(Side::client);
 }
 
 // One binary message is one frame; anything else the broker sends is no FireMQ frame.
 WireEvent WireConnection::receive_websocket(Clock::time_point deadline) {
+  const auto unframeable = [this](Error error) {
+    if (monitor_) monitor_->observe_unframeable(Side::server, error.msg, true, Clock::now());
+    return BadFramingEvent{std::move(error)};
+  };
   while (true) {
     WebSocketClient::Event event = ws_->receive(deadline);
     if (auto* m = std::get_if<WsMessageAssembler::Message>(&event)) {
       if (m->opcode == WsOpcode::text) {
-        return BadFramingEvent{frame_error("a text WebSocket message (FireMQ frames are binary messages): " +
-                                           std::string(m->data.begin(), m->data.begin() + std::min<std::size_t>(m->data.size(), 64)))};
+        return unframeable(frame_error("a text WebSocket message (FireMQ frames are binary messages): " +
+                                       std::string(m->data.begin(), m->data.begin() + std::min<std::size_t>(m->data.size(), 64))));
       }
       auto frame = decode_message_frame(m->data, kMaxReceived);
-      if (!frame) return BadFramingEvent{frame.error()};
+      if (!frame) return unframeable(frame.error());
+      arrived(*frame);
       return FrameEvent{std::move(*frame)};
     }
     if (std::holds_alternative<WebSocketClient::Pong>(event)) {
@@ -142,11 +203,13 @@ WireEvent WireConnection::receive_websocket(Clock::time_point deadline) {
     if (auto* c = std::get_if<WebSocketClient::Closed>(&event)) {
       closed_ = true;
       closed_how_ = c->how;
+      if (monitor_) monitor_->observe_end(Side::server, Clock::now());
       return ClosedEvent{c->how, c->code};
     }
     if (auto* bad = std::get_if<WebSocketClient::ProtocolError>(&event)) {
-      return BadFramingEvent{frame_error("WebSocket: " + bad->why)};
+      return unframeable(frame_error("WebSocket: " + bad->why));
     }
+    if (monitor_) monitor_->observe_quiet(Side::server, Clock::now());
     return TimeoutEvent{};
   }
 }
@@ -174,6 +237,7 @@ WireConnection::PongWait WireConnection::wait_ws_pong(Clock::time_point deadline
 }
 
 void WireConnection::disconnect() {
+  if (monitor_) monitor_->observe_end(Side::client, Clock::now());
   if (stream_) stream_->close();
   if (ws_) ws_->close();
   closed_ = true;

@@ -11,11 +11,16 @@
 // the connection's transport directly; the ws_* calls send what only WebSocket can say.
 //
 // Cases must never hang: every receive takes a deadline, and the connect has one too.
+//
+// A watched connection (watch()) shows every frame both ways to its wire monitor (wire_monitor.h) as it goes:
+// what is sent as it is sent, what is received as soon as a read brings it (every complete frame of a read is
+// framed at once and kept for receive()), and each receive that times out as proof of the broker's silence.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +30,7 @@
 #include "harness/client_websocket.h"
 #include "harness/stream_to_messages.h"
 #include "harness/transport.h"
+#include "harness/wire_monitor.h"
 #include "protocol/error.h"
 #include "protocol/frame.h"
 #include "protocol/value.h"
@@ -65,6 +71,13 @@ class WireConnection {
   // fire:// to host:port (the tools, and probes that only need the port to answer).
   Result<bool, std::string> connect(const std::string& host, std::uint16_t port, Clock::time_point deadline);
 
+  // Shows every frame from now on to `monitor` (before connect(), so that it sees the first byte).
+  void watch(std::unique_ptr<WireMonitor> monitor) { monitor_ = std::move(monitor); }
+  const WireMonitor* monitor() const { return monitor_.get(); }
+  // Called with each frame from the broker as soon as it is framed, whether or not a receive() takes it (the
+  // case's transcript).
+  void on_received(std::function<void(const RawFrame&)> log) { on_received_ = std::move(log); }
+
   Transport transport() const { return transport_; }
   // Writes stream bytes (FMQ1 and len-prefixed frames); on WebSocket, one message per complete frame, the
   // rest held until its frame is complete. False once the connection is closed or broken; on WebSocket, also
@@ -94,6 +107,12 @@ class WireConnection {
  private:
   WireEvent receive_stream(Clock::time_point deadline);
   WireEvent receive_websocket(Clock::time_point deadline);
+  void frame_received(ByteView chunk);
+  void arrived(const RawFrame& frame);
+  void stream_ended();
+  void watch_sent(ByteView stream_bytes);
+  void watch_sent_frame(std::uint8_t op, ByteView header, ByteView payload);
+  void watch_untracked();
 
   Transport transport_ = Transport::fire;
   bool open_ = false;
@@ -103,13 +122,17 @@ class WireConnection {
   std::unique_ptr<WebSocketClient> ws_;       // ws, wss (owns its stream)
   // Server frames can be large (up to max_frame); the decoder still checks len before allocating.
   FrameDecoder decoder_{StreamSide::client, 64 * 1024 * 1024};
-  Bytes inbox_;  // received bytes not yet fed to the decoder
-  std::size_t inbox_used_ = 0;
+  bool framing_failed_ = false;     // the broker's bytes stopped being frames: nothing after them is framed
+  std::unique_ptr<WireMonitor> monitor_;
+  std::function<void(const RawFrame&)> on_received_;
+  // What the harness sends, framed again for the monitor (fire, fires: after FMQ1; ws, wss: frames alone).
+  std::optional<FrameDecoder> sent_decoder_;
+  bool sent_untracked_ = false;
   StreamToMessages translator_;
   std::string untranslatable_;
   std::size_t ws_pongs_ = 0;
   bool stop_at_pong_ = false;       // wait_ws_pong: a pong ends the wait
-  std::deque<WireEvent> pending_;   // received while waiting for a pong; receive() returns them first
+  std::deque<WireEvent> pending_;   // framed but not yet taken by receive(), in order
 };
 
 // Where a tool connects, and as whom (firemq-bench, firemq-bench-durable, firemq-killtest).
