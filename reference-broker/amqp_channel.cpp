@@ -56,9 +56,9 @@ const AmqpChannel::Route AmqpChannel::kRoutes[] = {
     {m::kBasicRecover, &AmqpChannel::on_basic_recover},
     {m::kBasicRecoverAsync, &AmqpChannel::on_basic_recover},
     {m::kConfirmSelect, &AmqpChannel::on_confirm_select},
-    {m::kTxSelect, &AmqpChannel::on_not_implemented},
-    {m::kTxCommit, &AmqpChannel::on_not_implemented},
-    {m::kTxRollback, &AmqpChannel::on_not_implemented},
+    {m::kTxSelect, &AmqpChannel::on_tx_select},
+    {m::kTxCommit, &AmqpChannel::on_tx_commit},
+    {m::kTxRollback, &AmqpChannel::on_tx_rollback},
 };
 
 AmqpChannel::AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, std::string name,
@@ -166,6 +166,10 @@ void AmqpChannel::publish(Publishing p) {
   publish.persistent = content->persistent;
   publish.props = std::move(content->props);
   publish.headers = std::move(content->headers);
+  if (tx_) {
+    const std::size_t size = p.body.size();
+    return hold(HeldPublish{std::move(publish), std::move(p.body)}, size);
+  }
   to_session(std::move(publish), p.body);
 }
 
@@ -323,8 +327,67 @@ void AmqpChannel::on_basic_recover(const Method& method) {
 }
 
 void AmqpChannel::on_confirm_select(const Method& method) {
+  if (tx_) {  // RabbitMQ: "cannot switch from tx to confirm mode"
+    return close_channel(406, reply_text(406, "cannot switch from tx to confirm mode"), method.id());
+  }
   confirm_mode_ = true;
   if (!method.flag("no_wait")) reply(Method::of(m::kConfirmSelectOk));
+}
+
+// AMQP's tx class, as RabbitMQ implements it: publishes, acks, nacks and rejects are held by the channel and
+// carried out at tx.commit, in order; tx.rollback drops them. tx.commit-ok goes once the committed publishes
+// are confirmed: on disk when persistent and routed to a durable queue, as a FireMQ confirm says.
+void AmqpChannel::on_tx_select(const Method& method) {
+  if (confirm_mode_) return close_channel(406, reply_text(406, "cannot switch from confirm to tx mode"), method.id());
+  if (!tx_) tx_.emplace();
+  reply(Method::of(m::kTxSelectOk));
+}
+
+void AmqpChannel::on_tx_commit(const Method& method) {
+  if (!tx_) return close_channel(406, reply_text(406, "channel is not transactional"), method.id());
+  auto held = std::move(tx_->held);
+  tx_->held.clear();
+  tx_->bytes = 0;
+  const std::uint64_t seq_before = publish_seq_;
+  for (auto& action : held) {
+    if (state_ != State::open) return;  // an error closed the channel: the rest of the transaction is dropped
+    if (auto* settlement = std::get_if<Settlement>(&action)) {
+      settle(settlement->tag, settlement->multiple, settlement->requeue);
+      continue;
+    }
+    auto& [publish, body] = std::get<HeldPublish>(action);
+    // The confirm machinery says when the commit is done; the client never sees these sequence numbers.
+    publish.seq = ++publish_seq_;
+    to_session(std::move(publish), body);
+  }
+  // Commits answer in order: one without publishes waits for the commits before it, if any.
+  if (publish_seq_ == seq_before && tx_->commits.empty()) return reply(Method::of(m::kTxCommitOk));
+  tx_->commits.push_back(publish_seq_);
+}
+
+void AmqpChannel::on_tx_rollback(const Method& method) {
+  if (!tx_) return close_channel(406, reply_text(406, "channel is not transactional"), method.id());
+  tx_->held.clear();
+  tx_->bytes = 0;
+  reply(Method::of(m::kTxRollbackOk));
+}
+
+void AmqpChannel::hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes) {
+  if (tx_->bytes + bytes > kMaxTransactionBytes) {
+    return close_channel(406, reply_text(406, "transaction holds more than " + std::to_string(kMaxTransactionBytes) +
+                                                  " bytes: commit more often"), current_);
+  }
+  tx_->bytes += bytes;
+  tx_->held.push_back(std::move(action));
+}
+
+// The commits whose publishes are all confirmed now (`exact`: only one seq was, by a nack).
+void AmqpChannel::finish_commits(std::uint64_t confirmed, bool exact) {
+  auto& commits = tx_->commits;
+  while (!commits.empty() && (exact ? commits.front() == confirmed : commits.front() <= confirmed)) {
+    commits.pop_front();
+    reply(Method::of(m::kTxCommitOk));
+  }
 }
 
 void AmqpChannel::on_not_implemented(const Method& method) {
@@ -353,6 +416,7 @@ void AmqpChannel::to_session(Message message, ByteView payload) {
 // basic.ack, basic.nack, basic.reject: `requeue` absent for an ack. Delivery tag 0 with multiple is "every
 // outstanding delivery" in AMQP.
 void AmqpChannel::settle(std::uint64_t tag, bool multiple, std::optional<bool> requeue) {
+  if (tx_ && current_ != m::kTxCommit) return hold(Settlement{tag, multiple, requeue}, 0);
   if (tag == 0 && multiple) {
     if (unsettled_.empty()) return;
     tag = unsettled_.rbegin()->first;
@@ -471,6 +535,11 @@ void AmqpChannel::on_return(const op::Return& r, ByteView body) {
 }
 
 void AmqpChannel::on_confirm(const op::Confirm& c) {
+  if (tx_) {
+    // A transaction's own publishes: the commit is done once its last one is confirmed. A nacked publish (a full
+    // queue with reject-publish) is not reported, as RabbitMQ does not within a transaction.
+    return c.nack ? finish_commits(c.seq, true) : finish_commits(c.upto, false);
+  }
   // {upto: n} is AMQP's basic.ack with multiple; a FireMQ nack names one seq.
   if (c.nack) return reply(Method::of(m::kBasicNack).set("delivery_tag", c.seq));
   reply(Method::of(m::kBasicAck).set("delivery_tag", c.upto).set("multiple", true));

@@ -8,10 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "protocol/amqp/content.h"
 #include "protocol/amqp/frame.h"
@@ -30,6 +33,23 @@ class AmqpChannelHost {
   virtual std::size_t frame_max() const = 0;
   // Whether the client said it takes basic.cancel from the server (capability consumer_cancel_notify).
   virtual bool consumer_cancel_notify() const = 0;
+};
+
+// tx.select mode: what a channel holds back until tx.commit (publishes and settlements, in order). At namespace
+// scope rather than inside AmqpChannel, so that std::optional sees them complete (clang).
+struct AmqpSettlement {  // basic.ack, nack, reject: `requeue` absent for an ack
+  std::uint64_t tag;
+  bool multiple;
+  std::optional<bool> requeue;
+};
+struct AmqpHeldPublish {
+  op::Publish publish;
+  Bytes body;
+};
+struct AmqpTransaction {
+  std::vector<std::variant<AmqpHeldPublish, AmqpSettlement>> held;
+  std::size_t bytes = 0;              // bounded by kMaxTransactionBytes
+  std::deque<std::uint64_t> commits;  // each commit under way waits for the confirm of this seq, in order
 };
 
 class AmqpChannel : private Outbox {
@@ -66,6 +86,9 @@ class AmqpChannel : private Outbox {
     std::optional<amqp::ContentHeader> header;
     Bytes body;
   };
+  using Settlement = AmqpSettlement;
+  using HeldPublish = AmqpHeldPublish;
+  using Transaction = AmqpTransaction;
   using Handler = void (AmqpChannel::*)(const amqp::Method&);
   struct Route {
     amqp::MethodId id;
@@ -101,6 +124,11 @@ class AmqpChannel : private Outbox {
   void on_basic_nack(const amqp::Method& m);
   void on_basic_recover(const amqp::Method& m);
   void on_confirm_select(const amqp::Method& m);
+  void on_tx_select(const amqp::Method& m);
+  void on_tx_commit(const amqp::Method& m);
+  void on_tx_rollback(const amqp::Method& m);
+  void hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes);
+  void finish_commits(std::uint64_t confirmed, bool exact);
   void on_not_implemented(const amqp::Method& m);
 
   // Towards the session
@@ -147,6 +175,11 @@ class AmqpChannel : private Outbox {
   bool confirm_mode_ = false;
   std::uint64_t publish_seq_ = 0;
   std::optional<Publishing> publishing_;
+  std::optional<Transaction> tx_;  // set by tx.select, for the channel's life
 };
+
+// The most a transaction may hold before tx.commit: past it the channel is closed with 406 rather than the
+// broker's memory growing with a client that never commits.
+inline constexpr std::size_t kMaxTransactionBytes = 64 * 1024 * 1024;
 
 }  // namespace firemq

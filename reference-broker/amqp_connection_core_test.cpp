@@ -239,6 +239,35 @@ TEST_F(AmqpConnectionCoreTest, MandatoryUnroutableIsReturnedBeforeItsAck) {
   EXPECT_EQ(sent[1].id(), m::kBasicAck);
 }
 
+TEST_F(AmqpConnectionCoreTest, TransactionHoldsPublishesAndAcksUntilCommit) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  publish(1, "q", "before");
+  send(1, Method::of(m::kTxSelect));
+  ASSERT_EQ(only_method().id(), m::kTxSelectOk);
+  publish(1, "q", "held");
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
+  auto got = methods();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].id(), m::kBasicGetOk);
+  EXPECT_EQ(got[0].number("message_count"), 0u);  // "held" is not in the queue yet
+  send(1, Method::of(m::kBasicAck).set("delivery_tag", got[0].number("delivery_tag")));
+  send(1, Method::of(m::kTxRollback));
+  ASSERT_EQ(only_method().id(), m::kTxRollbackOk);  // drops "held" and the ack
+  publish(1, "q", "committed");
+  send(1, Method::of(m::kBasicAck).set("delivery_tag", got[0].number("delivery_tag")));
+  send(1, Method::of(m::kTxCommit));
+  core_.flush();  // the commit's publish is confirmed at the end of the read
+  ASSERT_EQ(only_method().id(), m::kTxCommitOk);
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")).set("no_ack", true));
+  auto after = frames();
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after[2].payload, Bytes({'c', 'o', 'm', 'm', 'i', 't', 't', 'e', 'd'}));  // "before" was acked
+  send(1, Method::of(m::kConfirmSelect));
+  EXPECT_EQ(only_method().number("reply_code"), 406u);  // "cannot switch from tx to confirm mode"
+}
+
 TEST_F(AmqpConnectionCoreTest, CredentialsOfBothMechanisms) {
   auto plain = parse_credentials("PLAIN", std::string("authz\0u\0p", 9));
   ASSERT_TRUE(plain.ok());

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""The AMQP 0-9-1 listener with a real client: pika (Debian's python3-pika), against the broker binary on free
-ports. Covers the handshake and login, declares with x- arguments, publishing with confirms (and a mandatory
+"""The AMQP 0-9-1 listener with real clients: pika (Debian's python3-pika) and amqp-tools, against the broker
+binary on free ports. Covers the handshake and login, declares with x- arguments, publishing with confirms (and a mandatory
 return), consuming with prefetch, ack, nack, get, channel and connection errors, and the spec's interop table
 in both directions with a FireMQ client written here (python3-msgpack): a message published over one protocol
 is consumed over the other.
@@ -248,6 +248,17 @@ class AmqpWithPika(unittest.TestCase):
         self.assertEqual(self.channel.basic_get(self.queue, auto_ack=True)[2], b"routed")
         self.assertEqual(self.channel.basic_get(self.queue), (None, None, None))
 
+    def test_transaction_publishes_at_commit_only(self):
+        self.channel.queue_declare(self.queue)
+        self.channel.tx_select()
+        self.channel.basic_publish("", self.queue, b"rolled back")
+        self.channel.tx_rollback()
+        self.channel.basic_publish("", self.queue, b"committed")
+        self.assertEqual(self.channel.basic_get(self.queue), (None, None, None))
+        self.channel.tx_commit()
+        self.assertEqual(self.channel.basic_get(self.queue, auto_ack=True)[2], b"committed")
+        self.assertEqual(self.channel.basic_get(self.queue), (None, None, None))
+
     def test_queue_delete_cancels_consumers(self):
         self.channel.queue_declare(self.queue)
         cancelled = []
@@ -327,6 +338,31 @@ class AmqpWithPika(unittest.TestCase):
         pump(self.connection)
         fire.close()
         self.assertEqual(received, [b"live"])
+
+
+class AmqpTools(unittest.TestCase):
+    """amqp-tools (librabbitmq's command line): another real client, written in C."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.broker = Broker(cls.tmp.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.stop()
+        cls.tmp.cleanup()
+
+    def run_tool(self, *args, stdin=None):
+        url = "amqp://guest:guest@127.0.0.1:%d/" % self.broker.ports["amqp"]
+        done = subprocess.run([args[0], "--url", url, *args[1:]], input=stdin, capture_output=True, timeout=20)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        return done.stdout
+
+    def test_declare_publish_get(self):
+        self.assertEqual(self.run_tool("amqp-declare-queue", "-q", "tools-q").strip(), b"tools-q")
+        self.run_tool("amqp-publish", "-r", "tools-q", "-C", "text/plain", "-p", stdin=b"from amqp-tools")
+        self.assertEqual(self.run_tool("amqp-get", "-q", "tools-q"), b"from amqp-tools")
 
 
 class AmqpPersistence(unittest.TestCase):
