@@ -17,8 +17,11 @@ bool is_channel_error(std::uint16_t code) {
   return code == amqp::kContentTooLarge || code == 312 || code == amqp::kNoConsumers || (code >= 403 && code <= 406);
 }
 
-// RabbitMQ's reply texts start with the code's name: "NOT_FOUND - no queue 'q' in vhost '/'".
-std::string reply_text(std::uint16_t code, const std::string& msg) {
+Error hard_error(std::uint16_t code, std::string msg) { return Error{code, std::move(msg), true, 0}; }
+
+}  // namespace
+
+std::string amqp_reply_text(std::uint16_t code, const std::string& msg) {
   std::string name;
   if (const ReplyCodeInfo* info = find_reply_code(code)) name = std::string(info->name);
   if (code == amqp::kChannelError) name = "channel-error";
@@ -26,10 +29,6 @@ std::string reply_text(std::uint16_t code, const std::string& msg) {
   std::transform(name.begin(), name.end(), name.begin(), [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
   return name.empty() ? msg : name + " - " + msg;
 }
-
-Error hard_error(std::uint16_t code, std::string msg) { return Error{code, std::move(msg), true, 0}; }
-
-}  // namespace
 
 const AmqpChannel::Route AmqpChannel::kRoutes[] = {
     {m::kChannelClose, &AmqpChannel::on_channel_close},
@@ -128,8 +127,8 @@ void AmqpChannel::on_content_header(const amqp::Frame& frame) {
   const std::size_t max = max_body_;
   if (header->body_size > max) {
     publishing_.reset();
-    return close_channel(406, reply_text(406, "message size " + std::to_string(header->body_size) +
-                                                  " is larger than max size " + std::to_string(max)),
+    return close_channel(406, "message size " + std::to_string(header->body_size) + " is larger than max size " +
+                                  std::to_string(max),
                          m::kBasicPublish);
   }
   publishing_->header = std::move(*header);
@@ -253,8 +252,8 @@ void AmqpChannel::on_basic_qos(const Method& method) {
   // RabbitMQ implements neither a byte limit nor (since 4.0 for most queues) a channel-wide one; the count
   // becomes each new consumer's credit (docs/spec-notes.md, "AMQP prefetch as credit").
   if (method.number("prefetch_size") != 0) {
-    return host_.connection_error(hard_error(540, reply_text(540, "prefetch_size!=0 (" +
-                                                                      std::to_string(method.number("prefetch_size")) + ")")),
+    return host_.connection_error(
+        hard_error(540, "prefetch_size!=0 (" + std::to_string(method.number("prefetch_size")) + ")"),
                                   m::kBasicQos);
   }
   prefetch_ = static_cast<std::uint16_t>(method.number("prefetch_count"));
@@ -266,7 +265,7 @@ void AmqpChannel::on_basic_consume(const Method& method) {
   const std::uint64_t sub = next_sub_++;
   if (tag.empty()) tag = "amq.ctag-" + std::to_string(number_) + "-" + std::to_string(sub);
   if (subs_by_tag_.count(tag) != 0) {
-    return host_.connection_error(hard_error(530, reply_text(530, "attempt to reuse consumer tag '" + tag + "'")),
+    return host_.connection_error(hard_error(530, "attempt to reuse consumer tag '" + tag + "'"),
                                   m::kBasicConsume);
   }
   const bool no_ack = method.flag("no_ack");
@@ -297,7 +296,7 @@ void AmqpChannel::on_basic_cancel(const Method& method) {
 
 void AmqpChannel::on_basic_publish(const Method& method) {
   if (method.flag("immediate")) {
-    return host_.connection_error(hard_error(540, reply_text(540, "immediate=true")), m::kBasicPublish);
+    return host_.connection_error(hard_error(540, "immediate=true"), m::kBasicPublish);
   }
   publishing_ = Publishing{method, std::nullopt, {}};
 }
@@ -328,7 +327,7 @@ void AmqpChannel::on_basic_recover(const Method& method) {
 
 void AmqpChannel::on_confirm_select(const Method& method) {
   if (tx_) {  // RabbitMQ: "cannot switch from tx to confirm mode"
-    return close_channel(406, reply_text(406, "cannot switch from tx to confirm mode"), method.id());
+    return close_channel(406, "cannot switch from tx to confirm mode", method.id());
   }
   confirm_mode_ = true;
   if (!method.flag("no_wait")) reply(Method::of(m::kConfirmSelectOk));
@@ -338,13 +337,13 @@ void AmqpChannel::on_confirm_select(const Method& method) {
 // carried out at tx.commit, in order; tx.rollback drops them. tx.commit-ok goes once the committed publishes
 // are confirmed: on disk when persistent and routed to a durable queue, as a FireMQ confirm says.
 void AmqpChannel::on_tx_select(const Method& method) {
-  if (confirm_mode_) return close_channel(406, reply_text(406, "cannot switch from confirm to tx mode"), method.id());
+  if (confirm_mode_) return close_channel(406, "cannot switch from confirm to tx mode", method.id());
   if (!tx_) tx_.emplace();
   reply(Method::of(m::kTxSelectOk));
 }
 
 void AmqpChannel::on_tx_commit(const Method& method) {
-  if (!tx_) return close_channel(406, reply_text(406, "channel is not transactional"), method.id());
+  if (!tx_) return close_channel(406, "channel is not transactional", method.id());
   auto held = std::move(tx_->held);
   tx_->held.clear();
   tx_->bytes = 0;
@@ -366,7 +365,7 @@ void AmqpChannel::on_tx_commit(const Method& method) {
 }
 
 void AmqpChannel::on_tx_rollback(const Method& method) {
-  if (!tx_) return close_channel(406, reply_text(406, "channel is not transactional"), method.id());
+  if (!tx_) return close_channel(406, "channel is not transactional", method.id());
   tx_->held.clear();
   tx_->bytes = 0;
   reply(Method::of(m::kTxRollbackOk));
@@ -374,8 +373,9 @@ void AmqpChannel::on_tx_rollback(const Method& method) {
 
 void AmqpChannel::hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes) {
   if (tx_->bytes + bytes > kMaxTransactionBytes) {
-    return close_channel(406, reply_text(406, "transaction holds more than " + std::to_string(kMaxTransactionBytes) +
-                                                  " bytes: commit more often"), current_);
+    return close_channel(
+        406, "transaction holds more than " + std::to_string(kMaxTransactionBytes) + " bytes: commit more often",
+        current_);
   }
   tx_->bytes += bytes;
   tx_->held.push_back(std::move(action));
@@ -391,7 +391,7 @@ void AmqpChannel::finish_commits(std::uint64_t confirmed, bool exact) {
 }
 
 void AmqpChannel::on_not_implemented(const Method& method) {
-  host_.connection_error(hard_error(540, reply_text(540, std::string(method.name()) + " is not implemented")),
+  host_.connection_error(hard_error(540, std::string(method.name()) + " is not implemented"),
                          method.id());
 }
 
@@ -565,8 +565,8 @@ void AmqpChannel::send_content(const Method& method, const Props& props, const M
 }
 
 void AmqpChannel::fail(const Error& error, amqp::MethodId method) {
-  if (is_channel_error(error.code) && !error.fatal) return close_channel(error.code, reply_text(error.code, error.msg), method);
-  host_.connection_error(Error{error.code, reply_text(error.code, error.msg), true, 0}, method);
+  if (is_channel_error(error.code) && !error.fatal) return close_channel(error.code, error.msg, method);
+  host_.connection_error(Error{error.code, error.msg, true, 0}, method);
 }
 
 // A channel exception: channel.close to the client, then only close and close-ok are read. What the session held
@@ -574,7 +574,7 @@ void AmqpChannel::fail(const Error& error, amqp::MethodId method) {
 void AmqpChannel::close_channel(std::uint16_t code, const std::string& text, amqp::MethodId method) {
   if (state_ != State::open && state_ != State::opening) return;
   Method close = Method::of(m::kChannelClose);
-  close.set("reply_code", std::uint64_t{code}).set("reply_text", text);
+  close.set("reply_code", std::uint64_t{code}).set("reply_text", amqp_reply_text(code, text));
   close.set("class_id", std::uint64_t{method.class_id}).set("method_id", std::uint64_t{method.method_id});
   reply(close);
   state_ = State::closing;

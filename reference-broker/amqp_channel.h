@@ -24,6 +24,9 @@
 namespace firemq {
 
 // What a channel needs from its connection (amqp_connection_core.h).
+// RabbitMQ's reply texts start with the code's name: "NOT_FOUND - no queue 'q' in vhost '/'".
+std::string amqp_reply_text(std::uint16_t code, const std::string& msg);
+
 class AmqpChannelHost {
  public:
   virtual ~AmqpChannelHost() = default;

@@ -171,7 +171,7 @@ void AmqpConnectionCore::on_start_ok(const Method& method) {
   // Authentication here, authorisation at connection.open, as RabbitMQ splits them; log_in checks both there.
   // With authentication_failure_close the client is told with connection.close 403.
   if (env_.definitions.authenticate(credentials->user, credentials->password) == nullptr) {
-    return connection_error(hard_error(403, "ACCESS_REFUSED - Login was refused using authentication mechanism " +
+    return connection_error(hard_error(403, "Login was refused using authentication mechanism " +
                                                 method.text("mechanism")), method.id());
   }
   login_.ver = 1;
@@ -267,13 +267,7 @@ void AmqpConnectionCore::send(std::uint16_t channel, const Method& method) {
 
 void AmqpConnectionCore::connection_error(const Error& error, amqp::MethodId method) {
   if (state_ == State::closing) return;
-  std::string text = error.msg;
-  if (const ReplyCodeInfo* info = find_reply_code(error.code); info && text.find(" - ") == std::string::npos) {
-    std::string name(info->name);
-    for (char& c : name) c = c == '-' ? '_' : static_cast<char>(std::toupper(c));
-    text = name + " - " + text;
-  }
-  close_connection(error.code, text, method);
+  close_connection(error.code, amqp_reply_text(error.code, error.msg), method);
 }
 
 // connection.close, then the socket closes after the flush; what the client sends meanwhile (its close-ok) is

@@ -56,14 +56,15 @@ class AmqpConnectionCoreTest : public ::testing::Test {
     core_.feed(amqp::encode_content(channel, Method::of(m::kBasicPublish).set("routing_key", key), header,
                                     as_bytes(body), amqp::kFrameMinSize));
   }
-  void start_ok(const std::string& password) {
+  void start_ok(const std::string& password, amqp::FieldTable capabilities = {}) {
     core_.feed(Bytes(amqp::kProtocolHeader.begin(), amqp::kProtocolHeader.end()));
     frames();
     send(0, Method::of(m::kConnectionStartOk).set("mechanism", std::string("PLAIN"))
-                .set("response", std::string("\0guest\0", 7) + password));
+                .set("response", std::string("\0guest\0", 7) + password)
+                .set("client_properties", amqp::FieldTable{{"capabilities", capabilities}}));
   }
-  void open_connection() {
-    start_ok("guest");
+  void open_connection(amqp::FieldTable capabilities = {}) {
+    start_ok("guest", std::move(capabilities));
     frames();
     send(0, Method::of(m::kConnectionTuneOk).set("frame_max", std::uint64_t{131072}).set("channel_max", std::uint64_t{10}));
     send(0, Method::of(m::kConnectionOpen).set("virtual_host", std::string("/")));
@@ -266,6 +267,21 @@ TEST_F(AmqpConnectionCoreTest, TransactionHoldsPublishesAndAcksUntilCommit) {
   EXPECT_EQ(after[2].payload, Bytes({'c', 'o', 'm', 'm', 'i', 't', 't', 'e', 'd'}));  // "before" was acked
   send(1, Method::of(m::kConfirmSelect));
   EXPECT_EQ(only_method().number("reply_code"), 406u);  // "cannot switch from tx to confirm mode"
+}
+
+TEST_F(AmqpConnectionCoreTest, AlarmIsConnectionBlockedForPublishersThatTakeIt) {
+  open_connection({{"connection.blocked", true}});
+  open_channel(1);
+  core_.tell_alarm(true);
+  EXPECT_TRUE(methods().empty());  // not a publisher (yet): RabbitMQ blocks publishing connections only
+  publish(1, "", "x");
+  core_.tell_alarm(true);
+  Method blocked = only_method();
+  EXPECT_EQ(blocked.id(), m::kConnectionBlocked);
+  core_.tell_alarm(true);
+  EXPECT_TRUE(methods().empty());  // told once
+  core_.tell_alarm(false);
+  EXPECT_EQ(only_method().id(), m::kConnectionUnblocked);
 }
 
 TEST_F(AmqpConnectionCoreTest, CredentialsOfBothMechanisms) {

@@ -97,6 +97,20 @@ class FireClient:
         self.sock.close()
 
 
+class WithBroker(unittest.TestCase):
+    """One broker for the test class."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.broker = Broker(cls.tmp.name)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.stop()
+        cls.tmp.cleanup()
+
+
 def pump(connection, seconds=0.4):
     """Lets pika dispatch what arrives for the whole period (process_data_events returns at the first event)."""
     deadline = time.time() + seconds
@@ -140,17 +154,7 @@ def raw_amqp_session(port):
     return sock
 
 
-class AmqpWithPika(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.broker = Broker(cls.tmp.name)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.broker.stop()
-        cls.tmp.cleanup()
-
+class AmqpWithPika(WithBroker):
     def setUp(self):
         self.connection = self.broker.amqp()
         self.channel = self.connection.channel()
@@ -340,18 +344,8 @@ class AmqpWithPika(unittest.TestCase):
         self.assertEqual(received, [b"live"])
 
 
-class AmqpTools(unittest.TestCase):
+class AmqpTools(WithBroker):
     """amqp-tools (librabbitmq's command line): another real client, written in C."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.broker = Broker(cls.tmp.name)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.broker.stop()
-        cls.tmp.cleanup()
 
     def run_tool(self, *args, stdin=None):
         url = "amqp://guest:guest@127.0.0.1:%d/" % self.broker.ports["amqp"]
@@ -390,18 +384,8 @@ class AmqpPersistence(unittest.TestCase):
                 broker.stop()
 
 
-class AmqpBadInput(unittest.TestCase):
+class AmqpBadInput(WithBroker):
     """Malformed bytes get the right AMQP answer and a clean close; other connections are not disturbed."""
-
-    @classmethod
-    def setUpClass(cls):
-        cls.tmp = tempfile.TemporaryDirectory()
-        cls.broker = Broker(cls.tmp.name)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.broker.stop()
-        cls.tmp.cleanup()
 
     def raw(self):
         return socket.create_connection(("127.0.0.1", self.broker.ports["amqp"]), timeout=5)
