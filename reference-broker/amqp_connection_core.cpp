@@ -110,7 +110,7 @@ void AmqpConnectionCore::on_frame(amqp::Frame frame) {
 
 void AmqpConnectionCore::on_connection_method(const Method& method) {
   const auto expect = [&](State state, amqp::MethodId id) { return state_ == state && method.id() == id; };
-  if (method.id() == m::kConnectionClose && state_ != State::awaiting_start_ok) return on_close(method);
+  if (method.id() == m::kConnectionClose) return on_close(method);  // the client may close at any point
   if (expect(State::awaiting_start_ok, m::kConnectionStartOk)) return on_start_ok(method);
   if (expect(State::awaiting_tune_ok, m::kConnectionTuneOk)) return on_tune_ok(method);
   if (expect(State::awaiting_open, m::kConnectionOpen)) return on_open(method);
@@ -225,7 +225,10 @@ void AmqpConnectionCore::on_close(const Method&) {
 }
 
 void AmqpConnectionCore::flush() {
-  for (auto& [number, channel] : channels_) channel->flush();
+  // After connection.close only close-ok may follow: confirms held back then are never sent.
+  if (state_ != State::closing) {
+    for (auto& [number, channel] : channels_) channel->flush();
+  }
   std::erase_if(channels_, [](const auto& c) { return c.second->state() == AmqpChannel::State::closed; });
   if (state_ == State::closing) on_connection_lost();  // a fatal error while flushing (the store failed)
 }

@@ -18,15 +18,16 @@ BROKER = None
 class Broker:
     """firemq-broker with the fire and amqp listeners on free ports, the others off."""
 
-    def __init__(self, directory):
+    def __init__(self, directory, amqp_port="0"):
         self.directory = directory
         definitions = os.path.join(directory, "definitions.json")
         with open(definitions, "w") as f:
             json.dump({"users": [{"name": "guest", "password": "guest"}], "vhosts": [{"name": "/"}],
                        "permissions": [{"user": "guest", "vhost": "/"}]}, f)
         self.args = [BROKER, "--bind", "127.0.0.1", "--port", "0", "--tls-port", "off", "--ws-port", "off",
-                     "--wss-port", "off", "--amqp-port", "0", "--definitions", definitions,
-                     "--data-dir", os.path.join(directory, "data")]
+                     "--wss-port", "off", "--definitions", definitions, "--data-dir", os.path.join(directory, "data")]
+        if amqp_port is not None:
+            self.args += ["--amqp-port", amqp_port]
         self.start()
 
     def start(self):
@@ -357,6 +358,17 @@ class AmqpTools(WithBroker):
         self.assertEqual(self.run_tool("amqp-declare-queue", "-q", "tools-q").strip(), b"tools-q")
         self.run_tool("amqp-publish", "-r", "tools-q", "-C", "text/plain", "-p", stdin=b"from amqp-tools")
         self.assertEqual(self.run_tool("amqp-get", "-q", "tools-q"), b"from amqp-tools")
+
+
+class AmqpListenerFlag(unittest.TestCase):
+    def test_chosen_firemq_port_without_amqp_port_leaves_amqp_off(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = Broker(directory, amqp_port=None)
+            try:
+                self.assertEqual(list(broker.ports), ["fire"])
+            finally:
+                broker.stop()
+            self.assertIn(b"AMQP 0-9-1 is off", open(os.path.join(directory, "broker.log"), "rb").read())
 
 
 class AmqpPersistence(unittest.TestCase):

@@ -72,11 +72,7 @@ Result<bool, std::string> Broker::listen() {
   if (auto bound = add_listener(ports.ws, "ws", ws); !bound) return bound;
   if (auto bound = add_listener(tls_ ? ports.wss : std::nullopt, "wss", wss); !bound) return bound;
   auto amqp = [this](asio::ip::tcp::socket s) { start_amqp_connection(std::move(s)); };
-  if (auto bound = add_listener(ports.amqp, "amqp", amqp); !bound) {
-    if (!ports.amqp_by_default) return bound;
-    std::cout << "firemq-broker: AMQP 0-9-1 listener off: " << bound.error()
-              << " (with --amqp-port given, this stops the start)" << std::endl;
-  }
+  if (auto bound = add_listener(ports.amqp, "amqp", amqp); !bound) return bound;
   if (listeners_.empty()) return std::string("every listener is off: nothing to serve");
   if (Status bad = write_port_file()) return bad->msg;
   for (const auto& listener : listeners_) {

@@ -36,9 +36,6 @@ struct ListenerPorts {
   std::optional<std::uint16_t> ws = 15672;     // HTTP: WebSocket at /fire
   std::optional<std::uint16_t> wss = 15671;    // HTTPS: WebSocket at /fire; on only with a certificate
   std::optional<std::uint16_t> amqp = 5672;    // AMQP 0-9-1 ("FireMQ also speaks AMQP 0-9-1 on port 5672")
-  // --amqp-port was not given: a busy 5672 turns the AMQP listener off with a warning rather than failing the
-  // start, so that tools that predate it (and pass only the FireMQ ports) still start brokers side by side.
-  bool amqp_by_default = true;
 };
 
 struct BrokerConfig {
