@@ -371,6 +371,22 @@ class AmqpListenerFlag(unittest.TestCase):
             self.assertIn(b"AMQP 0-9-1 is off", open(os.path.join(directory, "broker.log"), "rb").read())
 
 
+class AmqpShutdown(unittest.TestCase):
+    def test_sigterm_is_connection_close_320(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = Broker(directory)
+            try:
+                connection = broker.amqp()
+                connection.channel()
+                broker.process.send_signal(signal.SIGTERM)
+                with self.assertRaises(pika.exceptions.ConnectionClosedByBroker) as raised:
+                    pump(connection, 5)
+                self.assertEqual(raised.exception.reply_code, 320)
+                self.assertEqual(broker.process.wait(10), 0)
+            finally:
+                broker.stop()
+
+
 class AmqpPersistence(unittest.TestCase):
     """persistent: true <-> delivery-mode 2, seen the way that matters: across a restart."""
 

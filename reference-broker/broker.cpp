@@ -102,7 +102,8 @@ void Broker::start_connection(std::unique_ptr<Transport> transport) {
 
 void Broker::start_amqp_connection(asio::ip::tcp::socket socket) {
   if (shutting_down_) return;
-  auto connection = std::make_shared<AmqpConnection>(std::move(socket), SessionEnv{config_, definitions_, core_}, amqp_registry_);
+  auto connection =
+      std::make_shared<AmqpConnection>(std::move(socket), SessionEnv{config_, definitions_, core_}, amqp_registry_);
   connection->start();
 }
 
