@@ -18,7 +18,7 @@ BROKER = None
 class Broker:
     """firemq-broker with the fire and amqp listeners on free ports, the others off."""
 
-    def __init__(self, directory, amqp_port="0"):
+    def __init__(self, directory, amqp_port="0", extra=()):
         self.directory = directory
         definitions = os.path.join(directory, "definitions.json")
         with open(definitions, "w") as f:
@@ -28,6 +28,7 @@ class Broker:
                      "--wss-port", "off", "--definitions", definitions, "--data-dir", os.path.join(directory, "data")]
         if amqp_port is not None:
             self.args += ["--amqp-port", amqp_port]
+        self.args += list(extra)
         self.start()
 
     def start(self):
@@ -369,6 +370,32 @@ class AmqpListenerFlag(unittest.TestCase):
             finally:
                 broker.stop()
             self.assertIn(b"AMQP 0-9-1 is off", open(os.path.join(directory, "broker.log"), "rb").read())
+
+
+class AmqpFlowControl(unittest.TestCase):
+    def test_memory_alarm_is_connection_blocked_then_unblocked(self):
+        with tempfile.TemporaryDirectory() as directory:
+            # The watermark is below one 100 KB message: publishing it raises the memory alarm.
+            broker = Broker(directory, extra=["--memory-high-watermark", "50000"])
+            try:
+                connection = broker.amqp()
+                events = []
+                connection.add_on_connection_blocked_callback(lambda c, frame: events.append("blocked"))
+                connection.add_on_connection_unblocked_callback(lambda c, frame: events.append("unblocked"))
+                channel = connection.channel()
+                channel.queue_declare("big")
+                channel.basic_publish("", "big", b"x" * 100000)
+                pump(connection, 0.5)
+                self.assertEqual(events, ["blocked"])
+                # Another connection (consumer-only, never blocked) drains the queue: the alarm clears.
+                other = broker.amqp()
+                self.assertEqual(len(other.channel().basic_get("big", auto_ack=True)[2]), 100000)
+                other.close()
+                pump(connection, 0.5)
+                self.assertEqual(events, ["blocked", "unblocked"])
+                connection.close()
+            finally:
+                broker.stop()
 
 
 class AmqpShutdown(unittest.TestCase):
