@@ -136,6 +136,68 @@ def main():
     write("fuzz_store_record", "damaged", bytes(damaged))
     for name, request in http_requests():
         write("fuzz_http_request", name, request)
+    # AMQP 0-9-1: byte 0 < 0x80 fuzzes the decoders, >= 0x80 a whole connection.
+    for name, stream in amqp_streams():
+        write("fuzz_amqp_frame", name, b"\x05" + stream)
+        write("fuzz_amqp_frame", "connection-" + name, b"\x85" + stream)
+
+
+AMQP_HEADER = b"AMQP\x00\x00\x09\x01"
+
+
+def amqp_frame(kind, channel, payload):
+    """An AMQP 0-9-1 frame: type, channel, size, payload, frame-end 0xCE."""
+    return struct.pack(">BHI", kind, channel, len(payload)) + payload + b"\xce"
+
+
+def shortstr(s):
+    return bytes([len(s)]) + s
+
+
+def longstr(s):
+    return struct.pack(">I", len(s)) + s
+
+
+def amqp_method(channel, class_id, method_id, fields=b""):
+    return amqp_frame(1, channel, struct.pack(">HH", class_id, method_id) + fields)
+
+
+def amqp_table(entries):
+    """A field table from (name, type letter, encoded value) triples."""
+    body = b"".join(shortstr(n) + t + v for n, t, v in entries)
+    return longstr(body)
+
+
+def amqp_streams():
+    """Client conversations: the handshake, then a channel that declares, publishes, gets and acks."""
+    handshake = (AMQP_HEADER
+                 + amqp_method(0, 10, 11, amqp_table([(b"product", b"S", longstr(b"seed"))]) + shortstr(b"PLAIN")
+                               + longstr(b"\x00guest\x00guest") + shortstr(b"en_US"))
+                 + amqp_method(0, 10, 31, struct.pack(">HIH", 10, 131072, 0))
+                 + amqp_method(0, 10, 40, shortstr(b"/") + shortstr(b"") + b"\x00"))
+    args = amqp_table([(b"x-max-length", b"I", struct.pack(">i", 10)), (b"x-message-ttl", b"l", struct.pack(">q", 60000)),
+                       (b"nested", b"F", amqp_table([(b"a", b"A", longstr(b"t\x01" + b"V"))])),
+                       (b"dec", b"D", b"\x02" + struct.pack(">i", 314)), (b"ts", b"T", struct.pack(">Q", 1600000000)),
+                       (b"bytes", b"x", longstr(b"\x00\x01")), (b"f", b"f", struct.pack(">f", 1.5))])
+    properties = (struct.pack(">HHQH", 60, 0, 5, 0b1011_0000_1000_0000) + shortstr(b"text/plain")
+                  + amqp_table([(b"k", b"S", longstr(b"v"))]) + b"\x02" + shortstr(b"60000"))
+    channel = (amqp_method(1, 20, 10, shortstr(b""))
+               + amqp_method(1, 50, 10, struct.pack(">H", 0) + shortstr(b"q") + b"\x00" + args)
+               + amqp_method(1, 85, 10, b"\x00")
+               + amqp_method(1, 60, 40, struct.pack(">H", 0) + shortstr(b"") + shortstr(b"q") + b"\x01")
+               + amqp_frame(2, 1, properties) + amqp_frame(3, 1, b"hello")
+               + amqp_method(1, 60, 10, struct.pack(">IHB", 0, 1, 0))
+               + amqp_method(1, 60, 20, struct.pack(">H", 0) + shortstr(b"q") + shortstr(b"c1") + b"\x00" + longstr(b""))
+               + amqp_method(1, 60, 80, struct.pack(">QB", 1, 0))
+               + amqp_method(1, 60, 70, struct.pack(">H", 0) + shortstr(b"q") + b"\x01")
+               + amqp_method(1, 20, 40, struct.pack(">H", 200) + shortstr(b"bye") + struct.pack(">HH", 0, 0))
+               + amqp_method(0, 10, 50, struct.pack(">H", 200) + shortstr(b"bye") + struct.pack(">HH", 0, 0)))
+    yield "amqp-session", handshake + channel
+    yield "amqp-bad-frame-end", handshake + channel[:-1] + b"\x00"
+    yield "amqp-old-protocol-header", b"AMQP\x01\x01\x00\x09"
+    yield "amqp-unknown-field-type", handshake + amqp_method(1, 20, 10, shortstr(b"")) + amqp_method(
+        1, 50, 10, struct.pack(">H", 0) + shortstr(b"q") + b"\x00" + amqp_table([(b"k", b"Z", b"")]))
+    yield "amqp-heartbeat", handshake + amqp_frame(8, 0, b"")
 
 
 def http_requests():

@@ -71,6 +71,8 @@ Result<bool, std::string> Broker::listen() {
   if (auto bound = add_listener(tls_ ? ports.fires : std::nullopt, "fires", tls); !bound) return bound;
   if (auto bound = add_listener(ports.ws, "ws", ws); !bound) return bound;
   if (auto bound = add_listener(tls_ ? ports.wss : std::nullopt, "wss", wss); !bound) return bound;
+  auto amqp = [this](asio::ip::tcp::socket s) { start_amqp_connection(std::move(s)); };
+  if (auto bound = add_listener(ports.amqp, "amqp", amqp); !bound) return bound;
   if (listeners_.empty()) return std::string("every listener is off: nothing to serve");
   if (Status bad = write_port_file()) return bad->msg;
   for (const auto& listener : listeners_) {
@@ -95,6 +97,13 @@ void Broker::start_connection(std::unique_ptr<Transport> transport) {
   if (shutting_down_) return transport->abort();  // an upgrade that completed after SIGTERM
   auto connection = std::make_shared<Connection>(std::move(transport), SessionEnv{config_, definitions_, core_},
                                                  registry_, io_.get_executor());
+  connection->start();
+}
+
+void Broker::start_amqp_connection(asio::ip::tcp::socket socket) {
+  if (shutting_down_) return;
+  auto connection =
+      std::make_shared<AmqpConnection>(std::move(socket), SessionEnv{config_, definitions_, core_}, amqp_registry_);
   connection->start();
 }
 
@@ -144,6 +153,7 @@ awaitable<void> Broker::tick_loop() {
                 << (alarms_.memory() ? "memory high watermark reached " : "") << (alarms_.disk() ? "disk free limit reached" : "")
                 << std::endl;
       registry_.set_alarm(alarms_.active());
+      amqp_registry_.set_alarm(alarms_.active());
     }
   }
 }
@@ -154,6 +164,7 @@ void Broker::begin_shutdown() {
   std::cout << "firemq-broker: shutting down" << std::endl;
   for (const auto& listener : listeners_) listener->close();
   registry_.shutdown_all();
+  amqp_registry_.shutdown_all();
   asio::co_spawn(io_, finish_shutdown(), asio::detached);
 }
 
@@ -161,7 +172,7 @@ awaitable<void> Broker::finish_shutdown() {
   // Each connection closes once its close 320 is written; give them the grace period, then stop regardless.
   asio::steady_timer poll(io_);
   const auto deadline = Clock::now() + config_.shutdown_grace;
-  while (!registry_.empty() && Clock::now() < deadline) {
+  while (!(registry_.empty() && amqp_registry_.empty()) && Clock::now() < deadline) {
     poll.expires_after(std::chrono::milliseconds(20));
     error_code ec;
     co_await poll.async_wait(asio::redirect_error(use_awaitable, ec));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "protocol/error.h"
+#include "reference-broker/amqp_connection.h"
 #include "reference-broker/asio.h"
 #include "reference-broker/config.h"
 #include "reference-broker/connection.h"
@@ -39,6 +40,7 @@ class Broker {
   Result<bool, std::string> add_listener(std::optional<std::uint16_t> port, std::string scheme,
                                          Listener::OnAccept on_accept);
   void start_connection(std::unique_ptr<Transport> transport);
+  void start_amqp_connection(asio::ip::tcp::socket socket);
   awaitable<void> tick_loop();
   void begin_shutdown();
   awaitable<void> finish_shutdown();
@@ -56,6 +58,7 @@ class Broker {
   std::vector<std::unique_ptr<Listener>> listeners_;
   asio::signal_set signals_{io_, SIGTERM, SIGINT};
   ConnectionRegistry registry_{config_.bounds.handshakes};
+  AmqpConnectionRegistry amqp_registry_;
   bool shutting_down_ = false;
   // After io_: destroyed first, while io_ still exists for the storage thread's last completion.
   std::unique_ptr<DurableTopology> topology_;

@@ -35,6 +35,7 @@ struct ListenerPorts {
   std::optional<std::uint16_t> fires = 5674;   // TLS; on only with a certificate
   std::optional<std::uint16_t> ws = 15672;     // HTTP: WebSocket at /fire
   std::optional<std::uint16_t> wss = 15671;    // HTTPS: WebSocket at /fire; on only with a certificate
+  std::optional<std::uint16_t> amqp = 5672;    // AMQP 0-9-1 ("FireMQ also speaks AMQP 0-9-1 on port 5672")
 };
 
 // Bounds that no client can push past, whatever its permissions (docs/security.md lists each with its flag).
@@ -54,7 +55,7 @@ struct BrokerConfig {
   ListenerPorts ports;
   TlsFiles tls;                  // no certificate: no fires and wss listeners
   WebSocketFaults websocket_faults;
-  std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P} once bound
+  std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P} once bound
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   LoopbackPolicy loopback;       // who may log in only from loopback (RabbitMQ's loopback_users)
   std::string data_dir = "firemq-data";  // durable definitions and the message store (docs/durability.md)

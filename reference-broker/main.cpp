@@ -19,6 +19,7 @@ namespace {
 struct RawFlags {
   std::uint64_t handshake_ms = 0;
   std::string fire_port = "5673", fires_port = "5674", ws_port = "15672", wss_port = "15671";
+  std::string amqp_port = "5672";
   std::string loopback_users = "guest";
   std::string loopback_addresses = "127.0.0.0/8,::1";
   std::vector<std::string> vhost_limits, user_limits;  // NAME:KEY=N each
@@ -78,13 +79,16 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "HTTP port for WebSocket, ws://host:PORT/fire; 0 picks a free port; off: none")
       ("wss-port", po::value(&raw.wss_port)->default_value(raw.wss_port),
        "HTTPS port for WebSocket over TLS, wss://host:PORT/fire (needs --tls-cert and --tls-key); 0: free; off: none")
+      ("amqp-port", po::value(&raw.amqp_port)->default_value(raw.amqp_port),
+       "TCP port for AMQP 0-9-1 clients, sharing the broker with FireMQ; 0 picks a free port; off: none. "
+       "Off when --port is given without it")
       ("tls-cert", po::value(&c.tls.certificate),
        "PEM certificate (chain) of the TLS listeners; without it fires:// and wss:// are off")
       ("tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")
       ("tls-ca", po::value(&c.tls.client_ca),
        "PEM CA certificates: TLS clients must present a certificate signed by one (default: not asked)")
       ("port-file", po::value(&c.port_file),
-       "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P}")
+       "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P, \"amqp\": P}")
       ("definitions", po::value(&c.definitions_file),
        "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")
       ("loopback-users", po::value(&raw.loopback_users)->default_value(raw.loopback_users),
@@ -147,9 +151,11 @@ firemq::Result<firemq::WebSocketFaults, std::string> parse_websocket_fault(const
 // The listeners' ports and TLS files, checked together; the error says which flag is wrong.
 firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
   const std::pair<const char*, const std::string*> flags[] = {
-      {"port", &raw.fire_port}, {"tls-port", &raw.fires_port}, {"ws-port", &raw.ws_port}, {"wss-port", &raw.wss_port}};
-  std::optional<std::uint16_t>* ports[] = {&config.ports.fire, &config.ports.fires, &config.ports.ws, &config.ports.wss};
-  for (std::size_t i = 0; i < 4; ++i) {
+      {"port", &raw.fire_port}, {"tls-port", &raw.fires_port}, {"ws-port", &raw.ws_port}, {"wss-port", &raw.wss_port},
+      {"amqp-port", &raw.amqp_port}};
+  std::optional<std::uint16_t>* ports[] = {&config.ports.fire, &config.ports.fires, &config.ports.ws, &config.ports.wss,
+                                           &config.ports.amqp};
+  for (std::size_t i = 0; i < std::size(ports); ++i) {
     auto port = parse_port(flags[i].first, *flags[i].second);
     if (!port) return port.error();
     *ports[i] = *port;
@@ -239,6 +245,13 @@ int main(int argc, char** argv) {
   if (auto applied = apply_listener_flags(raw, config); !applied) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";
     return 2;
+  }
+  // A broker whose FireMQ port was chosen by hand (tests, tools, several brokers side by side) gets AMQP only
+  // when asked: its port file and its ports stay what they were before AMQP (docs/ARCHITECTURE.md, Listeners).
+  if (vm["amqp-port"].defaulted() && !vm["port"].defaulted()) {
+    config.ports.amqp.reset();
+    std::cout << "firemq-broker: --port given without --amqp-port: AMQP 0-9-1 is off (give --amqp-port for it)"
+              << std::endl;
   }
   if (auto applied = apply_loopback_flags(raw, config); !applied) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";

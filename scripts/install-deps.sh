@@ -13,6 +13,7 @@ packages=(
   lcov                                          # coverage reports
   clang libclang-rt-14-dev                      # clang 14 with the libFuzzer and sanitizer runtimes
   python3 python3-msgpack python3-jsonschema    # the independent vector generator and schema checks
+  python3-pika amqp-tools                       # a real AMQP 0-9-1 client (pika) and command line for the AMQP tests
 )
 
 missing=()

@@ -1,0 +1,89 @@
+// AMQP 0-9-1 framing (the spec's section 4.2.3, "General frame format", and 4.2.2, "Protocol header"):
+//
+//   protocol header, client first:  'A' 'M' 'Q' 'P' 0 0 9 1
+//   frame:  type : u8 | channel : u16 | size : u32 | payload (size bytes) | frame-end 0xCE
+//
+// frame-max counts the whole frame, its 7 header bytes and the frame-end included, as RabbitMQ counts it. Until
+// tune-ok agrees a larger one, frames are limited to frame-min-size (4096).
+//
+// Nothing here does I/O: bytes in, frames out. A FrameDecoder is not thread-safe; one per connection.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "protocol/bytes.h"
+#include "protocol/error.h"
+
+namespace firemq::amqp {
+
+inline constexpr std::array<std::uint8_t, 8> kProtocolHeader = {'A', 'M', 'Q', 'P', 0, 0, 9, 1};
+inline constexpr std::uint8_t kFrameEnd = 0xCE;
+inline constexpr std::size_t kFrameHeaderSize = 7;                       // type, channel, size
+inline constexpr std::size_t kFrameOverhead = kFrameHeaderSize + 1;      // and the frame-end octet
+inline constexpr std::size_t kFrameMinSize = 4096;                       // "frame-min-size"
+
+enum class FrameType : std::uint8_t { method = 1, header = 2, body = 3, heartbeat = 8 };
+
+// The reply codes AMQP 0-9-1 adds to FireMQ's table (protocol/reply_codes.h holds the shared ones).
+inline constexpr std::uint16_t kContentTooLarge = 311;
+inline constexpr std::uint16_t kNoConsumers = 313;
+inline constexpr std::uint16_t kChannelError = 504;
+inline constexpr std::uint16_t kUnexpectedFrame = 505;
+
+// A connection-level AMQP error: the decoders' refusals. Always fatal (connection.close).
+Error connection_error(std::uint16_t code, std::string msg);
+
+struct Frame {
+  FrameType type = FrameType::heartbeat;
+  std::uint16_t channel = 0;
+  Bytes payload;
+  bool operator==(const Frame&) const = default;
+};
+
+// An incremental decoder for a server's side of the connection: the protocol header, then frames. Feed it chunks
+// of any size; it buffers at most one frame, and checks the size field against the limit before it allocates
+// anything for the payload.
+class FrameDecoder {
+ public:
+  enum class State {
+    need_more,
+    frame,               // take_frame()
+    bad_protocol_header, // "the server MUST ... reply with a valid protocol header and then close the socket"
+    error,               // error(): 501 frame-error
+  };
+  struct Step {
+    std::size_t consumed;
+    State state;
+  };
+
+  // `expect_protocol_header`: false for a decoder of frames only (tests, a client's side).
+  explicit FrameDecoder(bool expect_protocol_header = true) : header_pending_(expect_protocol_header) {}
+
+  Step feed(ByteView chunk);
+  Frame take_frame() { return std::move(frame_); }
+  const Error& error() const { return error_; }
+  // The negotiated frame-max (tune-ok); 0 means no limit beyond the size field's.
+  void set_frame_max(std::size_t frame_max) { frame_max_ = frame_max; }
+  std::size_t frame_max() const { return frame_max_; }
+  bool awaiting_protocol_header() const { return header_pending_; }
+
+ private:
+  Step feed_protocol_header(ByteView chunk);
+  bool check_frame_header();
+  Step fail(std::size_t consumed, std::string msg);
+
+  bool header_pending_;
+  std::size_t frame_max_ = kFrameMinSize;
+  Bytes buffer_;  // the protocol header, then the current frame: its 7 header bytes, payload and frame-end
+  std::size_t wanted_ = 0;  // the current frame's whole size, once its header is read
+  Frame frame_;
+  Error error_;
+};
+
+// The frames the broker sends, whole.
+Bytes encode_frame(FrameType type, std::uint16_t channel, ByteView payload);
+Bytes encode_heartbeat();
+
+}  // namespace firemq::amqp

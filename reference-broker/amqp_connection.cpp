@@ -1,0 +1,210 @@
+#include "reference-broker/amqp_connection.h"
+
+#include <iostream>
+
+#include "protocol/amqp/frame.h"
+#include "reference-broker/memory_account.h"
+#include "reference-broker/stream_transport.h"
+
+namespace firemq {
+namespace {
+
+using boost::system::error_code;
+// As the FireMQ engine's: after the last frame, how long to wait for the peer's end before closing anyway.
+constexpr std::chrono::milliseconds kLingerAfterClose{2000};
+
+awaitable<void> wait(asio::steady_timer& timer) {
+  error_code ec;
+  co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+}
+
+}  // namespace
+
+void AmqpConnectionRegistry::shutdown_all() {
+  for (AmqpConnection* c : connections_) c->shutdown();
+}
+
+void AmqpConnectionRegistry::set_alarm(bool active) {
+  alarm_ = active;
+  for (AmqpConnection* c : connections_) c->on_alarm_changed();
+}
+
+AmqpConnection::AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, AmqpConnectionRegistry& registry)
+    : socket_(std::move(socket)),
+      registry_(registry),
+      core_model_(env.core),
+      core_(env, static_cast<AmqpWire&>(*this), describe_endpoints(socket_), {std::nullopt, peer_address_of(socket_)}),
+      writer_wakeup_(socket_.get_executor()),
+      reader_wakeup_(socket_.get_executor()),
+      heartbeat_timer_(socket_.get_executor()),
+      handshake_timer_(socket_.get_executor()),
+      linger_timer_(socket_.get_executor()) {
+  error_code ec;
+  socket_.set_option(asio::ip::tcp::no_delay(true), ec);
+  // The protocol header, start-ok, tune-ok and open must all arrive within the handshake timeout.
+  handshake_timer_.expires_after(env.config.handshake_timeout);
+}
+
+void AmqpConnection::start() {
+  registry_.add(this);
+  auto executor = socket_.get_executor();
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->reader(); }, asio::detached);
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->writer(); }, asio::detached);
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->handshake_deadline(); }, asio::detached);
+}
+
+void AmqpConnection::shutdown() { core_.on_shutdown(); }
+
+awaitable<void> AmqpConnection::reader() {
+  while (!stopped_) {
+    co_await wait_until_readable();
+    if (stopped_) co_return;
+    error_code ec;
+    const std::size_t n = co_await socket_.async_read_some(asio::buffer(chunk_), asio::redirect_error(use_awaitable, ec));
+    if (ec || stopped_) {
+      stop();  // the peer closed or reset, or the linger ended
+      co_return;
+    }
+    heartbeat_.on_received(Clock::now());
+    co_await wait_until_readable();  // an alarm may have fired while the read was under way
+    if (stopped_) co_return;
+    if (core_.state() == AmqpConnectionCore::State::closing) continue;  // lingering: read and dropped
+    core_.feed(ByteView(chunk_.data(), n));
+    end_batch();
+    if (!heartbeat_started_ && core_.state() == AmqpConnectionCore::State::open) start_heartbeat();
+  }
+}
+
+void AmqpConnection::end_batch() {
+  write_out_journal();  // the records of this read's publishes go to the OS and the fsync starts
+  core_.flush();        // one basic.ack (multiple) per channel for everything this read brought
+  core_.tell_alarm(registry_.alarm());
+}
+
+awaitable<void> AmqpConnection::wait_until_readable() {
+  // The same gates as the FireMQ engine's: a full outbound queue, or an alarm while this connection publishes.
+  auto gated = [this] {
+    return !stopped_ && core_.state() != AmqpConnectionCore::State::closing &&
+           (pending_bytes_ > kMaxPendingBytes || paused_by_alarm());
+  };
+  while (gated()) {
+    reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
+    co_await wait(reader_wakeup_);
+  }
+}
+
+void AmqpConnection::start_heartbeat() {
+  heartbeat_started_ = true;
+  handshake_timer_.cancel();
+  heartbeat_.start(core_.heartbeat(), Clock::now());
+  if (!heartbeat_.enabled()) return;
+  asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); }, asio::detached);
+}
+
+awaitable<void> AmqpConnection::writer() {
+  std::vector<Bytes> batch;
+  std::vector<asio::const_buffer> buffers;
+  while (!stopped_) {
+    if (queue_.empty()) {
+      if (close_after_flush_) {
+        co_await lingering_close();
+        co_return;
+      }
+      writer_wakeup_.expires_at(asio::steady_timer::time_point::max());
+      co_await wait(writer_wakeup_);
+      continue;
+    }
+    write_out_journal();  // no delivery leaves before the store's record of it
+    batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
+    queue_.clear();
+    buffers.clear();
+    std::size_t size = 0;
+    for (const Bytes& b : batch) buffers.emplace_back(asio::buffer(b)), size += b.size();
+    error_code ec;
+    co_await asio::async_write(socket_, buffers, asio::redirect_error(use_awaitable, ec));
+    if (ec || stopped_) {
+      stop();
+      co_return;
+    }
+    pending_bytes_ -= size;
+    MemoryAccount::remove(size);
+    reader_wakeup_.cancel();
+    heartbeat_.on_sent(Clock::now());
+  }
+}
+
+awaitable<void> AmqpConnection::lingering_close() {
+  error_code ec;
+  socket_.shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+  // The reader stops the connection when the peer ends its side; this bounds the wait for that.
+  linger_timer_.expires_after(kLingerAfterClose);
+  co_await wait(linger_timer_);
+  stop();
+}
+
+awaitable<void> AmqpConnection::heartbeat() {
+  while (!stopped_) {
+    heartbeat_timer_.expires_after(heartbeat_.check_every());
+    co_await wait(heartbeat_timer_);
+    if (stopped_ || core_.state() == AmqpConnectionCore::State::closing) co_return;
+    if (paused_by_alarm()) heartbeat_.on_received(Clock::now());  // not read while paused: not counted dead
+    switch (heartbeat_.due(Clock::now())) {
+      case HeartbeatMonitor::Due::send_ping:
+        write(amqp::encode_heartbeat());
+        heartbeat_.on_sent(Clock::now());
+        break;
+      case HeartbeatMonitor::Due::peer_dead:
+        stop();  // "missed heartbeats": RabbitMQ closes the socket without a close method
+        co_return;
+      case HeartbeatMonitor::Due::nothing:
+        break;
+    }
+  }
+}
+
+awaitable<void> AmqpConnection::handshake_deadline() {
+  error_code ec;
+  co_await handshake_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+  if (!ec && core_.state() != AmqpConnectionCore::State::open) stop();
+}
+
+void AmqpConnection::on_alarm_changed() {
+  core_.tell_alarm(registry_.alarm());
+  reader_wakeup_.cancel();
+}
+
+void AmqpConnection::write_out_journal() {
+  if (Journal* journal = core_model_.journal()) journal->write_out();
+}
+
+void AmqpConnection::write(Bytes bytes) {
+  if (stopped_) return;
+  pending_bytes_ += bytes.size();
+  MemoryAccount::add(bytes.size());
+  queue_.push_back(std::move(bytes));
+  writer_wakeup_.cancel();
+}
+
+void AmqpConnection::close_after_flush() {
+  close_after_flush_ = true;
+  writer_wakeup_.cancel();
+  reader_wakeup_.cancel();
+}
+
+void AmqpConnection::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  core_.on_connection_lost();
+  error_code ec;
+  socket_.close(ec);
+  writer_wakeup_.cancel();
+  reader_wakeup_.cancel();
+  heartbeat_timer_.cancel();
+  handshake_timer_.cancel();
+  linger_timer_.cancel();
+  registry_.remove(this);
+  MemoryAccount::remove(pending_bytes_);
+  pending_bytes_ = 0;
+}
+
+}  // namespace firemq
