@@ -81,7 +81,9 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
     }
     if (ec) break;  // closed, timed out, or not HTTP: there is no request to answer
     HttpRequest request = parser.release();
-    const bool for_management = env.management != nullptr && ManagementApi::serves(std::string_view(request.target().data(), request.target().size()));
+    // An upgrade is for /fire only (404 elsewhere, http_routes); the management API and UI take the other requests.
+    const bool for_management = env.management != nullptr && !beast::websocket::is_upgrade(request) &&
+                                ManagementApi::serves(std::string_view(request.target().data(), request.target().size()));
     HttpAnswer answer = for_management ? env.management->handle(request, peer_address_of(beast::get_lowest_layer(stream).socket()))
                                        : route_http_request(request);
     if (!answer.upgrade) {

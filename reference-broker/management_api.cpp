@@ -7,6 +7,7 @@
 
 #include "reference-broker/exchange_routing.h"
 #include "reference-broker/management_json.h"
+#include "reference-broker/management_ui.h"
 
 namespace firemq {
 namespace {
@@ -126,12 +127,20 @@ HttpAnswer api_json(http::status status, const Json& body) {
 
 bool ManagementApi::serves(std::string_view target) {
   const std::string_view path = target.substr(0, target.find('?'));
-  return path == "/api" || path.starts_with("/api/") || path == "/metrics";
+  return path == "/" || path == "/index.html" || path == "/api" || path.starts_with("/api/") || path == "/metrics";
 }
 
 HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional<std::string>& peer_address) {
   const std::string_view target(request.target().data(), request.target().size());
   const std::string_view path = target.substr(0, target.find('?'));
+  // The UI's page holds nothing secret: it asks for credentials and sends them with each API call.
+  if (path == "/" || path == "/index.html") {
+    if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+    HttpAnswer answer;
+    answer.content_type = "text/html; charset=utf-8";
+    answer.text = std::string(kManagementPage);
+    return answer;
+  }
   // Prometheus scrapes without credentials, as rabbitmq_prometheus serves it (the metrics name no message content).
   if (path == "/metrics") {
     if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
@@ -153,7 +162,9 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
                          : env_.definitions.authenticate(credentials->substr(0, colon), credentials->substr(colon + 1));
   if (user == nullptr || !env_.config.loopback.admits(user->name, peer_address)) {
     HttpAnswer answer = api_error(http::status::unauthorized, "not_authorized", "Login failed");
-    answer.ask_for_credentials = true;
+    // A browser asked with WWW-Authenticate opens its own login dialog over the UI; the UI's requests say they are
+    // scripted (X-Requested-With, the usual convention) and handle the 401 themselves.
+    answer.ask_for_credentials = request.find("X-Requested-With") == request.end();
     return answer;
   }
   ApiUser who{user, has_tag(*user, "administrator") || has_tag(*user, "monitoring"), has_tag(*user, "administrator"),

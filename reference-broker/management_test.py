@@ -6,11 +6,12 @@ Covers: basic auth (401 without or with bad credentials, a user without a manage
 non-loopback address), whoami, the overview, a FireMQ connection with its conn_id, client map, user, vhost and
 transport, a subscription's consumer tag (fire-<sub> by default), queues with their counts, declare, publish, get
 and delete through the API, bindings, closing a connection (the client gets close 320), the Prometheus metrics,
-and bad input (malformed JSON, wrong types, unknown vhost, broken percent-encoding, a huge body).
+bad input (malformed JSON, wrong types, unknown vhost, broken percent-encoding, a huge body), and RabbitMQ's
+own CLI client, rabbitmqadmin, listing, declaring, publishing, getting and deleting.
 
 Usage: management_test.py BROKER_EXECUTABLE
 """
-import base64, json, os, socket, sys, tempfile, unittest, urllib.error, urllib.request
+import base64, json, os, socket, subprocess, sys, tempfile, unittest, urllib.error, urllib.request
 
 import transports_test as transports
 from transports_test import Broker, StreamClient, HELLO, WELCOME, CLOSE, make_certificates
@@ -213,6 +214,34 @@ class ManagementTest(unittest.TestCase):
             if not line.startswith("#"):
                 float(line.rsplit(" ", 1)[1])
         self.call("DELETE", "/api/queues/%2F/mgmt-metrics")
+
+    # RabbitMQ's own CLI client ---------------------------------------------------------------------------------
+
+    def rabbitmqadmin(self, *args):
+        """rabbitmqadmin (from Debian's rabbitmq-server) against this broker; its output as JSON when it lists."""
+        done = subprocess.run(["rabbitmqadmin", "-H", "127.0.0.1", "-P", str(self.broker.ports["ws"]),
+                               "-u", "guest", "-p", "guest", "-f", "raw_json", *args],
+                              capture_output=True, text=True, timeout=30)
+        self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+        return json.loads(done.stdout) if done.stdout.startswith("[") else done.stdout.strip()
+
+    def test_rabbitmqadmin_lists_declares_publishes_gets_and_deletes(self):
+        self.assertEqual(self.rabbitmqadmin("declare", "queue", "name=admin-q", "durable=false",
+                                            'arguments={"x-max-length": 10}'), "queue declared")
+        self.assertEqual(self.rabbitmqadmin("declare", "exchange", "name=admin-x", "type=fanout"), "exchange declared")
+        self.assertEqual(self.rabbitmqadmin("declare", "binding", "source=admin-x", "destination=admin-q"),
+                         "binding declared")
+        self.assertEqual(self.rabbitmqadmin("publish", "exchange=admin-x", "routing_key=any", "payload=hello"),
+                         "Message published")
+        queues = {q["name"]: q for q in self.rabbitmqadmin("list", "queues")}
+        self.assertEqual((queues["admin-q"]["messages"], queues["admin-q"]["arguments"]), (1, {"x-max-length": 10}))
+        got = self.rabbitmqadmin("get", "queue=admin-q", "ackmode=ack_requeue_false")
+        self.assertEqual([(m["payload"], m["exchange"]) for m in got], [("hello", "admin-x")])
+        self.assertIn("admin-x", [x["name"] for x in self.rabbitmqadmin("list", "exchanges")])
+        self.assertIn(("admin-x", "admin-q"), [(b["source"], b["destination"]) for b in self.rabbitmqadmin("list", "bindings")])
+        self.assertEqual(self.rabbitmqadmin("delete", "queue", "name=admin-q"), "queue deleted")
+        self.assertEqual(self.rabbitmqadmin("delete", "exchange", "name=admin-x"), "exchange deleted")
+        self.assertNotIn("admin-q", [q["name"] for q in self.rabbitmqadmin("list", "queues")])
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@
 // the wire, and durable changes are saved as a client's are.
 #include <openssl/evp.h>
 
+#include <charconv>
+
 #include "protocol/reply_codes.h"
 #include "reference-broker/management_api.h"
 #include "reference-broker/management_json.h"
@@ -84,16 +86,37 @@ Result<Json, HttpAnswer> body_of(const HttpRequest& request) {
   return body;
 }
 
+// A boolean or a count may come as text ("false", "5"), as rabbitmqadmin sends them and RabbitMQ's API takes them.
+std::optional<bool> as_bool(const Json& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v == "true") return true;
+  if (v == "false") return false;
+  return std::nullopt;
+}
+
+std::optional<std::uint64_t> as_count(const Json& v) {
+  if (v.is_number_unsigned()) return v.get<std::uint64_t>();
+  if (!v.is_string() || v.get<std::string>().empty()) return std::nullopt;
+  const std::string text = v.get<std::string>();
+  std::uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return n;
+}
+
 // A field of the body with its JSON type checked: the error names the field and the type it must have.
 template <class T>
 Result<T, HttpAnswer> field(const Json& body, const char* name, T fallback) {
   if (!body.contains(name) || body[name].is_null()) return fallback;
   const Json& v = body[name];
-  bool ok = false;
-  if constexpr (std::is_same_v<T, bool>) ok = v.is_boolean();
-  if constexpr (std::is_same_v<T, std::string>) ok = v.is_string();
-  if constexpr (std::is_same_v<T, std::uint64_t>) ok = v.is_number_unsigned();
-  if (!ok) {
+  if constexpr (std::is_same_v<T, bool>) {
+    if (auto b = as_bool(v)) return *b;
+  } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+    if (auto n = as_count(v)) return *n;
+  } else {
+    if (v.is_string()) return v.get<std::string>();
+  }
+  {
     return api_error(http::status::bad_request, "bad_request",
                      std::string("'") + name + "' must be " +
                          (std::is_same_v<T, bool> ? "a boolean" : std::is_same_v<T, std::string> ? "a string" : "a non-negative integer"));
