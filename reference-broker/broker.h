@@ -16,6 +16,7 @@
 #include "reference-broker/definitions.h"
 #include "reference-broker/durable_topology.h"
 #include "reference-broker/http_server.h"
+#include "reference-broker/management_api.h"
 #include "reference-broker/listener.h"
 #include "reference-broker/message_store.h"
 
@@ -54,6 +55,12 @@ class Broker {
   Core core_{definitions_, time_};
   asio::io_context io_{1};
   std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires and wss listeners
+  // The management API on the HTTP listeners; it lists the listeners that are bound.
+  ManagementApi management_{ManagementEnv{config_, definitions_, core_, registry_, alarms_, [this] {
+    std::vector<ListenerInfo> out;
+    for (const auto& l : listeners_) out.push_back({l->scheme(), l->port()});
+    return out;
+  }}};
   HttpServerEnv http_env_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   asio::signal_set signals_{io_, SIGTERM, SIGINT};

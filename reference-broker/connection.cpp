@@ -59,6 +59,13 @@ Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, Con
   // The deadline covers the transport's own handshake (TLS, the WebSocket upgrade) as well as FMQ1 and hello:
   // a client that opens connections and never finishes them cannot hold them for long.
   handshake_timer_.expires_after(env.config.handshake_timeout);
+  connected_at_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void Connection::close_by_operator(const std::string& reason) {
+  if (!opened_ || session_.state() == Session::State::awaiting_hello) return stop();
+  session_.close_forced(reason);
 }
 
 void Connection::start() {

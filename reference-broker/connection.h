@@ -41,6 +41,7 @@ class ConnectionRegistry {
     handshaking_.remove(c);
   }
   std::size_t in_handshake() const { return handshaking_.size(); }
+  const std::unordered_set<Connection*>& all() const { return connections_; }
   // SIGTERM: every client gets close 320; each connection closes once its queue is flushed.
   void shutdown_all();
   bool empty() const { return connections_.empty(); }
@@ -66,6 +67,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   // The registry's handshake bound was reached and this connection has waited longest: it is closed.
   void drop_in_handshake();
   const Transport& transport() const { return *transport_; }
+  const Session& session() const { return session_; }
+  // When it was accepted (ms since the epoch), as the management API's connected_at.
+  std::int64_t connected_at_ms() const { return connected_at_ms_; }
+  // DELETE /api/connections/NAME: close 320 with the operator's reason (before the handshake: closed at once).
+  void close_by_operator(const std::string& reason);
 
  private:
   awaitable<void> reader();
@@ -108,6 +114,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   asio::steady_timer closing_deadline_;  // bounds the whole close (kMaxClosingTime)
   asio::steady_timer batch_timer_;  // ends a held batch (hold_batch)
   bool batch_held_ = false;
+  std::int64_t connected_at_ms_;
 };
 
 }  // namespace firemq

@@ -17,6 +17,16 @@
 
 namespace firemq {
 
+// What has passed through the broker since it started, for the management API's message_stats and the
+// Prometheus metrics.
+struct MessageCounters {
+  std::uint64_t published = 0;     // publish frames taken (refused ones included)
+  std::uint64_t delivered = 0;     // deliver and get_ok frames sent
+  std::uint64_t acknowledged = 0;  // deliveries acked by clients
+  std::uint64_t confirmed = 0;     // publishes confirmed (positively)
+  std::uint64_t returned = 0;      // mandatory publishes returned
+};
+
 class Core {
  public:
   // `time` must outlive the core: every expiry and timestamp in it comes from there.
@@ -54,6 +64,8 @@ class Core {
 
   // The connections open per vhost and per user, for their max-connections limits.
   ConnectionCounts& connection_counts() { return connection_counts_; }
+  MessageCounters& counters() { return counters_; }
+  const MessageCounters& counters() const { return counters_; }
 
   // nullptr for a vhost that does not exist.
   Vhost* vhost(const std::string& name) {
@@ -75,6 +87,7 @@ class Core {
 
   std::map<std::string, std::unique_ptr<Vhost>> vhosts_;
   ConnectionCounts connection_counts_;
+  MessageCounters counters_;
   Journal* journal_ = nullptr;
   TopologyStore* topology_ = nullptr;
 };

@@ -26,7 +26,9 @@ struct HttpAnswer {
   bool upgrade = false;  // hand the request to the WebSocket transport, with `hints`
   TransportHints hints;
   boost::beast::http::status status = boost::beast::http::status::ok;  // when not upgraded
-  std::string text;                                                      // the response body, for people
+  std::string text;                                                      // the response body
+  std::string content_type = "text/plain; charset=utf-8";
+  bool ask_for_credentials = false;  // 401: WWW-Authenticate: Basic (the management API)
 };
 
 HttpAnswer route_http_request(const HttpRequest& request);

@@ -16,6 +16,7 @@
 #include "protocol/error.h"
 #include "reference-broker/asio.h"
 #include "reference-broker/http_routes.h"
+#include "reference-broker/management_api.h"
 #include "reference-broker/tls_context.h"
 #include "reference-broker/transport.h"
 
@@ -26,6 +27,7 @@ struct HttpServerEnv {
   WebSocketFaults faults;  // testing only
   // Hands an accepted WebSocket upgrade to the connection engine.
   std::function<void(std::unique_ptr<Transport>)> start_connection;
+  ManagementApi* management = nullptr;  // /api/ and /metrics; none: 404 there too
 };
 
 // Serves one accepted HTTP connection (ws) or HTTPS connection (wss: the TLS handshake first). `env` and `tls`

@@ -94,6 +94,7 @@ void Session::on_hello(const op::Hello& hello) {
     return fail(std::move(*full));
   }
   user_ = admitted->principal.user;
+  client_ = hello.client;
   vhost_name_ = admitted->principal.vhost;
   vhost_ = env_.core.vhost(vhost_name_);
   permissions_ = std::move(admitted->principal.permissions);
@@ -196,10 +197,13 @@ void Session::on_framing_error(const Error& error) {
   fail(error);
 }
 
-void Session::on_shutdown() {
+void Session::on_shutdown() { close_forced("broker shutting down"); }
+
+void Session::close_forced(const std::string& reason) {
   if (state_ == State::closing) return;
   flush();
-  out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::connection_forced), "broker shutting down"});
+  // "320 connection-forced"
+  out_.send(op::Close{static_cast<std::uint64_t>(ReplyCode::connection_forced), reason});
   enter_closing();
 }
 

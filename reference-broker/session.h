@@ -95,6 +95,8 @@ class Session : private DurabilityWaiter {
   void flush();
   // SIGTERM: "close 320 to every client".
   void on_shutdown();
+  // An operator closed the connection (the management API): close 320 with the operator's reason.
+  void close_forced(const std::string& reason);
   // The socket is gone: subscriptions end, unacknowledged deliveries are requeued, exclusive queues deleted.
   void on_connection_lost();
 
@@ -108,6 +110,12 @@ class Session : private DurabilityWaiter {
   const std::string& vhost() const { return vhost_name_; }
   // Whether it ever published: while an alarm holds, such connections are paused and no longer read.
   bool has_published() const { return has_published_; }
+  // For the management API: hello's client map ("Shown in the management UI"), the address the transport saw,
+  // the subscriptions and how many deliveries wait for an ack.
+  const Map& client_properties() const { return client_; }
+  const TransportHints& transport_hints() const { return hints_; }
+  const std::map<std::uint64_t, std::unique_ptr<Subscription>>& subscriptions() const { return subscriptions_; }
+  std::size_t unacked_count() const { return unacked_.size(); }
 
  private:
   friend class Subscription;
@@ -184,6 +192,7 @@ class Session : private DurabilityWaiter {
   std::uint64_t heartbeat_ = 0;
   std::string user_;
   std::string vhost_name_;
+  Map client_;  // hello.client
   Vhost* vhost_ = nullptr;
   Permissions permissions_;  // the user's on this vhost, compiled at hello
 

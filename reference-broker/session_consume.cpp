@@ -75,6 +75,7 @@ void Session::on_credit(const op::Credit& r) {
 
 std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) {
   const std::uint64_t tag = next_tag_++;
+  ++env_.core.counters().delivered;
   if (no_ack) {
     queue.acknowledge(message);  // "Messages count as acknowledged once sent."
     // Durable before this connection's next confirm, as an ack is (a delivery may come from another's publish).
@@ -129,6 +130,7 @@ void Session::on_ack(const op::Ack& r) {
     auto it = unacked_.find(tag);
     if (std::shared_ptr<Queue> q = it->second.queue.lock()) q->acknowledge(it->second.message);
     unacked_.erase(it);
+    ++env_.core.counters().acknowledged;
   }
   resume_deliveries_if(were_held);
 }

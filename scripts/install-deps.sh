@@ -14,6 +14,8 @@ packages=(
   clang libclang-rt-14-dev                      # clang 14 with the libFuzzer and sanitizer runtimes
   python3 python3-msgpack python3-jsonschema    # the independent vector generator and schema checks
   python3-pika amqp-tools                       # a real AMQP 0-9-1 client (pika) and command line for the AMQP tests
+  rabbitmq-server                               # rabbitmqadmin, RabbitMQ's management CLI, tested against ours
+  chromium chromium-driver python3-selenium     # the management UI's tests in a real browser
 )
 
 missing=()
@@ -32,4 +34,16 @@ if [ "$(id -u)" -ne 0 ]; then sudo_cmd=(sudo); fi
 export DEBIAN_FRONTEND=noninteractive
 # A fresh machine has no package lists yet; an old list may name versions that are gone.
 "${sudo_cmd[@]}" apt-get update -qq
-"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# No service is started by the install (Debian's policy-rc.d): the tests start their own RabbitMQ node on private
+# ports when they need one, never the system's, which would also take ports 5672 and 15672.
+policy=/usr/sbin/policy-rc.d
+added_policy=false
+if [ ! -e "$policy" ]; then
+  printf '#!/bin/sh\nexit 101\n' | "${sudo_cmd[@]}" tee "$policy" >/dev/null
+  "${sudo_cmd[@]}" chmod +x "$policy"
+  added_policy=true
+fi
+status=0
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" || status=$?
+if [ "$added_policy" = true ]; then "${sudo_cmd[@]}" rm -f "$policy"; fi
+exit $status

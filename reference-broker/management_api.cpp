@@ -1,0 +1,402 @@
+// The management API's routing, authentication and reads (management_api.h). Writes: management_writes.cpp.
+#include "reference-broker/management_api.h"
+
+#include <openssl/evp.h>
+
+#include <algorithm>
+
+#include "reference-broker/exchange_routing.h"
+#include "reference-broker/management_json.h"
+#include "reference-broker/management_ui.h"
+
+namespace firemq {
+namespace {
+
+using Json = nlohmann::json;
+namespace http = boost::beast::http;
+
+// The tags RabbitMQ's management plugin knows; a user with none of them may not use the API.
+bool has_tag(const User& user, std::string_view tag) {
+  return std::find(user.tags.begin(), user.tags.end(), tag) != user.tags.end();
+}
+
+std::optional<std::string> percent_decoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+std::optional<std::string> base64_decoded(std::string_view text) {
+  if (text.size() % 4 != 0) return std::nullopt;
+  std::string out(text.size() / 4 * 3, '\0');
+  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
+  if (n < 0) return std::nullopt;
+  // EVP_DecodeBlock counts the padding's bytes as zeros.
+  std::size_t size = static_cast<std::size_t>(n);
+  for (std::size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) --size;
+  out.resize(size);
+  return out;
+}
+
+// A peer address as RabbitMQ shows it (peer_host, peer_port) from "host:port" or "[v6]:port".
+std::pair<std::string, std::uint64_t> host_and_port(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return {address, 0};
+  std::string host = address.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  try {
+    return {host, std::stoull(address.substr(colon + 1))};
+  } catch (const std::exception&) {
+    return {address, 0};
+  }
+}
+
+Json queue_json(const std::string& vhost, const Queue& q) {
+  const QueueSettings& s = q.settings();
+  return {{"name", q.name()},
+          {"vhost", vhost},
+          {"durable", s.durable},
+          {"auto_delete", s.auto_delete},
+          {"exclusive", q.exclusive()},
+          {"arguments", plain_json(s.args)},
+          {"messages", q.ready_count() + q.unacked_count()},
+          {"messages_ready", q.ready_count()},
+          {"messages_unacknowledged", q.unacked_count()},
+          {"message_bytes_ready", q.ready_bytes()},
+          {"consumers", q.consumer_count()},
+          {"state", "running"},
+          {"type", "classic"}};
+}
+
+Json exchange_json(const std::string& vhost, const Exchange& x) {
+  return {{"name", x.name},
+          {"vhost", vhost},
+          {"type", std::string(exchange_type_name(x.type))},
+          {"durable", x.durable},
+          {"auto_delete", x.auto_delete},
+          {"internal", x.internal},
+          {"arguments", plain_json(x.args)}};
+}
+
+// RabbitMQ's properties_key: the routing key, or "~" for an empty one, and a hash of the arguments when there are
+// any; what DELETE /api/bindings/.../{props} names a binding by.
+std::string properties_key(const Binding& b) {
+  std::string key = b.key.empty() ? "~" : b.key;
+  if (!b.args.empty()) key += "~" + std::to_string(std::hash<std::string>{}(plain_json(b.args).dump()));
+  return key;
+}
+
+Json binding_json(const std::string& vhost, const std::string& source, const Binding& b) {
+  return {{"source", source},
+          {"vhost", vhost},
+          {"destination", b.destination},
+          {"destination_type", b.to_exchange ? "exchange" : "queue"},
+          {"routing_key", b.key},
+          {"arguments", plain_json(b.args)},
+          {"properties_key", properties_key(b)}};
+}
+
+}  // namespace
+
+HttpAnswer api_error(http::status status, const std::string& error, const std::string& reason) {
+  return api_json(status, Json{{"error", error}, {"reason", reason}});
+}
+
+HttpAnswer not_found() { return api_error(http::status::not_found, "Object Not Found", "Not Found"); }
+
+HttpAnswer api_json(http::status status, const Json& body) {
+  HttpAnswer answer;
+  answer.status = status;
+  answer.content_type = "application/json";
+  answer.text = body.dump();
+  return answer;
+}
+
+
+bool ManagementApi::serves(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path == "/" || path == "/index.html" || path == "/api" || path.starts_with("/api/") || path == "/metrics";
+}
+
+HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional<std::string>& peer_address) {
+  const std::string_view target(request.target().data(), request.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  // The UI's page holds nothing secret: it asks for credentials and sends them with each API call.
+  if (path == "/" || path == "/index.html") {
+    if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+    HttpAnswer answer;
+    answer.content_type = "text/html; charset=utf-8";
+    answer.text = std::string(kManagementPage);
+    return answer;
+  }
+  // Prometheus scrapes without credentials, as rabbitmq_prometheus serves it (the metrics name no message content).
+  if (path == "/metrics") {
+    if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+    HttpAnswer answer;
+    answer.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    answer.text = metrics();
+    return answer;
+  }
+  // Authorization: Basic base64(user:password), checked as a login is (loopback users included).
+  const auto header = request.find(http::field::authorization);
+  std::optional<std::string> credentials;
+  if (header != request.end()) {
+    const std::string_view value(header->value().data(), header->value().size());
+    if (value.starts_with("Basic ")) credentials = base64_decoded(value.substr(6));
+  }
+  const auto colon = credentials ? credentials->find(':') : std::string::npos;
+  const User* user = colon == std::string::npos
+                         ? nullptr
+                         : env_.definitions.authenticate(credentials->substr(0, colon), credentials->substr(colon + 1));
+  if (user == nullptr || !env_.config.loopback.admits(user->name, peer_address)) {
+    HttpAnswer answer = api_error(http::status::unauthorized, "not_authorized", "Login failed");
+    // A browser asked with WWW-Authenticate opens its own login dialog over the UI; the UI's requests say they are
+    // scripted (X-Requested-With, the usual convention) and handle the 401 themselves.
+    answer.ask_for_credentials = request.find("X-Requested-With") == request.end();
+    return answer;
+  }
+  ApiUser who{user, has_tag(*user, "administrator") || has_tag(*user, "monitoring"), has_tag(*user, "administrator"),
+              credentials->substr(colon + 1)};
+  if (!who.sees_everything && !has_tag(*user, "management") && !has_tag(*user, "policymaker")) {
+    return api_error(http::status::unauthorized, "not_authorized", "Not management user");
+  }
+  Route route;
+  std::string_view rest = path.substr(std::min(path.size(), std::string_view("/api/").size()));
+  while (!rest.empty()) {
+    const auto slash = rest.find('/');
+    auto part = percent_decoded(rest.substr(0, slash));
+    if (!part) return api_error(http::status::bad_request, "bad_request", "broken percent-encoding in the path");
+    route.parts.push_back(std::move(*part));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  return dispatch(request, route, who, peer_address);
+}
+
+HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& route, const ApiUser& who,
+                                   const std::optional<std::string>& peer_address) {
+  if (route.size() == 0) return not_found();
+  if (request.method() == http::verb::get) return read(route, who);
+  return write(request, route, who, peer_address);
+}
+
+HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who) {
+  const std::string& what = route[0];
+  // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME; the others are /api/KIND/VHOST/NAME.
+  const bool named_first = what == "vhosts" || what == "users" || what == "connections";
+  const std::optional<std::string> vhost = named_first ? std::nullopt : route.at(1);
+  const std::optional<std::string> name = named_first ? route.at(1) : route.at(2);
+  if (route.size() > (named_first ? 2u : 3u) || (vhost && !env_.core.vhost(*vhost))) return not_found();
+  Result<Json, HttpAnswer> body = collection(what, who, vhost);
+  if (!body) return body.error();
+  if (!name || what == "bindings") return api_json(http::status::ok, *body);
+  for (const Json& item : *body) {
+    if (item.value("name", "") == *name) return api_json(http::status::ok, item);
+  }
+  return not_found();
+}
+
+Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, const ApiUser& who,
+                                                   const std::optional<std::string>& vhost) const {
+  if (what == "overview") return overview(who);
+  if (what == "whoami") return Json{{"name", who.user->name}, {"tags", who.user->tags}};
+  if (what == "vhosts") return vhosts(who);
+  if (what == "users" || what == "permissions") {
+    if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+    return what == "users" ? users() : permissions();
+  }
+  if (what == "connections") return connections(who);
+  if (what == "channels" || what == "extensions") return Json::array();  // AMQP connections will list channels
+  if (what == "exchanges") return exchanges(who, vhost);
+  if (what == "queues") return queues(who, vhost);
+  if (what == "bindings") return bindings(who, vhost);
+  if (what == "consumers") return consumers(who, vhost);
+  if (what == "definitions") return definitions(who);
+  return not_found();
+}
+
+bool ManagementApi::may_see(const ApiUser& who, const std::string& vhost) const {
+  return who.sees_everything || env_.definitions.permission(*who.user, vhost) != nullptr;
+}
+
+Json ManagementApi::overview(const ApiUser& who) const {
+  std::uint64_t ready = 0, unacked = 0, queue_count = 0, exchange_count = 0, consumer_count = 0;
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name)) continue;
+    exchange_count += vhost->exchanges().size();
+    for (const auto& [qname, q] : vhost->queues()) {
+      ++queue_count;
+      ready += q->ready_count();
+      unacked += q->unacked_count();
+      consumer_count += q->consumer_count();
+    }
+  }
+  const MessageCounters& c = env_.core.counters();
+  Json listeners = Json::array();
+  for (const ListenerInfo& l : env_.listeners()) listeners.push_back({{"protocol", l.protocol}, {"port", l.port}});
+  return {{"product_name", "FireMQ"},
+          {"product_version", kServerVersion},
+          {"management_version", kServerVersion},
+          {"rabbitmq_version", kServerVersion},
+          {"cluster_name", "firemq"},
+          {"node", "firemq@localhost"},
+          {"queue_totals", {{"messages", ready + unacked}, {"messages_ready", ready}, {"messages_unacknowledged", unacked}}},
+          {"object_totals",
+           {{"connections", connections(who).size()}, {"channels", 0}, {"exchanges", exchange_count},
+            {"queues", queue_count}, {"consumers", consumer_count}}},
+          {"message_stats",
+           {{"publish", c.published}, {"deliver_get", c.delivered}, {"ack", c.acknowledged},
+            {"confirm", c.confirmed}, {"return_unroutable", c.returned}}},
+          {"listeners", listeners}};
+}
+
+Json ManagementApi::vhosts(const ApiUser& who) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name)) continue;
+    std::uint64_t ready = 0, unacked = 0;
+    for (const auto& [qname, q] : vhost->queues()) {
+      ready += q->ready_count();
+      unacked += q->unacked_count();
+    }
+    out.push_back({{"name", name},
+                   {"messages", ready + unacked},
+                   {"messages_ready", ready},
+                   {"messages_unacknowledged", unacked},
+                   {"tracing", false},
+                   {"limits", firemq::to_json(env_.definitions.vhost_limits(name))}});
+  }
+  return out;
+}
+
+Json ManagementApi::users() const {
+  // The export's shape: the hash, never a password.
+  return env_.definitions.to_json()["users"];
+}
+
+Json ManagementApi::permissions() const { return env_.definitions.to_json()["permissions"]; }
+
+Json ManagementApi::connections(const ApiUser& who) const {
+  Json out = Json::array();
+  for (const Connection* c : env_.connections.all()) {
+    const Session& s = c->session();
+    if (s.state() != Session::State::open) continue;  // in its handshake, or closing: not a client yet
+    if (!who.sees_everything && s.user() != who.user->name) continue;
+    const auto [peer_host, peer_port] = host_and_port(s.transport_hints().peer_address.value_or(""));
+    const std::string_view transport = c->transport().scheme();
+    out.push_back({{"name", s.conn_id()},
+                   {"user", s.user()},
+                   {"vhost", s.vhost()},
+                   {"protocol", "FireMQ 1"},
+                   {"transport", transport},
+                   {"ssl", transport == "fires" || transport == "wss"},
+                   {"peer_host", peer_host},
+                   {"peer_port", peer_port},
+                   {"client_properties", plain_json(s.client_properties())},
+                   {"connected_at", c->connected_at_ms()},
+                   {"timeout", s.heartbeat().count()},
+                   {"channels", 1},
+                   {"state", "running"},
+                   {"type", "network"},
+                   {"node", "firemq@localhost"}});
+  }
+  return out;
+}
+
+Json ManagementApi::exchanges(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name) || (only && *only != name)) continue;
+    for (const auto& [xname, x] : vhost->exchanges()) out.push_back(exchange_json(name, x));
+  }
+  return out;
+}
+
+Json ManagementApi::queues(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name) || (only && *only != name)) continue;
+    for (const auto& [qname, q] : vhost->queues()) out.push_back(queue_json(name, *q));
+  }
+  return out;
+}
+
+Json ManagementApi::bindings(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name) || (only && *only != name)) continue;
+    // Every queue is bound to the default exchange by its name, as RabbitMQ lists it.
+    for (const auto& [qname, q] : vhost->queues()) {
+      out.push_back(binding_json(name, "", Binding{qname, false, qname, {}}));
+    }
+    for (const auto& [xname, x] : vhost->exchanges()) {
+      for (const Binding& b : x.bindings) out.push_back(binding_json(name, xname, b));
+    }
+  }
+  return out;
+}
+
+Json ManagementApi::consumers(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const Connection* c : env_.connections.all()) {
+    const Session& s = c->session();
+    if (s.state() != Session::State::open || !may_see(who, s.vhost()) || (only && *only != s.vhost())) continue;
+    for (const auto& [sub, subscription] : s.subscriptions()) {
+      const op::Subscribe& r = subscription->request();
+      out.push_back({{"consumer_tag", r.tag},  // "Defaults to fire-<sub>", "shown in the management API"
+                     {"queue", {{"name", r.queue}, {"vhost", s.vhost()}}},
+                     {"channel_details", {{"connection_name", s.conn_id()}, {"name", s.conn_id() + " (1)"},
+                                          {"user", s.user()}}},
+                     {"ack_required", !r.no_ack},
+                     {"exclusive", r.exclusive},
+                     {"prefetch_count", subscription->credit()},
+                     {"active", true},
+                     {"arguments", plain_json(r.args)}});
+    }
+  }
+  return out;
+}
+
+Json ManagementApi::definitions(const ApiUser& who) const {
+  Json out = env_.definitions.to_json();
+  out["firemq_version"] = kServerVersion;
+  out["exchanges"] = Json::array();
+  out["queues"] = Json::array();
+  out["bindings"] = Json::array();
+  for (const Json& x : exchanges(who, std::nullopt)) {
+    // Built-in exchanges (the default and amq.*) are not definitions, as in RabbitMQ's export.
+    const std::string name = x["name"];
+    if (name.empty() || name.starts_with("amq.")) continue;
+    out["exchanges"].push_back(x);
+  }
+  for (const Json& q : queues(who, std::nullopt)) {
+    if (q["exclusive"].get<bool>()) continue;
+    out["queues"].push_back({{"name", q["name"]}, {"vhost", q["vhost"]}, {"durable", q["durable"]},
+                             {"auto_delete", q["auto_delete"]}, {"arguments", q["arguments"]}});
+  }
+  for (const Json& b : bindings(who, std::nullopt)) {
+    if (b["source"] == "") continue;
+    out["bindings"].push_back(b);
+  }
+  return out;
+}
+
+Connection* ManagementApi::find_connection(const std::string& name) const {
+  for (Connection* c : env_.connections.all()) {
+    if (c->session().conn_id() == name) return c;
+  }
+  return nullptr;
+}
+
+}  // namespace firemq

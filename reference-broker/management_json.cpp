@@ -1,0 +1,99 @@
+#include "reference-broker/management_json.h"
+
+#include <openssl/evp.h>
+
+namespace firemq {
+namespace {
+
+using Json = nlohmann::json;
+
+std::string base64(const Bytes& bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(),
+                                      static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(written));
+  return out;
+}
+
+std::string key_text(const Value& key) {
+  if (const auto* s = key.get_if<std::string>()) return *s;
+  return plain_json(key).dump();
+}
+
+}  // namespace
+
+Json plain_json(const Map& map) {
+  Json out = Json::object();
+  for (const MapEntry& e : map) out[key_text(e.key)] = plain_json(e.value);
+  return out;
+}
+
+Json plain_json(const Value& value) {
+  return std::visit(
+      [](const auto& v) -> Json {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, Nil>) {
+          return nullptr;
+        } else if constexpr (std::is_same_v<T, Bin>) {
+          return base64(v.bytes);
+        } else if constexpr (std::is_same_v<T, Ext>) {
+          return base64(v.data);
+        } else if constexpr (std::is_same_v<T, Array>) {
+          Json out = Json::array();
+          for (const Value& item : v) out.push_back(plain_json(item));
+          return out;
+        } else if constexpr (std::is_same_v<T, Map>) {
+          return plain_json(v);
+        } else {
+          return v;  // bool, integers, floats, str
+        }
+      },
+      value.v);
+}
+
+Result<Value, std::string> value_from_plain_json(const Json& json) {
+  switch (json.type()) {
+    case Json::value_t::null:
+      return Value(Nil{});
+    case Json::value_t::boolean:
+      return Value(json.get<bool>());
+    case Json::value_t::number_unsigned:
+      return Value(json.get<std::uint64_t>());
+    case Json::value_t::number_integer:
+      return Value(json.get<std::int64_t>());
+    case Json::value_t::number_float:
+      return Value(json.get<double>());
+    case Json::value_t::string:
+      return Value(json.get<std::string>());
+    case Json::value_t::array: {
+      Array out;
+      for (const Json& item : json) {
+        auto v = value_from_plain_json(item);
+        if (!v) return v.error();
+        out.push_back(std::move(*v));
+      }
+      return Value(std::move(out));
+    }
+    case Json::value_t::object: {
+      auto map = map_from_plain_json(json);
+      if (!map) return map.error();
+      return Value(std::move(*map));
+    }
+    default:
+      return "a JSON " + std::string(json.type_name()) + " has no MessagePack form";
+  }
+}
+
+Result<Map, std::string> map_from_plain_json(const Json& json) {
+  if (json.is_null()) return Map{};
+  if (!json.is_object()) return "expected an object, got " + std::string(json.type_name());
+  Map out;
+  for (const auto& [key, item] : json.items()) {
+    auto v = value_from_plain_json(item);
+    if (!v) return "'" + key + "': " + v.error();
+    out.push_back({Value(key), std::move(*v)});
+  }
+  return out;
+}
+
+}  // namespace firemq
