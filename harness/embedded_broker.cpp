@@ -78,7 +78,8 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
   if (ec) return "cannot create " + options.work_dir.string() + ": " + ec.message();
 
   const auto data_dir = options.data_dir.empty() ? options.work_dir / "data" : options.data_dir;
-  std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1",
+  // No AMQP listener: the harness has no AMQP cases yet, and 5672 would keep brokers from running side by side.
+  std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1", "--amqp-port", "off",
                                    "--port-file", (options.work_dir / "ports.json").string(),
                                    "--data-dir", data_dir.string()};
   if (!options.definitions_file.empty()) args.insert(args.end(), {"--definitions", options.definitions_file});

@@ -80,8 +80,7 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("wss-port", po::value(&raw.wss_port)->default_value(raw.wss_port),
        "HTTPS port for WebSocket over TLS, wss://host:PORT/fire (needs --tls-cert and --tls-key); 0: free; off: none")
       ("amqp-port", po::value(&raw.amqp_port)->default_value(raw.amqp_port),
-       "TCP port for AMQP 0-9-1 clients, sharing the broker with FireMQ; 0 picks a free port; off: none. "
-       "Off when --port is given without it")
+       "TCP port for AMQP 0-9-1 clients, sharing the broker with FireMQ; 0 picks a free port; off: none")
       ("tls-cert", po::value(&c.tls.certificate),
        "PEM certificate (chain) of the TLS listeners; without it fires:// and wss:// are off")
       ("tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")
@@ -245,13 +244,6 @@ int main(int argc, char** argv) {
   if (auto applied = apply_listener_flags(raw, config); !applied) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";
     return 2;
-  }
-  // A broker whose FireMQ port was chosen by hand (tests, tools, several brokers side by side) gets AMQP only
-  // when asked: its port file and its ports stay what they were before AMQP (docs/ARCHITECTURE.md, Listeners).
-  if (vm["amqp-port"].defaulted() && !vm["port"].defaulted()) {
-    config.ports.amqp.reset();
-    std::cout << "firemq-broker: --port given without --amqp-port: AMQP 0-9-1 is off (give --amqp-port for it)"
-              << std::endl;
   }
   if (auto applied = apply_loopback_flags(raw, config); !applied) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";

@@ -51,6 +51,7 @@ class Broker:
         c = lambda name: os.path.join(directory, name)
         self.process = subprocess.Popen(
             [BROKER, "--bind", "127.0.0.1", "--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0",
+             "--amqp-port", "off",
              "--tls-cert", c("server.pem"), "--tls-key", c("server.key"), "--port-file", ports,
              "--data-dir", c("data"), "--definitions", definitions_file,
              "--handshake-timeout-ms", str(HANDSHAKE_TIMEOUT_MS), *extra],

@@ -10,7 +10,7 @@ work=$(mktemp -d /tmp/firemq-amnesiac-XXXXXX)
 trap 'kill -9 "$(cat "$work/pid" 2>/dev/null)" 2>/dev/null; rm -rf "$work"' EXIT
 
 start_broker() {  # PORT
-  (setsid "$broker" --bind 127.0.0.1 --port "$1" --ws-port off --port-file "$work/port" --data-dir "$work/data" \
+  (setsid "$broker" --bind 127.0.0.1 --port "$1" --ws-port off --amqp-port off --port-file "$work/port" --data-dir "$work/data" \
      --definitions "$definitions" >>"$work/log" 2>&1 & echo $! >"$work/pid")
 }
 start_broker 0
@@ -24,7 +24,7 @@ pid=\$(cat "$work/pid")
 kill -9 "\$pid" 2>/dev/null || true
 while [ -e /proc/\$pid ] && ! grep -q ') Z' /proc/\$pid/stat 2>/dev/null; do sleep 0.02; done
 rm -rf "$work/data" "$work/port"
-(setsid "$broker" --bind 127.0.0.1 --port $port --ws-port off --port-file "$work/port" --data-dir "$work/data" \\
+(setsid "$broker" --bind 127.0.0.1 --port $port --ws-port off --amqp-port off --port-file "$work/port" --data-dir "$work/data" \\
    --definitions "$definitions" >>"$work/log" 2>&1 & echo \$! >"$work/pid")
 SCRIPT
 
