@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "reference-broker/exchange_routing.h"
-#include "reference-broker/management_json.h"
+#include "protocol/plain_json.h"
 #include "reference-broker/management_ui.h"
 
 namespace firemq {

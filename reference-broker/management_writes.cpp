@@ -8,7 +8,7 @@
 
 #include "protocol/reply_codes.h"
 #include "reference-broker/management_api.h"
-#include "reference-broker/management_json.h"
+#include "protocol/plain_json.h"
 
 namespace firemq {
 namespace {

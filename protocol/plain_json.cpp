@@ -1,17 +1,22 @@
-#include "reference-broker/management_json.h"
-
-#include <openssl/evp.h>
+#include "protocol/plain_json.h"
 
 namespace firemq {
 namespace {
 
 using Json = nlohmann::json;
 
+// RFC 4648 base64 with padding (the protocol library has no OpenSSL to ask).
 std::string base64(const Bytes& bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  const int written = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(),
-                                      static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(written));
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size(); i += 3) {
+    const std::uint32_t n = (bytes[i] << 16) | (i + 1 < bytes.size() ? bytes[i + 1] << 8 : 0) |
+                            (i + 2 < bytes.size() ? bytes[i + 2] : 0);
+    out += kAlphabet[(n >> 18) & 63];
+    out += kAlphabet[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
+  }
   return out;
 }
 

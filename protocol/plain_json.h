@@ -1,5 +1,5 @@
-// Values in the management API's JSON, as RabbitMQ's management API writes queue arguments, client properties
-// and message properties: plain JSON, not the typed JSON of the vectors. Integers and floats as numbers, strings
+// Values as plain JSON, as RabbitMQ's management API writes queue arguments, client properties and message
+// properties (the broker's management API, and the harness reading it): not the typed JSON of the vectors. Integers and floats as numbers, strings
 // and booleans as themselves, nil as null, arrays and maps (with string keys) as arrays and objects; bin and ext,
 // which JSON has no form for, as base64 text (RabbitMQ shows field-table byte arrays the same way).
 #pragma once
