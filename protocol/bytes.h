@@ -33,5 +33,10 @@ inline ByteView as_bytes(std::string_view s) {
 std::string to_hex(ByteView bytes);
 // The bytes of a hex string (either case); nullopt for an odd length or a non-hex character.
 std::optional<Bytes> from_hex(std::string_view hex);
+// RFC 4648 base64 with padding: binary values in plain JSON, HTTP basic auth.
+std::string to_base64(ByteView bytes);
+// The bytes of padded base64; nullopt for a length that is not a multiple of 4, a character outside the alphabet,
+// or padding anywhere but in the last two places.
+std::optional<Bytes> from_base64(std::string_view text);
 
 }  // namespace firemq

@@ -5,21 +5,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// RFC 4648 base64 with padding (the protocol library has no OpenSSL to ask).
-std::string base64(const Bytes& bytes) {
-  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  for (std::size_t i = 0; i < bytes.size(); i += 3) {
-    const std::uint32_t n = (bytes[i] << 16) | (i + 1 < bytes.size() ? bytes[i + 1] << 8 : 0) |
-                            (i + 2 < bytes.size() ? bytes[i + 2] : 0);
-    out += kAlphabet[(n >> 18) & 63];
-    out += kAlphabet[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? kAlphabet[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kAlphabet[n & 63] : '=';
-  }
-  return out;
-}
-
 std::string key_text(const Value& key) {
   if (const auto* s = key.get_if<std::string>()) return *s;
   return plain_json(key).dump();
@@ -40,9 +25,9 @@ Json plain_json(const Value& value) {
         if constexpr (std::is_same_v<T, Nil>) {
           return nullptr;
         } else if constexpr (std::is_same_v<T, Bin>) {
-          return base64(v.bytes);
+          return to_base64(v.bytes);
         } else if constexpr (std::is_same_v<T, Ext>) {
-          return base64(v.data);
+          return to_base64(v.data);
         } else if constexpr (std::is_same_v<T, Array>) {
           Json out = Json::array();
           for (const Value& item : v) out.push_back(plain_json(item));

@@ -1,8 +1,6 @@
 // The management API's routing, authentication and reads (management_api.h). Writes: management_writes.cpp.
 #include "reference-broker/management_api.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 
 #include "reference-broker/exchange_routing.h"
@@ -37,17 +35,11 @@ std::optional<std::string> percent_decoded(std::string_view text) {
   return out;
 }
 
-std::optional<std::string> base64_decoded(std::string_view text) {
-  if (text.size() % 4 != 0) return std::nullopt;
-  std::string out(text.size() / 4 * 3, '\0');
-  const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(text.data()), static_cast<int>(text.size()));
-  if (n < 0) return std::nullopt;
-  // EVP_DecodeBlock counts the padding's bytes as zeros.
-  std::size_t size = static_cast<std::size_t>(n);
-  for (std::size_t i = text.size(); i > 0 && text[i - 1] == '='; --i) --size;
-  out.resize(size);
-  return out;
+// Basic auth's user:password, or nullopt when the header's value is not base64.
+std::optional<std::string> basic_credentials(std::string_view encoded) {
+  const std::optional<Bytes> bytes = from_base64(encoded);
+  if (!bytes) return std::nullopt;
+  return std::string(bytes->begin(), bytes->end());
 }
 
 // A peer address as RabbitMQ shows it (peer_host, peer_port) from "host:port" or "[v6]:port".
@@ -61,6 +53,21 @@ std::pair<std::string, std::uint64_t> host_and_port(const std::string& address) 
   } catch (const std::exception&) {
     return {address, 0};
   }
+}
+
+std::string percent_encoded(std::string_view text) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '.' || c == '_') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
 }
 
 Json queue_json(const std::string& vhost, const Queue& q) {
@@ -90,10 +97,10 @@ Json exchange_json(const std::string& vhost, const Exchange& x) {
           {"arguments", plain_json(x.args)}};
 }
 
-// RabbitMQ's properties_key: the routing key, or "~" for an empty one, and a hash of the arguments when there are
+// RabbitMQ's properties_key: the routing key percent-encoded (so "~" stands only for an empty one), and a hash of the arguments when there are
 // any; what DELETE /api/bindings/.../{props} names a binding by.
 std::string properties_key(const Binding& b) {
-  std::string key = b.key.empty() ? "~" : b.key;
+  std::string key = b.key.empty() ? "~" : percent_encoded(b.key);
   if (!b.args.empty()) key += "~" + std::to_string(std::hash<std::string>{}(plain_json(b.args).dump()));
   return key;
 }
@@ -120,7 +127,9 @@ HttpAnswer api_json(http::status status, const Json& body) {
   HttpAnswer answer;
   answer.status = status;
   answer.content_type = "application/json";
-  answer.text = body.dump();
+  // Names and headers are peers' bytes and need not be UTF-8: what is not is shown as U+FFFD rather than failing
+  // the whole listing.
+  answer.text = body.dump(-1, ' ', false, Json::error_handler_t::replace);
   return answer;
 }
 
@@ -154,7 +163,7 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
   std::optional<std::string> credentials;
   if (header != request.end()) {
     const std::string_view value(header->value().data(), header->value().size());
-    if (value.starts_with("Basic ")) credentials = base64_decoded(value.substr(6));
+    if (value.starts_with("Basic ")) credentials = basic_credentials(value.substr(6));
   }
   const auto colon = credentials ? credentials->find(':') : std::string::npos;
   const User* user = colon == std::string::npos
@@ -201,8 +210,9 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who) {
   Result<Json, HttpAnswer> body = collection(what, who, vhost);
   if (!body) return body.error();
   if (!name || what == "bindings") return api_json(http::status::ok, *body);
+  if (!body->is_array()) return not_found();  // /api/overview/X and the like name nothing
   for (const Json& item : *body) {
-    if (item.value("name", "") == *name) return api_json(http::status::ok, item);
+    if (item.is_object() && item.value("name", "") == *name) return api_json(http::status::ok, item);
   }
   return not_found();
 }
@@ -222,7 +232,11 @@ Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, cons
   if (what == "queues") return queues(who, vhost);
   if (what == "bindings") return bindings(who, vhost);
   if (what == "consumers") return consumers(who, vhost);
-  if (what == "definitions") return definitions(who);
+  if (what == "definitions") {
+    // It holds every user's password hash: administrators only, as in RabbitMQ.
+    if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+    return definitions(who);
+  }
   return not_found();
 }
 

@@ -10,8 +10,12 @@
 namespace firemq {
 namespace {
 
-// A label value: backslash, quote and newline escaped, as the format requires.
-std::string label(std::string_view text) {
+// A label value: valid UTF-8 (a name that is not gets U+FFFD for its bad bytes, or Prometheus would drop the whole
+// scrape), with backslash, quote and newline escaped, as the format requires.
+std::string label(std::string_view raw) {
+  const std::string text =
+      nlohmann::json::parse(nlohmann::json(std::string(raw)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+          .get<std::string>();
   std::string out;
   for (char c : text) {
     if (c == '\\' || c == '"') out += '\\';

@@ -11,7 +11,9 @@ own CLI client, rabbitmqadmin, listing, declaring, publishing, getting and delet
 
 Usage: management_test.py BROKER_EXECUTABLE
 """
-import base64, json, os, socket, subprocess, sys, tempfile, unittest, urllib.error, urllib.request
+import base64, json, os, socket, struct, subprocess, sys, tempfile, unittest, urllib.error, urllib.request
+
+import msgpack
 
 import transports_test as transports
 from transports_test import Broker, StreamClient, HELLO, WELCOME, CLOSE, make_certificates
@@ -197,6 +199,40 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("PUT", path, {})[0], 201)
         self.assertEqual(self.call("GET", path)[1]["name"], odd)
         self.assertEqual(self.call("DELETE", path)[0], 204)
+
+    def test_what_review_found(self):
+        # Definitions hold every password hash: administrators only.
+        self.assertEqual(self.call("GET", "/api/definitions", user="dev", password="d")[0], 401)
+        # A write without a JSON content type (what a cross-site form sends) is refused.
+        request = urllib.request.Request(self.base + "/api/queues/%2F/mgmt-csrf/get", data=b"count=1", method="POST")
+        request.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+        request.add_header("Content-Type", "text/plain")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(request, timeout=5)
+        self.assertEqual(e.exception.code, 415)
+        # Credentials that are all padding, a payload of the wrong type, a name below a summary: 4xx, no crash.
+        request = urllib.request.Request(self.base + "/api/whoami")
+        request.add_header("Authorization", "Basic ====")
+        with self.assertRaises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(request, timeout=5)
+        self.assertEqual(e.exception.code, 401)
+        self.assertEqual(self.call("POST", "/api/exchanges/%2F/amq.default/publish", {"payload": 5})[0], 400)
+        self.assertEqual(self.call("GET", "/api/overview/%2F/x")[0], 404)
+        self.assertEqual(self.call("GET", "/api/whoami")[0], 200)  # the broker is still there
+
+    def test_a_name_that_is_not_utf8_does_not_break_listings_or_metrics(self):
+        c, _ = self.client()
+        name = b"mgmt-bad-\xff"
+        header = msgpack.packb({"rid": 1, "name": name, "exclusive": True}, use_bin_type=False)  # raw str bytes
+        c.sock.sendall(struct.pack(">I", 5 + len(header)) + bytes([DECLARE_QUEUE]) + struct.pack(">I", len(header)) + header)
+        reply = c.sock.recv(65536)  # the ok echoes the name, which Python's msgpack would refuse to decode
+        self.assertEqual(reply[4], OK)
+        status, queues = self.call("GET", "/api/queues")
+        self.assertEqual(status, 200)
+        self.assertIn("mgmt-bad-\ufffd", [q["name"] for q in queues])
+        with urllib.request.urlopen(self.base + "/metrics", timeout=5) as response:
+            response.read().decode("utf-8")  # strict: fails on a byte that is not UTF-8
+        c.sock.close()
 
     # Metrics ----------------------------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import base64, json, os, socket, sys, tempfile, unittest, urllib.request
 
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
+from selenium.common.exceptions import NoAlertPresentException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as EC
 from selenium.webdriver.support.ui import WebDriverWait
@@ -48,6 +49,7 @@ class ManagementUiTest(unittest.TestCase):
         request = urllib.request.Request(self.base + path, method=method,
                                          data=json.dumps(body).encode() if body is not None else None)
         request.add_header("Authorization", "Basic " + base64.b64encode(b"guest:guest").decode())
+        request.add_header("Content-Type", "application/json")
         with urllib.request.urlopen(request, timeout=5) as response:
             text = response.read().decode()
             return json.loads(text) if text.strip() else None
@@ -90,7 +92,17 @@ class ManagementUiTest(unittest.TestCase):
         self.assertIn("ui-test-client", row)
         self.screenshot("3-connections")
 
+        # A client chose this name: shown as text, it must not become markup or script (no alert opens).
+        hostile = 'ui-x" onmouseover="alert(1)"><img src=x onerror=alert(2)>'
+        self.api("PUT", "/api/queues/%2F/" + urllib.request.quote(hostile, safe=""), {})
         d.find_element(By.CSS_SELECTOR, "nav button[data-view=queues]").click()
+        link = self.wait.until(EC.visibility_of_element_located((By.XPATH, "//a[starts-with(@data-queue, 'ui-x')]")))
+        self.assertEqual((link.text, link.get_attribute("data-queue")), (hostile, hostile))
+        self.assertEqual(d.find_elements(By.CSS_SELECTOR, "main img"), [])
+        webdriver.ActionChains(d).move_to_element(link).perform()
+        with self.assertRaises(NoAlertPresentException):
+            d.switch_to.alert.text
+        self.api("DELETE", "/api/queues/%2F/" + urllib.request.quote(hostile, safe=""))
         self.wait.until(EC.element_to_be_clickable((By.CSS_SELECTOR, "a[data-queue='ui-test-queue']"))).click()
         self.wait.until(EC.element_to_be_clickable((By.ID, "delete-queue")))
         self.screenshot("4-queue")

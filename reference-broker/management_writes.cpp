@@ -2,8 +2,6 @@
 // unbind, publish, get) is done through a Session of the API's own, logged in as the HTTP user from the HTTP
 // client's address, so that permissions, loopback users, the topology rules and the bounds are the same ones as on
 // the wire, and durable changes are saved as a client's are.
-#include <openssl/evp.h>
-
 #include <charconv>
 
 #include "protocol/reply_codes.h"
@@ -78,6 +76,15 @@ HttpAnswer answer_of(const std::vector<ApiSession::Reply>& replies, http::status
 }
 
 Result<Json, HttpAnswer> body_of(const HttpRequest& request) {
+  // A web page elsewhere can make a browser that holds basic-auth credentials for this API POST a form (a "simple"
+  // request, with no preflight; PUT and DELETE always ask CORS first, which this API never allows). It cannot send
+  // application/json without that preflight, so a POST must say application/json.
+  const auto type = request.find(http::field::content_type);
+  const bool json = type != request.end() &&
+                    std::string_view(type->value().data(), type->value().size()).starts_with("application/json");
+  if (request.method() == http::verb::post && !json) {
+    return api_error(http::status::unsupported_media_type, "bad_request", "writes must send Content-Type: application/json");
+  }
   if (request.body().empty()) return Json::object();
   Json body = Json::parse(request.body(), nullptr, false);
   if (body.is_discarded() || !body.is_object()) {
@@ -173,32 +180,24 @@ Result<ApiMessage, HttpAnswer> message_of(const Json& properties) {
 }
 
 Result<Bytes, HttpAnswer> payload_of(const Json& body) {
-  const std::string payload = body.value("payload", "");
-  const std::string encoding = body.value("payload_encoding", "string");
-  if (encoding == "string") return Bytes(payload.begin(), payload.end());
-  if (encoding != "base64") {
+  auto payload = field<std::string>(body, "payload", "");
+  auto encoding = field<std::string>(body, "payload_encoding", "string");
+  if (!payload) return payload.error();
+  if (!encoding) return encoding.error();
+  if (*encoding == "string") return Bytes(payload->begin(), payload->end());
+  if (*encoding != "base64") {
     return api_error(http::status::bad_request, "bad_request", "'payload_encoding' must be string or base64");
   }
-  Bytes out(payload.size() / 4 * 3 + 3);
-  const int n = EVP_DecodeBlock(out.data(), reinterpret_cast<const unsigned char*>(payload.data()),
-                                static_cast<int>(payload.size()));
-  if (n < 0 || payload.size() % 4 != 0) return api_error(http::status::bad_request, "bad_request", "'payload' is not base64");
-  std::size_t size = static_cast<std::size_t>(n);
-  for (std::size_t i = payload.size(); i > 0 && payload[i - 1] == '='; --i) --size;
-  out.resize(size);
-  return out;
+  std::optional<Bytes> decoded = from_base64(*payload);
+  if (!decoded) return api_error(http::status::bad_request, "bad_request", "'payload' is not base64");
+  return *decoded;
 }
 
 Json got_message_json(const op::GetOk& g, const Bytes& payload) {
   Json properties = plain_json(g.props.entries);
   if (!g.headers.empty()) properties["headers"] = plain_json(g.headers);
   const bool text = std::all_of(payload.begin(), payload.end(), [](std::uint8_t c) { return c >= 0x20 && c < 0x7f; });
-  std::string encoded;
-  if (!text) {
-    encoded.resize(4 * ((payload.size() + 2) / 3));
-    encoded.resize(static_cast<std::size_t>(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(encoded.data()),
-                                                            payload.data(), static_cast<int>(payload.size()))));
-  }
+  const std::string encoded = text ? std::string() : to_base64(payload);
   return {{"payload_bytes", payload.size()},
           {"redelivered", g.redelivered},
           {"exchange", g.exchange},
@@ -374,6 +373,11 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
     return answer_of(session.request(op::DeleteExchange{1, name, false}), http::status::no_content);
   }
   if (what == "exchanges" && route.size() == 4 && route[3] == "publish" && method == http::verb::post) {
+    // Flow control holds for the API as for any publisher: while an alarm is in effect, nothing is taken in.
+    if (env_.alarms.active()) {
+      return api_error(http::status::service_unavailable, "service_unavailable",
+                       "a memory or disk alarm is in effect: publishing is paused");
+    }
     return publish(session, exchange_name(name), *body);
   }
   if (what == "bindings") return bind_or_unbind(session, route.parts, method, *body, bindings(who, route[1]));
