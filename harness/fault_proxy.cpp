@@ -259,6 +259,10 @@ const std::vector<Fault>& faults() {
       ignoring_queue_argument("x-message-ttl"),
       ignoring_queue_argument("x-max-length"),
       ignoring_queue_argument("x-max-priority"),
+      {"welcome-conn-id-renamed", "welcome.conn_id is not the name the management API shows", [](const RawFrame& f) {
+         if (!is(f, OpCode::welcome)) return pass(f);
+         return edit_header(f, [](Map& m) { set_field(m, "conn_id", Value("renamed-by-the-fault-proxy")); });
+       }},
       {"welcome-heartbeat-plus-one", "welcome.heartbeat is one more than negotiated", [](const RawFrame& f) {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "heartbeat", Value(field_uint(m, "heartbeat") + 1)); });

@@ -53,10 +53,14 @@ Result<HttpResponse, std::string> http_request(const HttpEndpoint& endpoint, std
       break;
     }
     unparsed.append(reinterpret_cast<const char*>(buffer.data()), read.bytes);
-    boost::beast::error_code ec;
-    const std::size_t used = parser.put(boost::asio::buffer(unparsed.data(), unparsed.size()), ec);
-    unparsed.erase(0, used);
-    if (ec && ec != http::error::need_more) return "the management API's answer is not HTTP: " + ec.message();
+    // Beast's put() stops at the end of the header: the body in the same bytes takes another call.
+    while (!unparsed.empty() && !parser.is_done()) {
+      boost::beast::error_code ec;
+      const std::size_t used = parser.put(boost::asio::buffer(unparsed.data(), unparsed.size()), ec);
+      unparsed.erase(0, used);
+      if (ec == http::error::need_more) break;
+      if (ec) return "the management API's answer is not HTTP: " + ec.message();
+    }
   }
   return HttpResponse{static_cast<int>(parser.get().result_int()), parser.get().body()};
 }

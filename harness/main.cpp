@@ -45,6 +45,7 @@ struct Options {
   std::string fault;
   std::string fault_check;
   std::string restart_command;
+  std::string management_url;
   std::string transport = "fire";  // fire, fires, ws, wss or all (the embedded broker); a --url's own scheme
   std::string ca_file;
   bool insecure = false;
@@ -57,6 +58,9 @@ po::options_description describe_flags(Options& o) {
   po::options_description flags("firemq-conform [flags] [CASE-ID-GLOB ...]");
   flags.add_options()
       ("help,h", "print this help and exit")
+      ("management-url", po::value(&o.management_url),
+       "the --url target's management API, http://[user:pass@]host:port (default: the --url's user and password); "
+       "declares the feature management, whose cases use it")
       ("url", po::value(&o.url), "the broker to test: fire://user:pass@host:port/vhost, fires://..., "
                                  "ws://user:pass@host:port/fire?vhost=v or wss://...; default: start the reference "
                                  "broker on free ports")
@@ -185,6 +189,8 @@ std::optional<Embedded> start_embedded(const Options& o, const std::string& run_
   eo.definitions_file = (fs::path(o.conformance_dir) / "definitions.json").string();
   eo.work_dir = fs::temp_directory_path() / ("firemq-conform-" + run_id);
   eo.listeners = {transports.begin(), transports.end()};
+  // The HTTP listener is on whatever the run's transports: the management API is there (feature management).
+  eo.listeners.insert(Transport::ws);
   if (std::any_of(transports.begin(), transports.end(), uses_tls)) {
     // Beside the broker's work dir, which every start makes afresh.
     auto certificates = make_test_certificates(fs::temp_directory_path() / ("firemq-conform-" + run_id + "-tls"));
@@ -214,9 +220,39 @@ std::optional<Embedded> start_embedded(const Options& o, const std::string& run_
     t.description = "embedded reference broker (" + url_of(transport, t.port) + ")";
     // The embedded broker loads conformance/definitions.json, and the harness can restart it (each case that
     // restarts its broker gets one of its own).
-    t.features = {"conform-definitions", "restart"};
+    t.features = {"conform-definitions", "restart", "management"};
+    t.management = HttpEndpoint{"127.0.0.1", e.broker->port(Transport::ws), "guest", "guest"};
     e.targets.push_back(t);
   }
+  return e;
+}
+
+// --management-url: http://[user:pass@]host[:port][/]; the credentials default to the broker URL's.
+firemq::Result<HttpEndpoint, std::string> management_endpoint(const std::string& url, const Target& target) {
+  constexpr std::string_view kScheme = "http://";
+  if (!std::string_view(url).starts_with(kScheme)) return std::string("expected http://host:port (https is not supported)");
+  std::string rest = url.substr(kScheme.size());
+  if (rest.ends_with("/")) rest.pop_back();
+  if (rest.find('/') != std::string::npos) return std::string("expected no path after host:port");
+  HttpEndpoint e{"", 80, target.user, target.password};
+  if (const auto at = rest.rfind('@'); at != std::string::npos) {
+    const std::string userinfo = rest.substr(0, at);
+    const auto colon = userinfo.find(':');
+    e.user = userinfo.substr(0, colon);
+    e.password = colon == std::string::npos ? "" : userinfo.substr(colon + 1);
+    rest = rest.substr(at + 1);
+  }
+  const auto colon = rest.rfind(':');
+  e.host = rest.substr(0, colon);
+  if (colon != std::string::npos) {
+    const std::string port = rest.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(port) > 65535) {
+      return "'" + port + "' is not a port";
+    }
+    e.port = static_cast<std::uint16_t>(std::stoul(port));
+  }
+  if (e.host.empty()) return std::string("no host");
   return e;
 }
 
@@ -241,6 +277,15 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
     t.features.insert(f);
   }
   if (!o.restart_command.empty()) t.features.insert("restart");
+  if (!o.management_url.empty()) {
+    auto management = management_endpoint(o.management_url, t);
+    if (!management) {
+      std::cerr << "firemq-conform: --management-url " << o.management_url << ": " << management.error() << "\n";
+      return std::nullopt;
+    }
+    t.management = *management;
+    t.features.insert("management");
+  }
   return t;
 }
 

@@ -12,7 +12,8 @@ __extension__ typedef __int128 Int128;  // wide enough for every uint64 and int6
 
 const std::set<std::string>& operators() {
   static const std::set<std::string> ops = {"$one_of", "$ge",   "$gt",       "$le",      "$lt", "$type", "$present",
-                                            "$absent", "$zero", "$nonzero", "$contains", "$eq", "$capture"};
+                                            "$absent", "$zero", "$nonzero", "$contains", "$eq", "$capture",
+                                            "$some"};
   return ops;
 }
 
@@ -49,6 +50,19 @@ std::string compare_integer(const std::string& op, const Json& bound, const Valu
 std::string match_operator(const std::string& op, const Json& arg, const Value* actual, const std::string& path,
                            Vars& vars) {
   const bool present = actual != nullptr && !actual->is<Nil>();
+  if (op == "$some") {
+    // An array with at least one element matching: the management API's lists, in an order the case cannot know.
+    const Array* items = actual ? actual->get_if<Array>() : nullptr;
+    if (items == nullptr) return mismatch(path, "an array", actual);
+    for (std::size_t i = 0; i < items->size(); ++i) {
+      Vars attempt = vars;
+      if (match_value(arg, &(*items)[i], path + "[" + std::to_string(i) + "]", attempt).empty()) {
+        vars = std::move(attempt);
+        return "";
+      }
+    }
+    return mismatch(path, "an element matching " + arg.dump(), actual);
+  }
   if (op == "$one_of") {
     std::string reasons;
     for (const Json& alternative : arg) {

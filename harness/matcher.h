@@ -10,6 +10,7 @@
 //   {"$contains": "s"}   a str containing s
 //   {"$eq": v}           exactly v (a map must have exactly v's keys)
 //   {"$capture": "name"} anything present; stored as variable name for later steps
+//   {"$some": p}         an array with at least one element matching p (its captures are kept)
 // An object pattern matches a map that has at least its keys, each matching; other keys are ignored. A key
 // the pattern expects with a zero value (false, 0, "", {}, []) also matches when omitted, as the spec's
 // "Omitted header fields take their zero value" says.

@@ -34,6 +34,16 @@ TEST(Matcher, OneOfAcceptsAnyAlternative) {
   EXPECT_NE(match(R"({"code": {"$one_of": [403, 404]}})", h, vars), "");
 }
 
+TEST(Matcher, SomeFindsAMatchingElementAnywhereAndKeepsItsCaptures) {
+  Vars vars;
+  const Value list(Array{header({{Value("name"), Value("a")}, {Value("n"), Value(1)}}),
+                         header({{Value("name"), Value("b")}, {Value("n"), Value(2)}})});
+  EXPECT_EQ(match(R"({"$some": {"name": "b", "n": {"$capture": "n_of_b"}}})", list, vars), "");
+  EXPECT_EQ(vars.at("n_of_b"), Value(2));
+  EXPECT_NE(match(R"({"$some": {"name": "c"}})", list, vars), "");
+  EXPECT_NE(match(R"({"$some": {"name": "a"}})", header({{Value("name"), Value("a")}}), vars), "");  // not an array
+}
+
 TEST(Matcher, ComparisonsTypesAndPresence) {
   Vars vars;
   const Value h = header({{Value("n"), Value(10)}, {Value("s"), Value("hello world")}});

@@ -6,6 +6,7 @@
 #include "harness/frame_text.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
+#include "protocol/plain_json.h"
 #include "protocol/typed_json.h"
 
 namespace firemq::conform {
@@ -203,6 +204,7 @@ StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
       {"restart_broker", &Scenario::step_restart_broker},
       {"ws_send", &Scenario::step_ws_send},         {"expect_ws_pong", &Scenario::step_expect_ws_pong},
       {"expect_http_status", &Scenario::step_expect_http_status},
+      {"http", &Scenario::step_http},
   };
   auto it = kSteps.find(verb);
   if (it == kSteps.end()) return StepOutcome::error("unknown verb " + verb);
@@ -214,7 +216,8 @@ const std::vector<std::string>& step_verbs() {
                                                  "send_raw",     "expect",       "expect_error", "expect_close",
                                                  "expect_none",  "sleep",        "disconnect",  "auto_pong",
                                                  "check",        "stop_broker",  "restart_broker",
-                                                 "ws_send",      "expect_ws_pong", "expect_http_status"};
+                                                 "ws_send",      "expect_ws_pong", "expect_http_status",
+                                                 "http"};
   return verbs;
 }
 
@@ -782,6 +785,40 @@ StepOutcome Scenario::step_expect_http_status(const Json& args) {
   if (!why.reached) return StepOutcome::error(why.message);
   if (std::find(statuses.begin(), statuses.end(), static_cast<std::uint64_t>(why.http_status)) == statuses.end()) {
     return StepOutcome::fail("expected HTTP " + join_codes(statuses) + " for " + describe_address(address) + ", got: " + why.message);
+  }
+  return StepOutcome::ok();
+}
+
+// http: one request to the target's management API (feature management). `path` is used as it is, or
+// `path_parts` are percent-encoded one by one and joined ("/", "api", "connections", "${conn_id}" names are safe
+// whatever they hold); `body` is sent as JSON. The status must be one of `status` (default 200, 201 or 204), and
+// the JSON answer must match `expect` (a pattern, with $some for "a list holding ...").
+StepOutcome Scenario::step_http(const Json& args) {
+  if (!target_.management) return StepOutcome::error("http needs the target's management API (feature management)");
+  std::string path = args.value("path", "");
+  if (args.contains("path_parts")) {
+    for (const Json& part : args.at("path_parts")) path += "/" + percent_encoded(part.get<std::string>());
+  }
+  const std::string method = args.value("method", "GET");
+  const std::string body = args.contains("body") ? args.at("body").dump() : "";
+  const auto deadline = deadline_after(args, "within_ms", 5000);
+  auto response = http_request(*target_.management, method, path, body, deadline);
+  if (!response) return StepOutcome::error(response.error());
+  note("http", method + " " + path + (body.empty() ? "" : " " + body) + " -> " + std::to_string(response->status) +
+                   " " + response->body.substr(0, 500));
+  const std::vector<std::uint64_t> statuses = args.contains("status") ? codes_of(args.at("status"))
+                                                                       : std::vector<std::uint64_t>{200, 201, 204};
+  if (std::find(statuses.begin(), statuses.end(), static_cast<std::uint64_t>(response->status)) == statuses.end()) {
+    return StepOutcome::fail("expected HTTP " + join_codes(statuses) + " for " + method + " " + path + ", got " +
+                             std::to_string(response->status) + ": " + response->body.substr(0, 300));
+  }
+  if (!args.contains("expect")) return StepOutcome::ok();
+  const Json answer = Json::parse(response->body, nullptr, false);
+  if (answer.is_discarded()) return StepOutcome::fail(method + " " + path + " did not answer JSON: " + response->body.substr(0, 300));
+  auto value = value_from_plain_json(answer);
+  if (!value) return StepOutcome::fail(method + " " + path + ": " + value.error());
+  if (std::string bad = match_value(args.at("expect"), &*value, "answer", vars_); !bad.empty()) {
+    return StepOutcome::fail(method + " " + path + ": " + bad);
   }
   return StepOutcome::ok();
 }

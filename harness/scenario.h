@@ -91,6 +91,7 @@ class Scenario {
   StepOutcome step_ws_send(const nlohmann::json& args);
   StepOutcome step_expect_ws_pong(const nlohmann::json& args);
   StepOutcome step_expect_http_status(const nlohmann::json& args);
+  StepOutcome step_http(const nlohmann::json& args);
 
   void retire(const std::string& name);
   std::vector<MonitorViolation> all_violations() const;

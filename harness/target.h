@@ -2,9 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 
+#include "harness/http_client.h"
 #include "harness/transport.h"
 #include "protocol/url.h"
 
@@ -23,6 +25,9 @@ struct Target {
   // What the target has beyond the spec's basics, declared (never inferred): "conform-definitions" (the users
   // and vhosts of conformance/definitions.json are loaded), ... Cases that need a missing one are skipped.
   std::set<std::string> features;
+  // Where the target's management API is (feature "management"): the embedded broker's HTTP listener, or
+  // --management-url. The `http` step sends its requests there.
+  std::optional<HttpEndpoint> management;
 
   // Where a case's connections go by default: the target's endpoint, with ?vhost= its vhost on WebSocket.
   WireAddress address() const {

@@ -259,6 +259,14 @@ TEST_F(MonitorTest, CloseIsAnsweredWithClose) {
   EXPECT_EQ(rules(), Rules{"close.reply-close"});
 }
 
+TEST_F(MonitorTest, TheClientsReplyToTheServersCloseAsksForNoCloseBack) {
+  handshake();
+  server(OpCode::close, {{Value("code"), u(320)}});  // an operator closed the connection
+  client(OpCode::close, {{Value("code"), u(200)}});  // the client's reply
+  monitor_.observe_end(Side::server, now_);
+  EXPECT_EQ(rules(), Rules{});
+}
+
 TEST_F(MonitorTest, TheCloseReplyIsTheLastFrame) {
   handshake();
   client(OpCode::close, {{Value("code"), u(200)}});
