@@ -238,7 +238,8 @@ void WireMonitor::check_after_last_frame(const RawFrame& frame, Clock::time_poin
 // The other side's frames that oblige the judged side: its close (a close in reply), and a client's requests (a
 // reply each), publishes with a seq (a confirm each), subscribes and credit (deliveries within it), unsubscribes.
 void WireMonitor::note_request(std::uint8_t op, const Map& header) {
-  if (is(op, OpCode::close) && !judged_last_frame_at_) peer_closed_ = true;
+  // A close that answers the judged side's own close asks for nothing more.
+  if (is(op, OpCode::close) && !judged_last_frame_at_ && !judged_closed_first_) peer_closed_ = true;
   if (judged_ == Side::client) return;  // the rest is what a client asks of a server
   const Value* rid_value = find(header, "rid");
   if (is_request(op) || (rid_value != nullptr && rid_value->is<std::uint64_t>())) {
@@ -291,6 +292,7 @@ void WireMonitor::note_state(Side from, std::uint8_t op, const Map& header) {
   }
   if (is(op, OpCode::close)) heartbeat_s_ = 0;  // closing: the heartbeats are over
   if (!judged(from) || judged_last_frame_at_) return;
+  if (is(op, OpCode::close) && !peer_closed_) judged_closed_first_ = true;
   if (is(op, OpCode::close) && peer_closed_) {
     judged_last_frame_at_ = last_from_judged_;
     last_frame_rule_ = kCloseSocket;

@@ -113,6 +113,7 @@ class WireMonitor {
 
   // The end of the conversation.
   bool peer_closed_ = false;         // the other side sent close first
+  bool judged_closed_first_ = false; // the judged side sent close first: the other side's close is its reply
   std::optional<Clock::time_point> judged_last_frame_at_;  // its close reply, or its fatal error
   const char* last_frame_rule_ = nullptr;  // the rule that made that frame its last
   bool ended_ = false;
