@@ -1,8 +1,5 @@
 #include "harness/client_proxy.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +8,7 @@
 #include <array>
 
 #include "harness/frame_text.h"
+#include "harness/proxy_sockets.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 
@@ -23,30 +21,6 @@ constexpr std::size_t kDecoderLimit = 4 * kDefaultMaxFrame;
 constexpr int kQuietPollMs = 250;
 // The header key the unknown_header_keys quirk adds; no version of the spec will name it.
 constexpr const char* kUnknownKey = "x-conform-unknown-key";
-
-bool write_all(int fd, ByteView bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  return true;
-}
-
-int connect_to(const std::string& host, std::uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  ::inet_pton(AF_INET, host == "localhost" ? "127.0.0.1" : host.c_str(), &addr.sin_addr);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return fd;
-}
 
 // The frame with the unknown key added to its header (a header that is no map passes as it is).
 Bytes with_unknown_key(const RawFrame& frame) {
@@ -69,6 +43,9 @@ struct ClientProxy::Connection {
   int broker;
   WireMonitor monitor;
   ClientRules rules;
+  FrameDecoder from_client{StreamSide::server, kDecoderLimit};  // the preamble, then frames
+  std::vector<std::uint8_t> first_bytes;  // the first 4 bytes, for the preamble rule
+  bool framing_lost = false;
   std::vector<std::uint8_t> client_ops;  // ops the client sent since the last send_to_client
   bool server_closed = false;            // the proxy sent close as the server: the broker is let go
   std::thread up, down;
@@ -76,17 +53,9 @@ struct ClientProxy::Connection {
 
 Result<std::unique_ptr<ClientProxy>, std::string> ClientProxy::start(const std::string& host, std::uint16_t port,
                                                                    ServerQuirks quirks, Clock::time_point origin) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return std::string("client proxy: cannot listen on 127.0.0.1");
-  }
-  std::unique_ptr<ClientProxy> proxy(new ClientProxy(fd, ntohs(addr.sin_port), host, port, quirks, origin));
+  auto listener = listen_on_loopback();
+  if (!listener) return "client proxy: " + listener.error();
+  std::unique_ptr<ClientProxy> proxy(new ClientProxy(listener->fd, listener->port, host, port, quirks, origin));
   proxy->acceptor_ = std::thread([p = proxy.get()] { p->accept_loop(); });
   return proxy;
 }
@@ -104,13 +73,12 @@ void ClientProxy::accept_loop() {
     if (::poll(&pfd, 1, 100) <= 0) continue;
     const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
-    const int broker = connect_to(upstream_host_, upstream_port_);
+    const int broker = connect_tcp(upstream_host_, upstream_port_);
     if (broker < 0) {
       ::close(client);
       continue;
     }
-    int one = 1;
-    ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    set_no_delay(client);
     std::lock_guard lock(mutex_);
     const std::string name = "client-" + std::to_string(connections_.size() + 1);
     auto& c = *connections_.emplace_back(std::make_unique<Connection>(name, client, broker, origin_));
@@ -138,12 +106,29 @@ void ClientProxy::seen(Connection& c, Side from, const RawFrame& frame) {
   }
 }
 
-// The client's bytes: the preamble, then frames, each judged before it goes on to the broker.
+// Under mutex_: the client's bytes as they arrive, the preamble, then frames, each judged. Returns whether they
+// go on to the broker (not once the proxy closed as the server).
+bool ClientProxy::judge_from_client(Connection& c, ByteView bytes) {
+  if (c.first_bytes.size() < 4) {
+    const std::size_t take = std::min<std::size_t>(4 - c.first_bytes.size(), bytes.size());
+    c.first_bytes.insert(c.first_bytes.end(), bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(take));
+    if (c.first_bytes.size() == 4) c.rules.observe_preamble(c.first_bytes, Clock::now());
+  }
+  for (ByteView todo = bytes; !todo.empty() && !c.framing_lost;) {
+    const auto step = c.from_client.feed(todo);
+    todo = todo.subspan(step.consumed);
+    if (step.state == FrameDecoder::State::frame) seen(c, Side::client, c.from_client.take_frame());
+    if (step.state == FrameDecoder::State::error) {
+      c.monitor.observe_unframeable(Side::client, c.from_client.error().msg, false, Clock::now());
+      c.framing_lost = true;  // the rest of the stream cannot be cut into frames: forwarded unjudged
+    }
+  }
+  return !c.server_closed;
+}
+
+// The client's bytes, judged, then passed on to the broker (outside the lock: the broker may be slow to read).
 void ClientProxy::client_to_broker(Connection& c) {
-  FrameDecoder decoder(StreamSide::server, kDecoderLimit);
   std::array<std::uint8_t, 64 * 1024> buffer;
-  std::vector<std::uint8_t> first_bytes;
-  bool framing_lost = false;
   while (true) {
     pollfd pfd{c.client, POLLIN, 0};
     if (::poll(&pfd, 1, kQuietPollMs) == 0) {
@@ -153,27 +138,17 @@ void ClientProxy::client_to_broker(Connection& c) {
     }
     const ssize_t n = ::recv(c.client, buffer.data(), buffer.size(), 0);
     if (n <= 0) break;
-    ByteView rest(buffer.data(), static_cast<std::size_t>(n));
-    std::lock_guard lock(mutex_);
-    if (first_bytes.size() < 4) {
-      const std::size_t take = std::min<std::size_t>(4 - first_bytes.size(), rest.size());
-      first_bytes.insert(first_bytes.end(), rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(take));
-      if (first_bytes.size() == 4) c.rules.observe_preamble(first_bytes, Clock::now());
+    const ByteView bytes(buffer.data(), static_cast<std::size_t>(n));
+    bool forward = false;
+    {
+      std::lock_guard lock(mutex_);
+      forward = judge_from_client(c, bytes);
     }
-    for (ByteView todo = rest; !todo.empty() && !framing_lost;) {
-      const auto step = decoder.feed(todo);
-      todo = todo.subspan(step.consumed);
-      if (step.state == FrameDecoder::State::frame) seen(c, Side::client, decoder.take_frame());
-      if (step.state == FrameDecoder::State::error) {
-        c.monitor.observe_unframeable(Side::client, decoder.error().msg, false, Clock::now());
-        framing_lost = true;
-      }
-    }
-    if (!c.server_closed && !write_all(c.broker, rest)) break;
+    if (forward && !write_all(c.broker, bytes)) break;
   }
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
-  if (first_bytes.size() < 4 && !first_bytes.empty()) c.rules.observe_preamble(first_bytes, now);
+  if (c.first_bytes.size() < 4 && !c.first_bytes.empty()) c.rules.observe_preamble(c.first_bytes, now);
   c.monitor.observe_end(Side::client, now);
   c.rules.finish(now);
   ::shutdown(c.broker, SHUT_WR);

@@ -60,6 +60,7 @@ class ClientProxy {
               Clock::time_point origin);
   void accept_loop();
   void client_to_broker(Connection& c);
+  bool judge_from_client(Connection& c, ByteView bytes);
   void broker_to_client(Connection& c);
   // Under mutex_: a complete frame from `from`, seen by the monitors and the transcript.
   void seen(Connection& c, Side from, const RawFrame& frame);

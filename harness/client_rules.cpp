@@ -16,18 +16,6 @@ constexpr const char* kPong = "heartbeat.pong";
 
 bool is(std::uint8_t op, OpCode code) { return op == static_cast<std::uint8_t>(code); }
 
-// The ops that are requests: they carry a rid and get one reply (the spec's "Design rules").
-bool is_request(std::uint8_t op) {
-  switch (static_cast<OpCode>(op)) {
-    case OpCode::declare_exchange: case OpCode::delete_exchange: case OpCode::declare_queue:
-    case OpCode::delete_queue: case OpCode::purge_queue: case OpCode::bind: case OpCode::unbind:
-    case OpCode::subscribe: case OpCode::unsubscribe: case OpCode::get:
-      return true;
-    default:
-      return false;
-  }
-}
-
 std::optional<std::uint64_t> uint_field(const Map& header, const char* key) {
   const Value* v = find(header, key);
   if (v == nullptr) return std::nullopt;

@@ -68,7 +68,8 @@ std::string op_row(const OpInfo& info) {
   return std::string("`0x") + kHex[code >> 4] + kHex[code & 0xf] + "`\t`" + std::string(info.name) + "`\t" + direction;
 }
 
-// Ops whose header has a rid and which get a reply (the spec's requests).
+}  // namespace
+
 bool is_request(std::uint8_t op) {
   switch (static_cast<OpCode>(op)) {
     case OpCode::declare_exchange: case OpCode::delete_exchange: case OpCode::declare_queue:
@@ -79,8 +80,6 @@ bool is_request(std::uint8_t op) {
       return false;
   }
 }
-
-}  // namespace
 
 const std::vector<MonitorRule>& monitor_rules() {
   static const std::vector<MonitorRule> rules = {
