@@ -251,7 +251,8 @@ std::string ClientCase::run_step(const Json& step) {
   if (verb == "server_send") return server_send(args);
   if (verb == "expect_client_frame") return expect_client_frame(args);
   if (verb == "server_quirks") {
-    proxy_->set_quirks({args.value("single_bytes", false), args.value("unknown_header_keys", false)});
+    proxy_->set_quirks({args.value("single_bytes", false), args.value("unknown_header_keys", false),
+                        args.value("max_frame", std::uint64_t{0})});
     return "";
   }
   if (verb == "url_vectors") return url_vectors(args);

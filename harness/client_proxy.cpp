@@ -22,12 +22,19 @@ constexpr int kQuietPollMs = 250;
 // The header key the unknown_header_keys quirk adds; no version of the spec will name it.
 constexpr const char* kUnknownKey = "x-conform-unknown-key";
 
-// The frame with the unknown key added to its header (a header that is no map passes as it is).
-Bytes with_unknown_key(const RawFrame& frame) {
+// The broker's frame as the quirks make it: an unknown key in its header, a lower max_frame in welcome. A
+// header that is no map passes as it is.
+Bytes through_quirks(const RawFrame& frame, const ServerQuirks& quirks) {
+  const bool lower = quirks.max_frame != 0 && frame.op() == static_cast<std::uint8_t>(OpCode::welcome);
+  if (!quirks.unknown_header_keys && !lower) return frame_stream(frame.op(), frame.header(), frame.payload());
   auto header = frame.header().empty() ? Result<Value>(Value(Map{})) : decode_value(frame.header());
   if (!header || !header->is<Map>()) return frame_stream(frame.op(), frame.header(), frame.payload());
   Map map = *header->get_if<Map>();
-  map.push_back({Value(kUnknownKey), Value(std::string("ignore me"))});
+  if (quirks.unknown_header_keys) map.push_back({Value(kUnknownKey), Value(std::string("ignore me"))});
+  if (lower) {
+    std::erase_if(map, [](const MapEntry& e) { return e.key == Value("max_frame"); });
+    map.push_back({Value("max_frame"), Value(quirks.max_frame)});
+  }
   Bytes encoded;
   encode_map(map, encoded);
   return frame_stream(frame.op(), encoded, frame.payload());
@@ -171,8 +178,7 @@ void ClientProxy::broker_to_client(Connection& c) {
       if (step.state == FrameDecoder::State::error) return (void)::shutdown(c.client, SHUT_RDWR);
       if (step.state != FrameDecoder::State::frame) continue;
       const RawFrame original = decoder.take_frame();
-      const Bytes out = quirks_.unknown_header_keys ? with_unknown_key(original)
-                                                    : frame_stream(original.op(), original.header(), original.payload());
+      const Bytes out = through_quirks(original, quirks_);
       seen(c, Side::server, RawFrame(Bytes(out.begin() + 4, out.end())));
       write_to_client(c, out);
     }
@@ -205,10 +211,13 @@ bool ClientProxy::send_to_client(std::uint8_t op, const Map& header) {
   c.client_ops.clear();
   seen(c, Side::server, RawFrame(Bytes(frame.begin() + 4, frame.end())));
   if (!write_to_client(c, frame)) return false;
-  if (op == static_cast<std::uint8_t>(OpCode::close)) {
+  const bool fatal = op == static_cast<std::uint8_t>(OpCode::error) && find(header, "fatal") != nullptr &&
+                     *find(header, "fatal") == Value(true);
+  if (op == static_cast<std::uint8_t>(OpCode::close) || fatal) {
     c.server_closed = true;  // the client's answer is for us: the broker is let go
     ::shutdown(c.broker, SHUT_RDWR);
   }
+  if (fatal) ::shutdown(c.client, SHUT_WR);
   return true;
 }
 

@@ -2,7 +2,8 @@
 // under test and the reference broker that judges every frame the CLIENT sends, with the wire monitor's rules
 // applied to the client side (wire_monitor.h, Side::client) and the client-only rules of client_rules.h, and
 // records the transcript both ways. It can also play a server that is awkward but within the spec: split its
-// frames into single bytes, add header keys the client does not know, ping the client, close with 320.
+// frames into single bytes, add header keys the client does not know, lower welcome.max_frame, ping the client,
+// close with 320, send a fatal error.
 //
 // Two threads per proxied connection (one a direction), blocking sockets; one mutex guards the monitors, the
 // transcript and writes to the client. stop() (or the destructor) ends and joins everything.
@@ -29,6 +30,7 @@ namespace firemq::conform {
 struct ServerQuirks {
   bool single_bytes = false;         // each frame written one byte at a time (TCP may deliver any split)
   bool unknown_header_keys = false;  // "Implementations ignore header keys they do not know."
+  std::uint64_t max_frame = 0;       // welcome.max_frame lowered to this (0: as the broker says)
 };
 
 class ClientProxy {
@@ -42,8 +44,10 @@ class ClientProxy {
 
   // Changes how the server behaves from the next frame the broker sends (a case sets it before connecting).
   void set_quirks(ServerQuirks quirks);
-  // Sends a frame to the client on its latest connection, as the server: a ping, or a close (after which the
-  // proxy stops forwarding and lets the broker go, as a server that closed would). False without a connection.
+  // Sends a frame to the client on its latest connection, as the server: a ping; a close, after which the
+  // proxy stops forwarding and lets the broker go, as a server that closed would; an error with fatal: true,
+  // after which it also closes the client's socket ("the server closes the connection after this frame").
+  // False without a connection.
   bool send_to_client(std::uint8_t op, const Map& header);
   // Waits until the client has sent a frame of `op` on its latest connection since the last send_to_client.
   bool wait_for_client(std::uint8_t op, Clock::time_point deadline);

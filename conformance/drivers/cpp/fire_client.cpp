@@ -102,7 +102,7 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   if (!std::holds_alternative<op::Welcome>(*reply_)) return std::string("the server did not answer hello with welcome");
   const op::Welcome welcome = std::get<op::Welcome>(*reply_);
   // "After welcome, the limit is welcome.max_frame": what the server sends stays within it too.
-  decoder_.set_max_frame(welcome.max_frame != 0 ? welcome.max_frame : kDefaultMaxFrame);
+  max_frame_ = welcome.max_frame != 0 ? welcome.max_frame : kDefaultMaxFrame;
   reply_.reset();
   return welcome;
 }
@@ -128,10 +128,17 @@ Result<bool, std::string> FireClient::publish(op::Publish publish, const std::st
                                              Clock::time_point deadline) {
   if (confirm) {
     if (breaks_.seq_from_2 && next_seq_ == 1) next_seq_ = 2;
-    publish.seq = next_seq_++;
+    publish.seq = next_seq_;
   }
-  const Bytes bytes(body.begin(), body.end());
-  if (!write(encode_frame(publish, bytes))) return std::string("not connected");
+  const Bytes frame = encode_frame(publish, Bytes(body.begin(), body.end()));
+  // "A message body must fit in one frame." and "After welcome, the limit is welcome.max_frame": a message too
+  // big is refused here, before it takes a sequence number.
+  if (frame.size() > max_frame_) {
+    return "the message does not fit in one frame: " + std::to_string(frame.size()) + " bytes, the server's max_frame is " +
+           std::to_string(max_frame_);
+  }
+  if (confirm) ++next_seq_;
+  if (!write(frame)) return std::string("not connected");
   if (!confirm) return true;
   const std::uint64_t seq = publish.seq;
   auto got = wait_until([&] { return nacked_.count(seq) > 0 || confirmed_upto_ >= seq; }, deadline);

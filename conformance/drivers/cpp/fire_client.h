@@ -70,6 +70,7 @@ class FireClient {
   EventSink on_event_;
   int fd_ = -1;
   FrameDecoder decoder_{StreamSide::client, kDefaultMaxFrame};
+  std::size_t max_frame_ = kMaxFrameBeforeWelcome;  // the largest frame the server accepts: welcome.max_frame
   std::uint64_t next_rid_ = 1;
   std::uint64_t next_seq_ = 1;
   std::optional<Message> reply_;              // the reply to the request in flight
