@@ -31,18 +31,20 @@ Result<std::unique_ptr<DriverProcess>, std::string> DriverProcess::start(const s
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
     return std::string("pipe: ") + std::strerror(errno);
   }
+  // Everything the child needs is made before fork: other threads of the harness may hold locks (malloc's)
+  // that the child would wait for forever.
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const std::string cannot_run = "cannot run " + argv[0] + "\n";
   const pid_t pid = ::fork();
   if (pid < 0) return std::string("fork: ") + std::strerror(errno);
   if (pid == 0) {
     ::dup2(in[0], STDIN_FILENO);
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(err[1], STDERR_FILENO);
-    std::vector<char*> args;
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     ::execvp(args[0], args.data());
-    const std::string why = "cannot run " + argv[0] + ": " + std::strerror(errno) + "\n";
-    (void)!::write(STDERR_FILENO, why.data(), why.size());
+    (void)!::write(STDERR_FILENO, cannot_run.data(), cannot_run.size());
     ::_exit(127);
   }
   ::close(in[0]);
