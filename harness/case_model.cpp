@@ -28,9 +28,8 @@ std::vector<std::string> strings(const Json& object, const char* key) {
   return out;
 }
 
-std::string check_steps(const Json& steps) {
+std::string check_steps(const Json& steps, const std::vector<std::string>& verbs) {
   if (!steps.is_array() || steps.empty()) return "\"steps\" must be a non-empty array";
-  const auto& verbs = step_verbs();
   for (std::size_t i = 0; i < steps.size(); ++i) {
     const Json& step = steps[i];
     if (!step.is_object() || step.size() != 1) return "step " + std::to_string(i) + " must be {\"verb\": {...}}";
@@ -43,7 +42,8 @@ std::string check_steps(const Json& steps) {
   return "";
 }
 
-Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group, const std::set<std::string>& known) {
+Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group, const std::set<std::string>& known,
+                                         const std::vector<std::string>& verbs) {
   CaseSpec c;
   c.id = j.at("id").get<std::string>();
   if (!std::regex_match(c.id, kIdPattern)) return "id \"" + c.id + "\" is not dotted kebab-case";
@@ -75,7 +75,7 @@ Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group
     if (c.transports.empty()) return c.id + ": \"transports\" lists none";
   }
   c.steps = j.at("steps");
-  if (std::string bad = check_steps(c.steps); !bad.empty()) return c.id + ": " + bad;
+  if (std::string bad = check_steps(c.steps, verbs); !bad.empty()) return c.id + ": " + bad;
   // A case that restarts its broker must say so, so that it runs alone and is skipped where no restart exists.
   const bool restarts = std::any_of(c.steps.begin(), c.steps.end(), [](const Json& s) { return s.contains("restart_broker"); });
   const bool declared = std::count(c.required_features.begin(), c.required_features.end(), "restart") > 0;
@@ -124,7 +124,8 @@ Result<std::vector<Requirement>, std::string> load_requirements(const std::files
   return out;
 }
 
-CasesResult load_cases(const std::filesystem::path& dir, const std::vector<Requirement>& catalog) {
+CasesResult load_cases(const std::filesystem::path& dir, const std::vector<Requirement>& catalog,
+                       const std::vector<std::string>& verbs) {
   std::set<std::string> known;
   for (const Requirement& r : catalog) known.insert(r.id);
   std::vector<std::filesystem::path> files;
@@ -142,7 +143,7 @@ CasesResult load_cases(const std::filesystem::path& dir, const std::vector<Requi
     try {
       const std::string group = json->at("group").get<std::string>();
       for (const Json& j : json->at("cases")) {
-        auto c = parse_case(j, group, known);
+        auto c = parse_case(j, group, known, verbs);
         if (!c) return file.string() + ": " + c.error();
         if (!ids.insert(c->id).second) return file.string() + ": duplicate case id \"" + c->id + "\"";
         c->file = file.filename().string();

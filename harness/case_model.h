@@ -45,9 +45,11 @@ CaseResult result_for(const CaseSpec& spec);
 const std::vector<std::string>& step_verbs();
 
 // Loads every *.json under `dir`, in name order; the error names the file, the case and what is wrong.
-// Checks: ids unique and well-formed, levels known, every requirement id in `catalog`, steps well-formed.
+// Checks: ids unique and well-formed, levels known, every requirement id in `catalog`, steps well-formed and
+// each one of `verbs` (broker cases: step_verbs(); client cases: client_step_verbs() of client_mode.h).
 Result<std::vector<CaseSpec>, std::string> load_cases(const std::filesystem::path& dir,
-                                                      const std::vector<Requirement>& catalog);
+                                                      const std::vector<Requirement>& catalog,
+                                                      const std::vector<std::string>& verbs = step_verbs());
 Result<std::vector<Requirement>, std::string> load_requirements(const std::filesystem::path& file);
 
 // Shell-style glob over case ids: * matches any run of characters, ? one character.

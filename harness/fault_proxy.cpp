@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "harness/proxy_sockets.h"
 #include "harness/wire.h"
 #include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
@@ -285,17 +286,9 @@ const Fault* find_fault(const std::string& name) {
 
 Result<std::unique_ptr<FaultProxy>, std::string> FaultProxy::start(const Fault& fault, const std::string& host,
                                                                    std::uint16_t upstream_port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return std::string("fault proxy: cannot listen: ") + std::strerror(errno);
-  }
-  std::unique_ptr<FaultProxy> proxy(new FaultProxy(fault, fd, ntohs(addr.sin_port), host, upstream_port));
+  auto listener = listen_on_loopback();
+  if (!listener) return "fault proxy: " + listener.error();
+  std::unique_ptr<FaultProxy> proxy(new FaultProxy(fault, listener->fd, listener->port, host, upstream_port));
   proxy->acceptor_ = std::thread([p = proxy.get()] { p->accept_loop(); });
   return proxy;
 }
@@ -325,15 +318,6 @@ void FaultProxy::accept_loop() {
 }
 
 namespace {
-
-bool write_all(int fd, ByteView bytes) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  return true;
-}
 
 using Rewriter = std::function<Rewrite(const RawFrame&)>;
 
@@ -397,19 +381,12 @@ void copy_raw(int from, int to) {
 }  // namespace
 
 void FaultProxy::serve(int client) {
-  const int upstream = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(upstream_port_);
-  ::inet_pton(AF_INET, upstream_host_ == "localhost" ? "127.0.0.1" : upstream_host_.c_str(), &addr.sin_addr);
-  if (::connect(upstream, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    ::close(upstream);
+  const int upstream = connect_tcp(upstream_host_, upstream_port_);
+  if (upstream < 0) {
     ::close(client);
     return;
   }
-  int one = 1;
-  ::setsockopt(upstream, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  set_no_delay(client);
   {
     std::lock_guard lock(mutex_);
     sockets_.insert(sockets_.end(), {client, upstream});

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/client_mode.h"
 #include "harness/embedded_broker.h"
 #include "harness/fault_proxy.h"
 #include "harness/reports.h"
@@ -49,6 +50,8 @@ struct Options {
   std::string transport = "fire";  // fire, fires, ws, wss or all (the embedded broker); a --url's own scheme
   std::string ca_file;
   bool insecure = false;
+  std::string driver;                    // client mode: the client's driver program
+  std::vector<std::string> driver_args;  // and its arguments
   std::vector<std::string> ids, groups, tags, levels, features;
   int jobs = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
   bool list = false, dryrun = false, verbose = false;
@@ -70,6 +73,10 @@ po::options_description describe_flags(Options& o) {
       ("ca-file", po::value(&o.ca_file), "fires and wss: trust the CA certificates of this PEM file instead of "
                                          "the system's store")
       ("insecure", po::bool_switch(&o.insecure), "fires and wss: do not check the broker's certificate or name")
+      ("driver", po::value(&o.driver), "client mode: certify a client library through its driver program (the "
+                                       "client cases of conformance/client-cases/ instead of the broker cases; "
+                                       "docs/client-certification.md)")
+      ("driver-arg", po::value(&o.driver_args), "an argument for the driver (repeat for more)")
       ("features", po::value(&o.features)->multitoken(),
        "features the --url target has (e.g. conform-definitions); cases needing others are skipped")
       ("restart-command", po::value(&o.restart_command),
@@ -127,7 +134,9 @@ std::optional<Suite> load_suite(const Options& o) {
     std::cerr << "firemq-conform: " << requirements.error() << "\n";
     return std::nullopt;
   }
-  auto cases = load_cases(fs::path(o.conformance_dir) / "cases", *requirements);
+  const bool client_mode = !o.driver.empty();
+  auto cases = client_mode ? load_cases(fs::path(o.conformance_dir) / "client-cases", *requirements, client_step_verbs())
+                           : load_cases(fs::path(o.conformance_dir) / "cases", *requirements);
   if (!cases) {
     std::cerr << "firemq-conform: " << cases.error() << "\n";
     return std::nullopt;
@@ -501,6 +510,41 @@ int run_fault_check(const Options& o, const Suite& suite, const std::vector<cons
   return all_ok ? kExitPassed : kExitFailed;
 }
 
+std::string command_line_of(int argc, char** argv) {
+  std::ostringstream command;
+  for (int i = 0; i < argc; ++i) command << (i ? " " : "") << argv[i];
+  return command.str();
+}
+
+// Client mode: the selected client cases, each with the driver against the reference broker behind the
+// harness's proxy; the same verdicts, known failures and reports as broker mode.
+RunResult run_client_mode(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
+                          const std::string& run_id, const std::vector<std::string>& known) {
+  RunResult result;
+  result.run_id = run_id;
+  result.started_at = iso_now();
+  result.harness_version = kVersion;
+  result.requirements = suite.requirements;
+  for (const MonitorRule& rule : rules_judging_clients()) result.monitor_rules.emplace_back(rule.id);
+  auto embedded = start_embedded(o, run_id, {Transport::fire});
+  if (!embedded) return result;  // no case executed: the run fails
+  ClientRunOptions co;
+  co.driver = {o.driver};
+  co.driver.insert(co.driver.end(), o.driver_args.begin(), o.driver_args.end());
+  co.broker_port = embedded->broker->port(Transport::fire);
+  co.vectors_dir = fs::path(o.conformance_dir).parent_path() / "vectors";
+  co.jobs = o.jobs;
+  co.known_failures = known;
+  co.run_id = run_id.substr(run_id.rfind('-') + 1);
+  co.on_case_done = [&](const CaseResult& r, std::size_t d, std::size_t n) { print_progress(r, d, n, o.verbose); };
+  result.target = "client driver " + o.driver + " against the embedded reference broker (" + url_of(Transport::fire, co.broker_port) + ")";
+  const auto started = std::chrono::steady_clock::now();
+  result.cases = run_client_cases(selected, co);
+  result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  embedded->broker->stop();
+  return result;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -547,6 +591,19 @@ int main(int argc, char** argv) {
     known = std::move(*k);
   }
 
+  if (!o.driver.empty()) {
+    if (!o.url.empty() || !o.fault.empty() || !o.fault_check.empty()) {
+      std::cerr << "firemq-conform: --driver runs the client cases against the reference broker; it takes no --url, "
+                   "--fault or --fault-check\n";
+      return kExitUsage;
+    }
+    RunResult result = run_client_mode(o, *suite, selected, run_id_now(), known);
+    result.command_line = command_line_of(argc, argv);
+    std::cout << console_summary(result);
+    const bool written = write_all_reports(result, o.reports_dir);
+    if (result.cases.empty()) return kExitUsage;
+    return result.passed() && written ? kExitPassed : kExitFailed;
+  }
   if (o.url.empty() && !o.restart_command.empty()) {
     std::cerr << "firemq-conform: --restart-command is for --url targets; the embedded broker is restarted by the "
                  "harness\n";
@@ -599,9 +656,7 @@ int main(int argc, char** argv) {
     runs.push_back(run_once(o, *suite, selected, target, run_id, known, false, fault, certificates));
   }
   RunResult result = combine_runs(runs);
-  std::ostringstream command;
-  for (int i = 0; i < argc; ++i) command << (i ? " " : "") << argv[i];
-  result.command_line = command.str();
+  result.command_line = command_line_of(argc, argv);
   proxy.reset();
   bool broker_ok = true;
   if (embedded) {

@@ -59,26 +59,6 @@ CaseResult skipped(const CaseSpec& spec, std::string why) {
   return r;
 }
 
-// A known-failures entry is an id glob, for every transport, or "GLOB@TRANSPORT" for one (e.g. "websocket.*@wss").
-bool listed(const std::vector<std::string>& known, const CaseResult& r) {
-  return std::any_of(known.begin(), known.end(), [&r](const std::string& entry) {
-    const std::size_t at = entry.rfind('@');
-    if (at == std::string::npos) return glob_match(entry, r.id);
-    return entry.compare(at + 1, std::string::npos, r.transport) == 0 && glob_match(entry.substr(0, at), r.id);
-  });
-}
-
-void apply_known_failures(CaseResult& r, const std::vector<std::string>& known) {
-  if (!listed(known, r)) return;
-  if (r.verdict == Verdict::fail) {
-    r.verdict = Verdict::expected_fail;
-    r.message = "known failure: " + r.message;
-  } else if (r.verdict == Verdict::pass) {
-    r.verdict = Verdict::unexpected_pass;
-    r.message = "remove it from the known-failures file";  // the reports say it was listed and passed
-  }
-}
-
 // A case with broker_args runs against a reference broker of its own, started with those flags.
 CaseResult run_on_own_broker(const CaseSpec& spec, const Target& target, const RunOptions& options,
                              const std::string& prefix) {
@@ -114,6 +94,26 @@ CaseResult run_on_own_broker(const CaseSpec& spec, const Target& target, const R
 }
 
 }  // namespace
+
+// A known-failures entry is an id glob, for every transport, or "GLOB@TRANSPORT" for one (e.g. "websocket.*@wss").
+static bool listed(const std::vector<std::string>& known, const CaseResult& r) {
+  return std::any_of(known.begin(), known.end(), [&r](const std::string& entry) {
+    const std::size_t at = entry.rfind('@');
+    if (at == std::string::npos) return glob_match(entry, r.id);
+    return entry.compare(at + 1, std::string::npos, r.transport) == 0 && glob_match(entry.substr(0, at), r.id);
+  });
+}
+
+void apply_known_failures(CaseResult& r, const std::vector<std::string>& known) {
+  if (!listed(known, r)) return;
+  if (r.verdict == Verdict::fail) {
+    r.verdict = Verdict::expected_fail;
+    r.message = "known failure: " + r.message;
+  } else if (r.verdict == Verdict::pass) {
+    r.verdict = Verdict::unexpected_pass;
+    r.message = "remove it from the known-failures file";  // the reports say it was listed and passed
+  }
+}
 
 bool restarts_broker(const CaseSpec& spec) {
   return std::count(spec.required_features.begin(), spec.required_features.end(), "restart") > 0;

@@ -28,6 +28,8 @@ std::vector<const CaseSpec*> select_cases(const std::vector<CaseSpec>& cases, co
 // Known failures: one case id (or glob) a line, "#" starts a comment. A listed case that fails is
 // expected-fail; one that passes is unexpected-pass, which fails the run, so the list stays true.
 Result<std::vector<std::string>, std::string> load_known_failures(const std::string& file);
+// Turns a listed case's fail into expected_fail and its pass into unexpected_pass (client mode uses it too).
+void apply_known_failures(CaseResult& r, const std::vector<std::string>& known);
 
 // What the runner learned from a first handshake with the target.
 struct ServerInfo {

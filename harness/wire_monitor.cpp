@@ -68,7 +68,8 @@ std::string op_row(const OpInfo& info) {
   return std::string("`0x") + kHex[code >> 4] + kHex[code & 0xf] + "`\t`" + std::string(info.name) + "`\t" + direction;
 }
 
-// Ops whose header has a rid and which get a reply (the spec's requests).
+}  // namespace
+
 bool is_request(std::uint8_t op) {
   switch (static_cast<OpCode>(op)) {
     case OpCode::declare_exchange: case OpCode::delete_exchange: case OpCode::declare_queue:
@@ -79,8 +80,6 @@ bool is_request(std::uint8_t op) {
       return false;
   }
 }
-
-}  // namespace
 
 const std::vector<MonitorRule>& monitor_rules() {
   static const std::vector<MonitorRule> rules = {
@@ -238,7 +237,7 @@ void WireMonitor::check_after_last_frame(const RawFrame& frame, Clock::time_poin
 // The other side's frames that oblige the judged side: its close (a close in reply), and a client's requests (a
 // reply each), publishes with a seq (a confirm each), subscribes and credit (deliveries within it), unsubscribes.
 void WireMonitor::note_request(std::uint8_t op, const Map& header) {
-  // A close in reply to the judged side's own close (a server's 320, say) asks for no close back.
+  // A close that answers the judged side's own close asks for nothing more.
   if (is(op, OpCode::close) && !judged_last_frame_at_ && !judged_closed_first_) peer_closed_ = true;
   if (judged_ == Side::client) return;  // the rest is what a client asks of a server
   const Value* rid_value = find(header, "rid");
@@ -292,11 +291,10 @@ void WireMonitor::note_state(Side from, std::uint8_t op, const Map& header) {
   }
   if (is(op, OpCode::close)) heartbeat_s_ = 0;  // closing: the heartbeats are over
   if (!judged(from) || judged_last_frame_at_) return;
+  if (is(op, OpCode::close) && !peer_closed_) judged_closed_first_ = true;
   if (is(op, OpCode::close) && peer_closed_) {
     judged_last_frame_at_ = last_from_judged_;
     last_frame_rule_ = kCloseSocket;
-  } else if (is(op, OpCode::close)) {
-    judged_closed_first_ = true;
   }
   if (is(op, OpCode::error) && flag(header, "fatal")) {
     judged_last_frame_at_ = last_from_judged_;

@@ -36,6 +36,8 @@ struct MonitorRule {
 };
 const std::vector<MonitorRule>& monitor_rules();
 const MonitorRule* find_monitor_rule(std::string_view id);
+// Whether `op` is a request: it carries a rid and gets one reply (the spec's "Design rules").
+bool is_request(std::uint8_t op);
 
 // How late the judged side's heartbeat ping may be: beyond h / 2 of its silence, for timer granularity and a
 // loaded CI machine (the same slack as the heartbeat_ping check).

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "harness/case_model.h"
+#include "harness/client_rules.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 
@@ -324,7 +325,8 @@ TEST(MonitorJudgingAClient, TheSameRulesBindTheClientWhereTheSpecSaysBoth) {
   EXPECT_EQ(rules, (std::vector<std::string>{"ops.direction", "close.reply-close"}));
 }
 
-// Every rule is a requirement of the catalog, and its quote is the spec's text, word for word.
+// Every rule (the monitor's, and client mode's client-only ones) is a requirement of the catalog, and its quote
+// is the spec's text, word for word.
 TEST(MonitorRules, AreCatalogRequirementsQuotingTheSpec) {
   const std::filesystem::path conformance = FIREMQ_CONFORMANCE_DIR;
   auto catalog = load_requirements(conformance / "requirements.json");
@@ -335,7 +337,9 @@ TEST(MonitorRules, AreCatalogRequirementsQuotingTheSpec) {
   ASSERT_FALSE(spec.str().empty());
   const auto squeeze = [](const std::string& s) { return std::regex_replace(s, std::regex("\\s+"), " "); };
   const std::string text = squeeze(spec.str());
-  for (const MonitorRule& rule : monitor_rules()) {
+  std::vector<MonitorRule> rules = monitor_rules();
+  rules.insert(rules.end(), client_rules().begin(), client_rules().end());
+  for (const MonitorRule& rule : rules) {
     const bool listed = std::any_of(catalog->begin(), catalog->end(), [&](const Requirement& r) { return r.id == rule.id; });
     EXPECT_TRUE(listed) << rule.id << " is not in requirements.json";
     EXPECT_NE(text.find(squeeze(std::string(rule.quote))), std::string::npos) << rule.id << ": " << rule.quote;

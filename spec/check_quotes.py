@@ -1,9 +1,10 @@
 #!/usr/bin/python3
 """Checks that what the conformance suite quotes from the spec is in the spec.
 
-Each case's spec.quote (conformance/cases/*.json) and each requirement text (conformance/requirements.json)
-must appear in spec/firemq-protocol-v1.txt, with whitespace normalised (the spec's tables are tab-separated)
-and "..." standing for words left out: the pieces around it must appear in that order.
+Each case's spec.quote (conformance/cases/*.json and client-cases/*.json) and each requirement text
+(conformance/requirements.json) must appear in spec/firemq-protocol-v1.txt, with whitespace normalised (the
+spec's tables are tab-separated) and "..." standing for words left out: the pieces around it must appear in
+that order.
 
 A requirement may name where its sentence comes from before a colon ("`ver` uint: Protocol major version.",
 "501 frame-error: Malformed frame."): the text after any ": " may be the quote. Requirements that describe a
@@ -62,7 +63,9 @@ def quoted_after_a_label(text, spec):
 
 def check_cases(root, spec):
     missing, known_fixed = [], []
-    for path in sorted((root / "conformance" / "cases").glob("*.json")):
+    # Broker cases and client cases (client mode, docs/client-certification.md) alike.
+    files = sorted((root / "conformance" / "cases").glob("*.json")) + sorted((root / "conformance" / "client-cases").glob("*.json"))
+    for path in files:
         for case in json.loads(path.read_text(encoding="utf-8"))["cases"]:
             key = f"{path.name}:{case['id']}"
             ok = appears(case["spec"]["quote"], spec)

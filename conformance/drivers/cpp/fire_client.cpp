@@ -1,0 +1,244 @@
+#include "fire_client.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "protocol/typed_json.h"
+
+namespace firemq::example {
+namespace {
+
+using Json = nlohmann::json;
+
+int open_tcp(const std::string& host, std::uint16_t port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
+  int fd = -1;
+  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
+    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+  ::freeaddrinfo(found);
+  if (fd >= 0) {
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  }
+  return fd;
+}
+
+int ms_left(FireClient::Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - FireClient::Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+
+Json typed(const Map& map) { return typed_json_from_value(Value(map)); }
+std::string text(ByteView bytes) { return std::string(bytes.begin(), bytes.end()); }
+
+// The rid of a reply, when the frame is one.
+std::optional<std::uint64_t> reply_rid(const Message& m) {
+  if (const auto* ok = std::get_if<op::Ok>(&m)) return ok->rid;
+  if (const auto* error = std::get_if<op::Error>(&m)) return error->rid;
+  if (const auto* got = std::get_if<op::GetOk>(&m)) return got->rid;
+  return std::nullopt;
+}
+
+}  // namespace
+
+FireClient::~FireClient() { drop_connection(); }
+
+void FireClient::drop_connection() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+bool FireClient::write(const Bytes& bytes) {
+  std::size_t sent = 0;
+  while (fd_ >= 0 && sent < bytes.size()) {
+    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
+    if (n <= 0) return false;
+    sent += static_cast<std::size_t>(n);
+  }
+  return fd_ >= 0;
+}
+
+Result<bool, std::string> FireClient::send(const Message& message) {
+  if (!write(encode_frame(message))) return std::string("not connected");
+  return true;
+}
+
+// Transports: "Client first sends the 4 ASCII bytes `FMQ1`, then length-prefixed frames."
+Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, Clock::time_point deadline) {
+  if (url.tls || url.websocket) return std::string("this example client speaks fire:// only");
+  fd_ = open_tcp(url.host, url.port);
+  if (fd_ < 0) return "cannot connect to " + url.host + ":" + std::to_string(url.port);
+  op::Hello hello;
+  hello.ver = 1;  // "Protocol major version. Must be `1`."
+  hello.vhost = url.vhost;
+  hello.auth = {"plain", url.user, url.password};
+  hello.heartbeat = heartbeat;
+  hello.client = {{Value("name"), Value("firemq-example-cpp")}, {Value("lang"), Value("c++")}};
+  hello.caps = {"confirms", "credit", "mandatory"};
+  Bytes bytes = {'F', 'M', 'Q', '1'};
+  const Bytes frame = encode_frame(hello);
+  bytes.insert(bytes.end(), frame.begin(), frame.end());
+  if (!write(bytes)) return std::string("cannot send hello");
+  auto got = await_reply(deadline);
+  if (!got) return got.error();
+  if (const auto* error = std::get_if<op::Error>(&*reply_)) return "refused: " + std::to_string(error->code) + " " + error->msg;
+  if (!std::holds_alternative<op::Welcome>(*reply_)) return std::string("the server did not answer hello with welcome");
+  const op::Welcome welcome = std::get<op::Welcome>(*reply_);
+  // "After welcome, the limit is welcome.max_frame": what the server sends stays within it too.
+  max_frame_ = welcome.max_frame != 0 ? welcome.max_frame : kDefaultMaxFrame;
+  reply_.reset();
+  return welcome;
+}
+
+// Design rules: "Requests carry a request id (rid) and get exactly one reply". One request at a time here, so
+// the reply in flight is the one with this rid.
+Result<Message, std::string> FireClient::request(Message request, Clock::time_point deadline) {
+  const std::uint64_t rid = breaks_.no_rid ? 0 : next_rid_++;
+  std::visit([rid](auto& m) {
+    if constexpr (requires { m.rid; }) m.rid = rid;
+  }, request);
+  if (!write(encode_frame(request))) return std::string("not connected");
+  auto got = await_reply(deadline);
+  if (!got) return got.error();
+  Message reply = std::move(*reply_);
+  reply_.reset();
+  return reply;
+}
+
+// Publishing: "Client-assigned sequence number, starting at 1 and increasing by 1. `0` means no confirm is
+// wanted."
+Result<bool, std::string> FireClient::publish(op::Publish publish, const std::string& body, bool confirm,
+                                             Clock::time_point deadline) {
+  if (confirm) {
+    if (breaks_.seq_from_2 && next_seq_ == 1) next_seq_ = 2;
+    publish.seq = next_seq_;
+  }
+  const Bytes frame = encode_frame(publish, Bytes(body.begin(), body.end()));
+  // "A message body must fit in one frame." and "After welcome, the limit is welcome.max_frame": a message too
+  // big is refused here, before it takes a sequence number.
+  if (frame.size() > max_frame_) {
+    return "the message does not fit in one frame: " + std::to_string(frame.size()) + " bytes, the server's max_frame is " +
+           std::to_string(max_frame_);
+  }
+  if (confirm) ++next_seq_;
+  if (!write(frame)) return std::string("not connected");
+  if (!confirm) return true;
+  const std::uint64_t seq = publish.seq;
+  auto got = wait_until([&] { return nacked_.count(seq) > 0 || confirmed_upto_ >= seq; }, deadline);
+  if (!got) return got.error();
+  return nacked_.count(seq) == 0;  // "A nack for a sequence number is always sent before any upto that covers it."
+}
+
+Result<bool, std::string> FireClient::close(Clock::time_point deadline) {
+  closing_ = true;
+  close_replied_ = false;
+  if (!write(encode_frame(op::Close{200, "bye"}))) return std::string("not connected");
+  auto got = wait_until([this] { return close_replied_; }, deadline);
+  drop_connection();
+  if (!got) return got.error();
+  return true;
+}
+
+Result<bool, std::string> FireClient::await_reply(Clock::time_point deadline) {
+  reply_.reset();
+  awaiting_reply_ = true;
+  auto got = wait_until([this] { return reply_.has_value(); }, deadline);
+  awaiting_reply_ = false;
+  return got;
+}
+
+template <class Done>
+Result<bool, std::string> FireClient::wait_until(Done done, Clock::time_point deadline) {
+  while (!done()) {
+    if (fd_ < 0) return std::string("the connection is closed");
+    if (Clock::now() >= deadline) return std::string("timed out");
+    auto pumped = pump(deadline);
+    if (!pumped) return pumped.error();
+  }
+  return true;
+}
+
+Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
+  pollfd pfd{fd_, POLLIN, 0};
+  if (::poll(&pfd, 1, ms_left(deadline)) <= 0) return true;
+  std::array<std::uint8_t, 64 * 1024> buffer;
+  const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
+  if (n <= 0) {
+    emit_closed("socket", 0, "the connection ended without close");
+    drop_connection();
+    return true;
+  }
+  ByteView rest(buffer.data(), static_cast<std::size_t>(n));
+  while (!rest.empty() && fd_ >= 0) {
+    const auto step = decoder_.feed(rest);
+    rest = rest.subspan(step.consumed);
+    if (step.state == FrameDecoder::State::error) {
+      drop_connection();
+      return "the server sent bytes that are no frame: " + decoder_.error().msg;
+    }
+    if (step.state == FrameDecoder::State::frame) handle(decoder_.take_frame());
+  }
+  return true;
+}
+
+void FireClient::emit_closed(const char* by, std::uint64_t code, const std::string& msg) {
+  on_event_({{"event", "closed"}, {"by", by}, {"code", code}, {"msg", msg}});
+}
+
+// What the server sent: replies for the request in flight, confirms, and everything else as events.
+// "Implementations ignore header keys they do not know": decode_frame skips them.
+void FireClient::handle(const RawFrame& frame) {
+  auto decoded = decode_frame(frame);
+  if (!decoded) return on_event_({{"event", "error"}, {"code", decoded.error().code}, {"msg", "undecodable frame: " + decoded.error().msg}});
+  Message& m = *decoded;
+  if (std::holds_alternative<op::Ping>(m)) {
+    if (!breaks_.no_pong) write(encode_frame(op::Pong{}));  // "A peer that receives ping replies pong."
+  } else if (const auto* close = std::get_if<op::Close>(&m)) {
+    if (closing_) {
+      close_replied_ = true;  // the answer to our close: the conversation is over
+      return;
+    }
+    // close: "The receiver replies with its own close and closes the socket."
+    emit_closed("server", close->code, close->msg);
+    if (!breaks_.no_close_reply) write(encode_frame(op::Close{200, "closing as asked"}));
+    drop_connection();
+  } else if (const auto* confirm = std::get_if<op::Confirm>(&m)) {
+    if (confirm->nack) nacked_.insert(confirm->seq);
+    else confirmed_upto_ = std::max(confirmed_upto_, confirm->upto);
+  } else if (const auto* deliver = std::get_if<op::Deliver>(&m)) {
+    on_event_({{"event", "delivered"}, {"subscription", deliver->sub}, {"delivery_tag", deliver->tag},
+               {"redelivered", deliver->redelivered}, {"exchange", deliver->exchange}, {"key", deliver->key},
+               {"props", typed(deliver->props.entries)}, {"headers", typed(deliver->headers)}, {"body", text(frame.payload())}});
+  } else if (const auto* returned = std::get_if<op::Return>(&m)) {
+    on_event_({{"event", "returned"}, {"code", returned->code}, {"msg", returned->msg}, {"exchange", returned->exchange},
+               {"key", returned->key}, {"body", text(frame.payload())}});
+  } else if (const auto* flow = std::get_if<op::Flow>(&m)) {
+    on_event_({{"event", "flow"}, {"pause", flow->pause}});
+  } else if (const auto* cancelled = std::get_if<op::Cancelled>(&m)) {
+    on_event_({{"event", "cancelled"}, {"subscription", cancelled->sub}, {"code", cancelled->code}, {"msg", cancelled->msg}});
+  } else if (const auto* error = std::get_if<op::Error>(&m); error != nullptr && error->rid == 0 && !awaiting_reply_) {
+    on_event_({{"event", "error"}, {"code", error->code}, {"msg", error->msg}, {"fatal", error->fatal}});
+  } else if (std::holds_alternative<op::Welcome>(m) || reply_rid(m)) {
+    if (std::holds_alternative<op::GetOk>(m)) last_get_body_ = text(frame.payload());
+    reply_ = std::move(m);
+  }
+}
+
+}  // namespace firemq::example

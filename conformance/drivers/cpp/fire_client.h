@@ -1,0 +1,85 @@
+// A small FireMQ client over TCP (fire://), written for the example driver (driver.cpp): enough of the
+// protocol to pass every client case, and short enough to read in one sitting. An SDK author reads it as a
+// sketch of what a client owes the server; the rules it keeps are named beside the code that keeps them.
+//
+// Single-threaded and blocking: every wait has a deadline and pumps the socket, so pings are answered and
+// deliveries reported while the client waits for a reply. Frames that are not replies become events, given to
+// the `on_event` callback as JSON (the driver protocol's events).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+#include "protocol/url.h"
+
+namespace firemq::example {
+
+// Rules the client breaks on purpose (--break NAME): proof that the client cases catch each one.
+struct Breaks {
+  bool seq_from_2 = false;      // numbers publishes 2, 3, 4, ... ("starting at 1")
+  bool no_pong = false;         // ignores the server's pings ("A peer that receives ping replies pong.")
+  bool no_close_reply = false;  // closes the socket on the server's close without its own close
+  bool no_rid = false;          // sends requests without a rid ("Requests carry a request id (rid)")
+};
+
+class FireClient {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using EventSink = std::function<void(const nlohmann::json&)>;
+
+  FireClient(Breaks breaks, EventSink on_event) : breaks_(breaks), on_event_(std::move(on_event)) {}
+  ~FireClient();
+
+  // FMQ1, hello, then welcome or error. The error says what went wrong.
+  Result<op::Welcome, std::string> connect(const Url& url, std::uint64_t heartbeat, Clock::time_point deadline);
+  // A request (its rid is set here) and its one reply: ok, error or get_ok.
+  Result<Message, std::string> request(Message request, Clock::time_point deadline);
+  // A publish; with `confirm`, waits for its confirm and returns whether it was confirmed (true) or nacked.
+  Result<bool, std::string> publish(op::Publish publish, const std::string& body, bool confirm, Clock::time_point deadline);
+  // A frame that has no reply (ack, nack, credit).
+  Result<bool, std::string> send(const Message& message);
+  // close 200 and the server's close in reply.
+  Result<bool, std::string> close(Clock::time_point deadline);
+
+  bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
+  // Reads and handles what the server sent, waiting at most until `deadline` for something to come.
+  Result<bool, std::string> pump(Clock::time_point deadline);
+  // The body of the last get_ok (requests return the header only).
+  const std::string& last_get_body() const { return last_get_body_; }
+
+ private:
+  void handle(const RawFrame& frame);
+  void emit_closed(const char* by, std::uint64_t code, const std::string& msg);
+  bool write(const Bytes& bytes);
+  void drop_connection();
+  // Waits for the reply to what was just sent (welcome, ok, error, get_ok).
+  Result<bool, std::string> await_reply(Clock::time_point deadline);
+  template <class Done>
+  Result<bool, std::string> wait_until(Done done, Clock::time_point deadline);
+
+  Breaks breaks_;
+  EventSink on_event_;
+  int fd_ = -1;
+  FrameDecoder decoder_{StreamSide::client, kDefaultMaxFrame};
+  std::size_t max_frame_ = kMaxFrameBeforeWelcome;  // the largest frame the server accepts: welcome.max_frame
+  std::uint64_t next_rid_ = 1;
+  std::uint64_t next_seq_ = 1;
+  std::optional<Message> reply_;              // the reply to the request in flight
+  std::uint64_t confirmed_upto_ = 0;          // every seq up to this one is confirmed
+  std::set<std::uint64_t> nacked_;
+  bool awaiting_reply_ = false;               // a request (or hello) is in flight: an error without rid is its reply
+  bool closing_ = false;                      // we sent close: the server's close is its reply
+  bool close_replied_ = false;                // the server's close after ours
+  std::string last_get_body_;
+};
+
+}  // namespace firemq::example

@@ -1,0 +1,87 @@
+// The harness as a client's peer (client mode, docs/client-certification.md): a TCP proxy between the client
+// under test and the reference broker that judges every frame the CLIENT sends, with the wire monitor's rules
+// applied to the client side (wire_monitor.h, Side::client) and the client-only rules of client_rules.h, and
+// records the transcript both ways. It can also play a server that is awkward but within the spec: split its
+// frames into single bytes, add header keys the client does not know, lower welcome.max_frame, ping the client,
+// close with 320, send a fatal error.
+//
+// Two threads per proxied connection (one a direction), blocking sockets; one mutex guards the monitors, the
+// transcript and writes to the client. stop() (or the destructor) ends and joins everything.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "harness/client_rules.h"
+#include "harness/run_result.h"
+#include "harness/wire_monitor.h"
+#include "protocol/error.h"
+#include "protocol/frame.h"
+
+namespace firemq::conform {
+
+// Awkward-but-legal behaviour of the server, applied to every frame the broker sends.
+struct ServerQuirks {
+  bool single_bytes = false;         // each frame written one byte at a time (TCP may deliver any split)
+  bool unknown_header_keys = false;  // "Implementations ignore header keys they do not know."
+  std::uint64_t max_frame = 0;       // welcome.max_frame lowered to this (0: as the broker says)
+};
+
+class ClientProxy {
+ public:
+  // Listens on 127.0.0.1 (a free port) and forwards to the broker at upstream_host:upstream_port. Times in the
+  // transcript and violations count from `origin` (the case's start).
+  static Result<std::unique_ptr<ClientProxy>, std::string> start(const std::string& upstream_host, std::uint16_t upstream_port,
+                                                                ServerQuirks quirks, Clock::time_point origin);
+  ~ClientProxy();
+  std::uint16_t port() const { return port_; }
+
+  // Changes how the server behaves from the next frame the broker sends (a case sets it before connecting).
+  void set_quirks(ServerQuirks quirks);
+  // Sends a frame to the client on its latest connection, as the server: a ping; a close, after which the
+  // proxy stops forwarding and lets the broker go, as a server that closed would; an error with fatal: true,
+  // after which it also closes the client's socket ("the server closes the connection after this frame").
+  // False without a connection.
+  bool send_to_client(std::uint8_t op, const Map& header);
+  // Waits until the client has sent a frame of `op` on its latest connection since the last send_to_client.
+  bool wait_for_client(std::uint8_t op, Clock::time_point deadline);
+
+  // Ends every connection, joins the threads and judges what is still owed. Idempotent.
+  void stop();
+  std::vector<TranscriptLine> transcript();
+  std::vector<MonitorViolation> violations();
+  std::size_t connections();
+
+ private:
+  struct Connection;
+  ClientProxy(int listener, std::uint16_t port, std::string host, std::uint16_t upstream, ServerQuirks quirks,
+              Clock::time_point origin);
+  void accept_loop();
+  void client_to_broker(Connection& c);
+  bool judge_from_client(Connection& c, ByteView bytes);
+  void broker_to_client(Connection& c);
+  // Under mutex_: a complete frame from `from`, seen by the monitors and the transcript.
+  void seen(Connection& c, Side from, const RawFrame& frame);
+  bool write_to_client(Connection& c, ByteView bytes);
+
+  int listener_;
+  std::uint16_t port_;
+  std::string upstream_host_;
+  std::uint16_t upstream_port_;
+  ServerQuirks quirks_;
+  Clock::time_point origin_;
+  std::atomic<bool> stopping_{false};
+  std::thread acceptor_;
+  std::mutex mutex_;
+  std::condition_variable frame_seen_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::vector<TranscriptLine> transcript_;
+};
+
+}  // namespace firemq::conform

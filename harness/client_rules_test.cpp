@@ -1,0 +1,132 @@
+// The client-only rules (client_rules.h) on hand-made conversations: each fires on its violation and stays
+// quiet on what the spec allows; and the driver replies' matcher of client mode.
+#include "harness/client_rules.h"
+
+#include <gtest/gtest.h>
+
+#include "harness/client_mode.h"
+#include "protocol/msgpack_codec.h"
+#include "protocol/ops.h"
+
+namespace firemq::conform {
+namespace {
+
+using std::chrono::milliseconds;
+
+RawFrame frame(OpCode op, Map header = {}) {
+  Bytes encoded;
+  encode_map(header, encoded);
+  return RawFrame(frame_message(static_cast<std::uint8_t>(op), encoded, {}));
+}
+
+Map with(const char* key, std::uint64_t value) { return {{Value(key), Value(value)}}; }
+
+class ClientRulesTest : public ::testing::Test {
+ protected:
+  void client(OpCode op, Map header = {}) { feed(Side::client, frame(op, std::move(header))); }
+  void server(OpCode op, Map header = {}) { feed(Side::server, frame(op, std::move(header))); }
+  void feed(Side from, const RawFrame& f) {
+    now_ += milliseconds(10);
+    rules_.observe(from, f, now_);
+  }
+  std::vector<std::string> broken() const {
+    std::vector<std::string> ids;
+    for (const MonitorViolation& v : rules_.violations()) ids.push_back(v.rule);
+    return ids;
+  }
+  Clock::time_point now_{};
+  ClientRules rules_{"client-1", Clock::time_point{}};
+};
+
+TEST_F(ClientRulesTest, PreambleOtherThanFmq1IsFlagged) {
+  const std::string bad = "FMQ2";
+  rules_.observe_preamble(Bytes(bad.begin(), bad.end()), now_);
+  EXPECT_EQ(broken(), std::vector<std::string>{"transport.tcp.preamble"});
+}
+
+TEST_F(ClientRulesTest, Fmq1PreambleIsQuiet) {
+  const std::string good = "FMQ1";
+  rules_.observe_preamble(Bytes(good.begin(), good.end()), now_);
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, SequenceNumbersFromOneByOneAreQuietAndSeqZeroDoesNotCount) {
+  client(OpCode::publish, with("seq", 0));
+  client(OpCode::publish, with("seq", 1));
+  client(OpCode::publish, {});
+  client(OpCode::publish, with("seq", 2));
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, FirstSequenceNumberOtherThanOneIsFlagged) {
+  client(OpCode::publish, with("seq", 2));
+  EXPECT_EQ(broken(), std::vector<std::string>{"publish.seq.numbering"});
+}
+
+TEST_F(ClientRulesTest, SkippedSequenceNumberIsFlagged) {
+  client(OpCode::publish, with("seq", 1));
+  client(OpCode::publish, with("seq", 3));
+  EXPECT_EQ(broken(), std::vector<std::string>{"publish.seq.numbering"});
+}
+
+TEST_F(ClientRulesTest, RequestWithoutRidIsFlagged) {
+  client(OpCode::declare_queue, {});
+  EXPECT_EQ(broken(), std::vector<std::string>{"design.request.rid"});
+}
+
+TEST_F(ClientRulesTest, RidOfARequestAwaitingItsReplyIsFlaggedButReuseAfterTheReplyIsQuiet) {
+  client(OpCode::declare_queue, with("rid", 1));
+  server(OpCode::ok, with("rid", 1));
+  client(OpCode::bind, with("rid", 1));
+  EXPECT_TRUE(broken().empty());
+  client(OpCode::get, with("rid", 1));
+  EXPECT_EQ(broken(), std::vector<std::string>{"design.request.rid"});
+}
+
+TEST_F(ClientRulesTest, PingAnsweredWithPongIsQuiet) {
+  server(OpCode::ping);
+  client(OpCode::pong);
+  rules_.finish(now_ + milliseconds(5000));
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, PingNeverAnsweredIsFlaggedAtTheEnd) {
+  server(OpCode::ping);
+  rules_.finish(now_);
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.pong"});
+}
+
+TEST_F(ClientRulesTest, PingLeftUnansweredWhileTheClientGoesOnSendingIsFlagged) {
+  server(OpCode::ping);
+  now_ += kPongTolerance;
+  client(OpCode::publish, {});
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.pong"});
+}
+
+TEST_F(ClientRulesTest, PingAfterTheCloseIsOwedNothing) {
+  server(OpCode::close, with("code", 320));
+  server(OpCode::ping);
+  rules_.finish(now_);
+  EXPECT_TRUE(broken().empty());
+}
+
+// The wire monitor judging a client (Side::client): a close that answers the judged side's own close asks
+// for no other close (wire_monitor_test.cpp has the server's close left unanswered).
+TEST(WireMonitorJudgingAClient, ServerCloseAnsweringTheClientsCloseIsOwedNothing) {
+  WireMonitor monitor(Side::client, "client-1", Clock::time_point{});
+  monitor.observe(Side::client, frame(OpCode::close, with("code", 200)), Clock::time_point{} + milliseconds(10));
+  monitor.observe(Side::server, frame(OpCode::close, with("code", 200)), Clock::time_point{} + milliseconds(20));
+  monitor.observe_end(Side::client, Clock::time_point{} + milliseconds(30));
+  EXPECT_TRUE(monitor.violations().empty());
+}
+
+TEST(SubsetMismatch, ExtraKeysAndAnyAreAcceptedMissingOrDifferentValuesAreNot) {
+  const auto actual = nlohmann::json::parse(R"({"ok": true, "name": "q", "messages": 2, "props": {"a": 1, "b": 2}})");
+  EXPECT_EQ(subset_mismatch(nlohmann::json::parse(R"({"ok": true, "props": {"a": 1}, "name": "$any"})"), actual), "");
+  EXPECT_NE(subset_mismatch(nlohmann::json::parse(R"({"messages": 3})"), actual), "");
+  EXPECT_NE(subset_mismatch(nlohmann::json::parse(R"({"consumers": 0})"), actual), "");
+  EXPECT_NE(subset_mismatch(nlohmann::json::parse(R"({"props": {"a": "1"}})"), actual), "");
+}
+
+}  // namespace
+}  // namespace firemq::conform
