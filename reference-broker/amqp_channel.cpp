@@ -63,7 +63,9 @@ const AmqpChannel::Route AmqpChannel::kRoutes[] = {
 AmqpChannel::AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, std::string name,
                          TransportHints hints, op::Hello login)
     : number_(number), host_(host), login_(std::move(login)), max_body_(env.config.max_frame) {
-  session_.emplace(env, static_cast<Outbox&>(*this), std::move(name), std::move(hints));
+  // The AMQP connection is counted against max-connections once, at connection.open (AmqpConnectionCore), not
+  // once per channel.
+  session_.emplace(env, static_cast<Outbox&>(*this), std::move(name), std::move(hints), Session::Counting::by_transport);
 }
 
 AmqpChannel::~AmqpChannel() = default;  // the session requeues what it held (Session::~Session)

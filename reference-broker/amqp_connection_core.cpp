@@ -39,6 +39,19 @@ bool client_capability(const amqp::FieldTable& client_properties, std::string_vi
   return cap != nullptr && cap->get_if<bool>() != nullptr && *cap->get_if<bool>();
 }
 
+// A max-connections limit reached at connection.open, in RabbitMQ's words (rabbit_reader): 530 NOT_ALLOWED, naming
+// the limit. The vhost's is checked first, as ConnectionCounts::admit does.
+Error connection_limit_reached(const ConnectionCounts& counts, const Principal& who, const VhostLimits& vhost_limits,
+                               const UserLimits& user_limits) {
+  if (vhost_limits.max_connections && counts.on_vhost(who.vhost) >= *vhost_limits.max_connections) {
+    return hard_error(kNotAllowed, "access to vhost '" + who.vhost + "' refused for user '" + who.user +
+                                       "': connection limit (" + std::to_string(*vhost_limits.max_connections) +
+                                       ") is reached");
+  }
+  return hard_error(kNotAllowed, "Connection refused for user '" + who.user + "': user connection limit (" +
+                                     std::to_string(user_limits.max_connections.value_or(0)) + ") is reached");
+}
+
 }  // namespace
 
 Result<Credentials> parse_credentials(const std::string& mechanism, const std::string& response) {
@@ -213,6 +226,16 @@ void AmqpConnectionCore::on_open(const Method& method) {
   auto principal = log_in(env_.definitions, env_.config.loopback,
                           {"plain", login_.auth.user, login_.auth.pass, login_.vhost, hints_.peer_address});
   if (!principal) return connection_error(principal.error(), method.id());
+  // The operator's max-connections limits (limits.h) count the connection once, here, whatever number of channels
+  // it opens later (their sessions do not count themselves), until on_connection_lost. RabbitMQ checks them at
+  // connection.open too and refuses with 530 (rabbit_reader's vhost and user connection limit checks).
+  ConnectionCounts& counts = env_.core.connection_counts();
+  const VhostLimits& vhost_limits = env_.definitions.vhost_limits(principal->vhost);
+  const UserLimits& user_limits = env_.definitions.user_limits(principal->user);
+  if (counts.admit(principal->user, user_limits, principal->vhost, vhost_limits)) {
+    return connection_error(connection_limit_reached(counts, *principal, vhost_limits, user_limits), method.id());
+  }
+  counted_ = {principal->user, principal->vhost};
   send(0, Method::of(m::kConnectionOpenOk));
   state_ = State::open;
 }
@@ -244,7 +267,13 @@ void AmqpConnectionCore::on_shutdown() {
   on_connection_lost();
 }
 
-void AmqpConnectionCore::on_connection_lost() { channels_.clear(); }
+void AmqpConnectionCore::on_connection_lost() {
+  channels_.clear();
+  // The connection was counted at connection.open; it ends here for the limits, once (this runs again when the
+  // socket goes, and from the destructor).
+  if (counted_) env_.core.connection_counts().release(counted_->user, counted_->vhost);
+  counted_.reset();
+}
 
 bool AmqpConnectionCore::has_published() const {
   for (const auto& [number, channel] : channels_) {

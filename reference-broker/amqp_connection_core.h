@@ -10,7 +10,9 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "protocol/amqp/frame.h"
 #include "reference-broker/amqp_channel.h"
@@ -87,6 +89,12 @@ class AmqpConnectionCore : private AmqpChannelHost {
   bool blocked_notify_ = false;
   bool told_blocked_ = false;
   std::map<std::uint16_t, std::unique_ptr<AmqpChannel>> channels_;
+  // Who the connection counts for against max-connections, from connection.open until it ends.
+  struct Counted {
+    std::string user;
+    std::string vhost;
+  };
+  std::optional<Counted> counted_;
 };
 
 // The user and password of connection.start-ok's response: PLAIN ("\0user\0password", RFC 4616) or AMQPLAIN (a

@@ -139,9 +139,14 @@ def read_frames(sock, count):
     return frames
 
 
-def raw_amqp_session(port):
-    """A hand-made AMQP client up to an open channel 1: to see the broker's bytes as they are."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+def raw_amqp_open(port, rcvbuf=None):
+    """A hand-made AMQP client up to connection.open: the socket and the broker's answer to open (open-ok, or a
+    connection.close) as (class, method, payload). `rcvbuf`: the socket's SO_RCVBUF, set before it connects."""
+    sock = socket.socket()
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
     sock.sendall(b"AMQP\x00\x00\x09\x01")
     read_frames(sock, 1)  # start
     sock.sendall(amqp_frame(1, 0, struct.pack(">HHI", 10, 11, 0) + b"\x05PLAIN" + struct.pack(">I", 12) +
@@ -149,7 +154,15 @@ def raw_amqp_session(port):
     read_frames(sock, 1)  # tune
     sock.sendall(amqp_frame(1, 0, struct.pack(">HHHIH", 10, 31, 10, 131072, 0)))
     sock.sendall(amqp_frame(1, 0, struct.pack(">HH", 10, 40) + b"\x01/\x00\x00"))
-    read_frames(sock, 1)  # open-ok
+    _, _, answer = read_frames(sock, 1)[0]
+    class_id, method_id = struct.unpack(">HH", answer[:4])
+    return sock, (class_id, method_id, answer[4:])
+
+
+def raw_amqp_session(port):
+    """A hand-made AMQP client up to an open channel 1: to see the broker's bytes as they are."""
+    sock, answer = raw_amqp_open(port)
+    assert answer[:2] == (10, 41), answer  # open-ok
     sock.sendall(amqp_frame(1, 1, struct.pack(">HH", 20, 10) + b"\x00"))
     read_frames(sock, 1)  # channel.open-ok
     return sock
@@ -343,6 +356,68 @@ class AmqpWithPika(WithBroker):
         pump(self.connection)
         fire.close()
         self.assertEqual(received, [b"live"])
+
+
+class AmqpConnectionLimits(unittest.TestCase):
+    """max-connections counts an AMQP connection once, from connection.open to its end, whatever its channels, and
+    in the same count as FireMQ's connections; over the limit, connection.open is refused with 530 as RabbitMQ
+    refuses it."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.broker = Broker(self.tmp.name, extra=["--vhost-limit", "/:max-connections=1"])
+
+    def tearDown(self):
+        self.broker.stop()
+        self.tmp.cleanup()
+
+    def assert_refused_with_530(self):
+        sock, (class_id, method_id, args) = raw_amqp_open(self.broker.ports["amqp"])
+        self.assertEqual((class_id, method_id), (10, 50), args)  # connection.close
+        code, text_size = struct.unpack(">HB", args[:3])
+        self.assertEqual(code, 530)
+        self.assertIn(b"connection limit (1) is reached", args[3:3 + text_size])
+        sock.close()
+
+    def fire_hello(self):
+        """A FireMQ connection's answer to hello: (op, header)."""
+        sock = socket.create_connection(("127.0.0.1", self.broker.ports["fire"]), timeout=5)
+        fire = FireClient.__new__(FireClient)
+        fire.sock = sock
+        sock.sendall(b"FMQ1")
+        fire.send(0x01, {"ver": 1, "auth": {"mech": "plain", "user": "guest", "pass": "guest"}})
+        op, header, _ = fire.receive()
+        return fire, op, header
+
+    def test_a_second_amqp_connection_is_refused_with_530_and_channels_are_not_counted(self):
+        connection = self.broker.amqp()
+        channels = [connection.channel() for _ in range(3)]  # one connection, three channels: all allowed
+        for i, channel in enumerate(channels):
+            channel.queue_declare("limit-q%d" % i)
+        self.assert_refused_with_530()
+        self.assertTrue(connection.is_open)
+        connection.close()
+        # Released exactly once when the connection ended (not once per channel): one may connect again, one only.
+        again = self.broker.amqp()
+        self.assert_refused_with_530()
+        again.close()
+
+    def test_an_amqp_connection_without_channels_is_counted(self):
+        sock, answer = raw_amqp_open(self.broker.ports["amqp"])
+        self.assertEqual(answer[:2], (10, 41))  # open-ok, and no channel
+        self.assert_refused_with_530()
+        sock.close()
+
+    def test_firemq_and_amqp_connections_share_the_count(self):
+        amqp = self.broker.amqp()
+        fire, op, header = self.fire_hello()
+        self.assertEqual((op, header.get("code")), (0x07, 506), header)  # error: the vhost's limit is reached
+        fire.close()
+        amqp.close()
+        fire, op, header = self.fire_hello()
+        self.assertEqual(op, 0x02, header)  # welcome once the AMQP connection has ended
+        self.assert_refused_with_530()
+        fire.close()
 
 
 class AmqpTools(WithBroker):

@@ -34,8 +34,8 @@ Error fatal_error(ReplyCode code, std::string msg, std::uint64_t rid = 0) {
 
 }  // namespace
 
-Session::Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints)
-    : env_(env), out_(out), conn_id_(std::move(conn_id)), hints_(std::move(hints)) {}
+Session::Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints, Counting counting)
+    : env_(env), out_(out), conn_id_(std::move(conn_id)), hints_(std::move(hints)), counting_(counting) {}
 
 Session::~Session() { on_connection_lost(); }
 
@@ -86,9 +86,14 @@ void Session::on_hello(const op::Hello& hello) {
     return fail(std::move(admitted.error()));
   }
   const Principal& who = admitted->principal;
-  // The operator's max-connections limits (limits.h); counted until on_connection_lost.
-  if (Status full = env_.core.connection_counts().admit(who.user, env_.definitions.user_limits(who.user), who.vhost,
-                                                         env_.definitions.vhost_limits(who.vhost))) {
+  // The operator's max-connections limits (limits.h); counted until on_connection_lost, unless the transport
+  // counts the connection itself (an AMQP channel's session).
+  Status full;
+  if (counting_ == Counting::by_session) {
+    full = env_.core.connection_counts().admit(who.user, env_.definitions.user_limits(who.user), who.vhost,
+                                               env_.definitions.vhost_limits(who.vhost));
+  }
+  if (full) {
     full->fatal = true;
     log_refused_hello(hello, *full);
     return fail(std::move(*full));

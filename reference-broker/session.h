@@ -77,9 +77,15 @@ class Subscription : public Consumer {
 class Session : private DurabilityWaiter {
  public:
   enum class State { awaiting_hello, open, closing };
+  // Whether hello counts the session against the max-connections limits (limits.h). A FireMQ connection is one
+  // session and is counted by it; an AMQP connection carries one session per channel and is counted once, at
+  // connection.open, by the AMQP listener (as RabbitMQ counts connections, not channels): its channels' sessions
+  // are `Counting::by_transport`.
+  enum class Counting { by_session, by_transport };
 
   // `conn_id` names the connection (welcome.conn_id); `hints` is what its transport learnt before hello.
-  Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints = {});
+  Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints = {},
+          Counting counting = Counting::by_session);
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -188,6 +194,7 @@ class Session : private DurabilityWaiter {
   Outbox& out_;
   std::string conn_id_;
   TransportHints hints_;
+  Counting counting_;
   State state_ = State::awaiting_hello;
   std::uint64_t heartbeat_ = 0;
   std::string user_;

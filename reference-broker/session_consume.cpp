@@ -193,7 +193,7 @@ void Session::on_connection_lost() {
   if (vhost_ == nullptr) return;
   Vhost& vhost = *vhost_;
   vhost_ = nullptr;  // once only
-  env_.core.connection_counts().release(user_, vhost_name_);
+  if (counting_ == Counting::by_session) env_.core.connection_counts().release(user_, vhost_name_);
   std::vector<std::shared_ptr<Queue>> left;
   // First stop them all: removing one consumer dispatches to the others, and none of them may be this session's.
   for (auto& [sub, s] : subscriptions_) s->stop();
