@@ -10,8 +10,6 @@ namespace firemq {
 namespace {
 
 using boost::system::error_code;
-// As the FireMQ engine's: after the last frame, how long to wait for the peer's end before closing anyway.
-constexpr std::chrono::milliseconds kLingerAfterClose{2000};
 
 awaitable<void> wait(asio::steady_timer& timer) {
   error_code ec;
@@ -38,7 +36,8 @@ AmqpConnection::AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, Amq
       reader_wakeup_(socket_.get_executor()),
       heartbeat_timer_(socket_.get_executor()),
       handshake_timer_(socket_.get_executor()),
-      linger_timer_(socket_.get_executor()) {
+      linger_timer_(socket_.get_executor()),
+      closing_deadline_(socket_.get_executor()) {
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   // The protocol header, start-ok, tune-ok and open must all arrive within the handshake timeout.
@@ -186,6 +185,15 @@ void AmqpConnection::write(Bytes bytes) {
 }
 
 void AmqpConnection::close_after_flush() {
+  // As the FireMQ engine's: the whole close (writing out what is queued, then lingering) is bounded by
+  // kMaxClosingTime. A peer that never reads would otherwise keep a closing connection, and its pending bytes,
+  // forever: the writer waits on a full socket and the lingering close never starts.
+  if (!close_after_flush_) {
+    closing_deadline_.expires_after(kMaxClosingTime);
+    closing_deadline_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->stop();
+    });
+  }
   close_after_flush_ = true;
   writer_wakeup_.cancel();
   reader_wakeup_.cancel();
@@ -202,6 +210,7 @@ void AmqpConnection::stop() {
   heartbeat_timer_.cancel();
   handshake_timer_.cancel();
   linger_timer_.cancel();
+  closing_deadline_.cancel();
   registry_.remove(this);
   MemoryAccount::remove(pending_bytes_);
   pending_bytes_ = 0;

@@ -6,7 +6,8 @@
 // one Session, and an AMQP connection carries one session per channel, with a handshake of its own. It applies
 // the same policies with the same named bounds: kMaxPendingBytes on the outbound queue (the reader stops while
 // it is exceeded), the memory account, the alarm pause of a publishing connection, heartbeats through
-// HeartbeatMonitor, the store's write-out before frames leave, and the lingering close (docs/ARCHITECTURE.md).
+// HeartbeatMonitor, the store's write-out before frames leave, and the lingering close within kMaxClosingTime
+// (docs/ARCHITECTURE.md).
 //
 // Runs on the broker thread only. Each coroutine holds a shared_ptr to the connection.
 #pragma once
@@ -77,6 +78,7 @@ class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, priv
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer handshake_timer_;
   asio::steady_timer linger_timer_;
+  asio::steady_timer closing_deadline_;  // bounds the whole close (kMaxClosingTime)
 };
 
 }  // namespace firemq

@@ -544,6 +544,24 @@ class AmqpBadInput(WithBroker):
         self.assertTrue(survivor.channel().queue_declare("after-bad-input").method.queue)
         survivor.close()
 
+    def test_a_closed_client_that_keeps_sending_and_never_reads_is_cut_off(self):
+        # As FireMQ's (abuse_test.py): the close of a connection whose peer never reads is bounded (kMaxClosingTime).
+        # so that the replies below wait in the broker
+        raw, answer = raw_amqp_open(self.broker.ports["amqp"], rcvbuf=4096)
+        self.assertEqual(answer[:2], (10, 41))
+        raw.sendall(amqp_frame(1, 1, struct.pack(">HH", 20, 10) + b"\x00"))
+        read_frames(raw, 1)  # channel.open-ok
+        # Replies it never reads (queue.declare-ok, ~220 bytes each), then a frame with a bad frame-end: 501, the
+        # broker is now closing the connection.
+        name = b"amqp-closing-" + b"n" * 180
+        declare = amqp_frame(1, 1, struct.pack(">HHHB", 50, 10, 0, len(name)) + name + b"\x00" + struct.pack(">I", 0))
+        raw.sendall(declare * 30000 + b"\x01\x00\x00\x00\x00\x00\x04\x00\x0a\x00\x0b\x00")  # ~6.6 MB of replies
+        started = time.time()
+        with self.assertRaises((ConnectionResetError, BrokenPipeError)):
+            while time.time() - started < 30:
+                raw.sendall(b"\0" * 65536)  # drained by the closing connection, until its time is up
+        self.assertLess(time.time() - started, 15)
+
 
 if __name__ == "__main__":
     BROKER = sys.argv.pop(1)
