@@ -2,6 +2,7 @@
 
 #include "protocol/amqp/wire.h"
 #include "protocol/reply_codes.h"
+#include "reference-broker/log.h"
 
 namespace firemq {
 namespace {
@@ -180,12 +181,13 @@ void AmqpConnectionCore::send_start() {
 
 void AmqpConnectionCore::on_start_ok(const Method& method) {
   auto credentials = parse_credentials(method.text("mechanism"), method.text("response"));
-  if (!credentials) return connection_error(credentials.error(), method.id());
+  if (!credentials) return refuse_login("AMQP connection.start-ok", "", credentials.error(), method.id());
   // Authentication here, authorisation at connection.open, as RabbitMQ splits them; log_in checks both there.
   // With authentication_failure_close the client is told with connection.close 403.
   if (env_.definitions.authenticate(credentials->user, credentials->password) == nullptr) {
-    return connection_error(hard_error(403, "Login was refused using authentication mechanism " +
-                                                method.text("mechanism")), method.id());
+    return refuse_login("AMQP connection.start-ok", credentials->user,
+                        hard_error(403, "Login was refused using authentication mechanism " + method.text("mechanism")),
+                        method.id());
   }
   login_.ver = 1;
   login_.auth = {"plain", credentials->user, credentials->password};
@@ -225,7 +227,7 @@ void AmqpConnectionCore::on_open(const Method& method) {
   login_.vhost = named.empty() ? "/" : named;
   auto principal = log_in(env_.definitions, env_.config.loopback,
                           {"plain", login_.auth.user, login_.auth.pass, login_.vhost, hints_.peer_address});
-  if (!principal) return connection_error(principal.error(), method.id());
+  if (!principal) return refuse_login("AMQP connection.open", login_.auth.user, principal.error(), method.id());
   // The operator's max-connections limits (limits.h) count the connection once, here, whatever number of channels
   // it opens later (their sessions do not count themselves), until on_connection_lost. RabbitMQ checks them at
   // connection.open too and refuses with 530 (rabbit_reader's vhost and user connection limit checks).
@@ -233,7 +235,8 @@ void AmqpConnectionCore::on_open(const Method& method) {
   const VhostLimits& vhost_limits = env_.definitions.vhost_limits(principal->vhost);
   const UserLimits& user_limits = env_.definitions.user_limits(principal->user);
   if (counts.admit(principal->user, user_limits, principal->vhost, vhost_limits)) {
-    return connection_error(connection_limit_reached(counts, *principal, vhost_limits, user_limits), method.id());
+    return refuse_login("AMQP connection.open", principal->user,
+                        connection_limit_reached(counts, *principal, vhost_limits, user_limits), method.id());
   }
   counted_ = {principal->user, principal->vhost};
   send(0, Method::of(m::kConnectionOpenOk));
@@ -291,6 +294,15 @@ void AmqpConnectionCore::tell_alarm(bool alarm) {
     send(0, Method::of(m::kConnectionUnblocked));
     told_blocked_ = false;
   }
+}
+
+void AmqpConnectionCore::refuse_login(std::string_view step, const std::string& user, const Error& error,
+                                      amqp::MethodId method) {
+  // The same line as FireMQ's refused hello (Session::log_refused_hello): the operator sees every refused login,
+  // whichever protocol, as RabbitMQ logs its refused AMQP logins. The user name as the client gave it, never the
+  // password.
+  log_refused_login(step, error.code, hints_.peer_address, user, error.msg);
+  connection_error(error, method);
 }
 
 void AmqpConnectionCore::send(std::uint16_t channel, const Method& method) {

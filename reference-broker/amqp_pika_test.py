@@ -55,6 +55,13 @@ class Broker:
             self.process.wait(10)
         self.log.close()
 
+    def wait_for_log(self, text, seconds=5):
+        """The broker's log once it holds `text`, or as it is after `seconds`."""
+        deadline = time.time() + seconds
+        while text not in open(self.log.name, "rb").read() and time.time() < deadline:
+            time.sleep(0.05)
+        return open(self.log.name, "rb").read()
+
     def amqp(self, password="guest"):
         credentials = pika.PlainCredentials("guest", password)
         return pika.BlockingConnection(pika.ConnectionParameters(
@@ -188,6 +195,23 @@ class AmqpWithPika(WithBroker):
         with self.assertRaises((pika.exceptions.ProbableAuthenticationError,
                                 pika.exceptions.AuthenticationError)):
             self.broker.amqp(password="wrong")
+
+    def test_a_refused_login_is_logged_without_the_password(self):
+        # As FireMQ's refused hello: the peer's address and the user name, never the password.
+        with self.assertRaises((pika.exceptions.ProbableAuthenticationError,
+                                pika.exceptions.AuthenticationError)):
+            self.broker.amqp(password="not-the-password-42")
+        log = self.broker.wait_for_log(b"AMQP connection.start-ok refused (403) from 127.0.0.1, user 'guest': ")
+        self.assertIn(b"AMQP connection.start-ok refused (403) from 127.0.0.1, user 'guest': ", log)
+        self.assertNotIn(b"not-the-password-42", log)
+
+    def test_a_login_refused_at_open_is_logged(self):
+        with self.assertRaises(pika.exceptions.AMQPConnectionError):
+            pika.BlockingConnection(pika.ConnectionParameters(
+                "127.0.0.1", self.broker.ports["amqp"], "no-such-vhost", pika.PlainCredentials("guest", "guest"),
+                connection_attempts=1, socket_timeout=5))
+        log = self.broker.wait_for_log(b"AMQP connection.open refused (403) from 127.0.0.1, user 'guest': ")
+        self.assertIn(b"AMQP connection.open refused (403) from 127.0.0.1, user 'guest': ", log)
 
     def test_publish_with_confirms_then_get(self):
         self.channel.queue_declare(self.queue, arguments={"x-max-length": 10, "x-message-ttl": 60000})

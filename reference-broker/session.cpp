@@ -108,9 +108,7 @@ void Session::on_hello(const op::Hello& hello) {
 }
 
 void Session::log_refused_hello(const op::Hello& hello, const Error& error) const {
-  // The peer's address and the user name it gave, never the password; what the peer chose is bounded and escaped.
-  log_line("hello refused (" + std::to_string(error.code) + ") from " + hints_.peer_address.value_or("no network peer") +
-           ", user '" + printable(hello.auth.user) + "': " + printable(error.msg, 256));
+  log_refused_login("hello", error.code, hints_.peer_address, hello.auth.user, error.msg);
 }
 
 void Session::send_welcome() {
