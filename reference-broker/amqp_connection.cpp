@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "protocol/amqp/frame.h"
+#include "reference-broker/log.h"
 #include "reference-broker/memory_account.h"
 #include "reference-broker/stream_transport.h"
 
@@ -17,6 +18,18 @@ awaitable<void> wait(asio::steady_timer& timer) {
 }
 
 }  // namespace
+
+void AmqpConnectionRegistry::add(AmqpConnection* c) {
+  connections_.insert(c);
+  handshakes_.begin_handshake(c);
+}
+
+void AmqpConnectionRegistry::handshake_done(AmqpConnection* c) { handshakes_.handshake_done(c); }
+
+void AmqpConnectionRegistry::remove(AmqpConnection* c) {
+  connections_.erase(c);
+  handshakes_.handshake_done(c);
+}
 
 void AmqpConnectionRegistry::shutdown_all() {
   for (AmqpConnection* c : connections_) c->shutdown();
@@ -95,6 +108,7 @@ awaitable<void> AmqpConnection::wait_until_readable() {
 void AmqpConnection::start_heartbeat() {
   heartbeat_started_ = true;
   handshake_timer_.cancel();
+  registry_.handshake_done(this);  // connection.open-ok sent: no longer under --max-handshakes
   heartbeat_.start(core_.heartbeat(), Clock::now());
   if (!heartbeat_.enabled()) return;
   asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); }, asio::detached);
@@ -165,6 +179,12 @@ awaitable<void> AmqpConnection::handshake_deadline() {
   error_code ec;
   co_await handshake_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
   if (!ec && core_.state() != AmqpConnectionCore::State::open) stop();
+}
+
+void AmqpConnection::drop_in_handshake() {
+  log_line("amqp connection " + describe_endpoints(socket_) +
+           " dropped: too many connections in their handshake (--max-handshakes)");
+  stop();
 }
 
 void AmqpConnection::on_alarm_changed() {

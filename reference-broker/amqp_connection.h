@@ -18,17 +18,22 @@
 
 #include "reference-broker/amqp_connection_core.h"
 #include "reference-broker/asio.h"
+#include "reference-broker/connection.h"
 #include "reference-broker/heartbeat.h"
 
 namespace firemq {
 
 class AmqpConnection;
 
-// Every open AMQP connection, for graceful shutdown and the alarms (as ConnectionRegistry for FireMQ's).
+// Every open AMQP connection, for graceful shutdown and the alarms (as ConnectionRegistry for FireMQ's). Those in
+// their handshake (from accept to connection.open-ok) are in FireMQ's registry's handshake list, under the one
+// --max-handshakes bound: a flood of stalled connections is dropped whichever listener it comes through.
 class AmqpConnectionRegistry {
  public:
-  void add(AmqpConnection* c) { connections_.insert(c); }
-  void remove(AmqpConnection* c) { connections_.erase(c); }
+  explicit AmqpConnectionRegistry(ConnectionRegistry& handshakes) : handshakes_(handshakes) {}
+  void add(AmqpConnection* c);
+  void handshake_done(AmqpConnection* c);
+  void remove(AmqpConnection* c);
   void shutdown_all();
   void set_alarm(bool active);
   bool alarm() const { return alarm_; }
@@ -36,16 +41,18 @@ class AmqpConnectionRegistry {
 
  private:
   std::unordered_set<AmqpConnection*> connections_;
+  ConnectionRegistry& handshakes_;
   bool alarm_ = false;
 };
 
-class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, private AmqpWire {
+class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, public InHandshake, private AmqpWire {
  public:
   AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, AmqpConnectionRegistry& registry);
 
   void start();
   void shutdown();
   void on_alarm_changed();
+  void drop_in_handshake() override;
 
  private:
   awaitable<void> reader();

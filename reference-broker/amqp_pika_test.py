@@ -444,6 +444,58 @@ class AmqpConnectionLimits(unittest.TestCase):
         fire.close()
 
 
+def closed_by_broker(sock, seconds=3):
+    """Whether the broker ends the connection within `seconds` (what it sends meanwhile is read and dropped)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+class AmqpHandshakeBound(unittest.TestCase):
+    """--max-handshakes bounds AMQP connections between accept and connection.open-ok, in one list with FireMQ's:
+    past the bound, the connection that has waited longest is dropped, whichever its protocol."""
+
+    def test_stalled_amqp_handshakes_share_the_bound_with_firemq(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = Broker(directory, extra=["--max-handshakes", "5"])
+            try:
+                fire = socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=5)
+                fire.sendall(b"FMQ1")  # and no hello: the oldest in its handshake
+                time.sleep(0.3)
+                stalled = []
+                for _ in range(4):  # five in their handshake: the bound, nobody dropped
+                    sock = socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5)
+                    sock.sendall(b"AMQP\x00\x00\x09\x01")
+                    read_frames(sock, 1)  # connection.start: accepted, and stalled before start-ok
+                    stalled.append(sock)
+                self.assertFalse(closed_by_broker(fire, 0.5))
+                sixth = socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5)
+                sixth.sendall(b"AMQP\x00\x00\x09\x01")
+                read_frames(sixth, 1)
+                self.assertTrue(closed_by_broker(fire))  # a FireMQ connection dropped for an AMQP one
+                seventh = socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5)
+                seventh.sendall(b"AMQP\x00\x00\x09\x01")
+                read_frames(seventh, 1)
+                self.assertTrue(closed_by_broker(stalled[0]))  # then the oldest AMQP one
+                self.assertFalse(closed_by_broker(stalled[1], 0.5))
+                # A real client's handshake is quick: it completes (and drops the oldest stalled one), and once
+                # open it is no longer under the bound.
+                connection = broker.amqp()
+                self.assertTrue(closed_by_broker(stalled[1]))
+                more = [socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5) for _ in range(5)]
+                pump(connection, 0.5)
+                self.assertTrue(connection.is_open)
+                connection.close()
+            finally:
+                broker.stop()
+
+
 class AmqpTools(WithBroker):
     """amqp-tools (librabbitmq's command line): another real client, written in C."""
 

@@ -23,8 +23,17 @@ awaitable<void> wait(asio::steady_timer& timer) {
 
 void ConnectionRegistry::add(Connection* c) {
   connections_.insert(c);
+  begin_handshake(c);
+}
+
+void ConnectionRegistry::begin_handshake(InHandshake* c) {
   if (handshaking_.size() >= max_handshakes_ && !handshaking_.empty()) handshaking_.front()->drop_in_handshake();
   handshaking_.push_back(c);
+}
+
+void ConnectionRegistry::remove(Connection* c) {
+  connections_.erase(c);
+  handshaking_.remove(c);
 }
 
 void ConnectionRegistry::shutdown_all() {
