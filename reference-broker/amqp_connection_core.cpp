@@ -163,8 +163,7 @@ void AmqpConnectionCore::open_channel(std::uint16_t number) {
     return connection_error(hard_error(kNotAllowed, "channel " + std::to_string(number) + " is above channel_max " +
                                                         std::to_string(channel_max_)), m::kChannelOpen);
   }
-  auto channel = std::make_unique<AmqpChannel>(number, env_, static_cast<AmqpChannelHost&>(*this), name_ + " (" + std::to_string(number) + ")",
-                                               hints_, login_);
+  auto channel = std::make_unique<AmqpChannel>(number, env_, static_cast<AmqpChannelHost&>(*this), name_, hints_, login_);
   AmqpChannel& opened = *channel;
   channels_[number] = std::move(channel);
   opened.open();
@@ -274,7 +273,11 @@ void AmqpConnectionCore::on_connection_lost() {
   channels_.clear();
   // The connection was counted at connection.open; it ends here for the limits, once (this runs again when the
   // socket goes, and from the destructor).
-  if (counted_) env_.core.connection_counts().release(counted_->user, counted_->vhost);
+  if (!counted_) return;
+  env_.core.connection_counts().release(counted_->user, counted_->vhost);
+  // Its exclusive queues, whichever channel declared them, go with it (RabbitMQ: "used by only one connection
+  // and the queue will be deleted when that connection closes"); its channels have ended above.
+  if (Vhost* vhost = env_.core.vhost(counted_->vhost)) vhost->on_connection_closed(name_);
   counted_.reset();
 }
 

@@ -46,7 +46,8 @@ class AmqpConnectionCore : private AmqpChannelHost {
   void flush();
   // SIGTERM: connection.close 320 (connection-forced).
   void on_shutdown();
-  // The socket is gone: every channel's session ends (deliveries requeued, exclusive queues deleted).
+  // The connection ends (closing, or the socket is gone): every channel's session ends (deliveries requeued),
+  // then its count against max-connections and its exclusive queues go, once.
   void on_connection_lost();
   // Flow control: connection.blocked while an alarm holds and this connection has published, connection.unblocked
   // once all alarms clear; only for clients that take them (capability connection.blocked).

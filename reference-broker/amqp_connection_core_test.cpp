@@ -190,6 +190,24 @@ TEST_F(AmqpConnectionCoreTest, PublishWithConfirmThenGetCarriesThePropertiesBack
   EXPECT_EQ(only_method().id(), m::kBasicGetEmpty);
 }
 
+TEST_F(AmqpConnectionCoreTest, AnExclusiveQueueBelongsToTheConnectionNotTheChannel) {
+  // RabbitMQ ties exclusivity to the connection: usable from its other channels, kept when the declaring channel
+  // closes, deleted when the connection ends.
+  open_connection();
+  open_channel(1);
+  open_channel(2);
+  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("mine")).set("exclusive", true));
+  ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  send(1, Method::of(m::kChannelClose));
+  ASSERT_EQ(only_method().id(), m::kChannelCloseOk);
+  send(2, Method::of(m::kQueueDeclare).set("queue", std::string("mine")).set("passive", true));
+  ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  const auto& queues = core_model_.vhost("/")->queues();
+  EXPECT_TRUE(queues.contains("mine"));
+  core_.on_connection_lost();
+  EXPECT_FALSE(queues.contains("mine"));
+}
+
 TEST_F(AmqpConnectionCoreTest, ChannelErrorClosesOnlyThatChannel) {
   open_connection();
   open_channel(1);

@@ -279,6 +279,25 @@ class AmqpWithPika(WithBroker):
         self.channel.basic_reject(method.delivery_tag, requeue=False)
         self.assertEqual(self.channel.basic_get(self.queue), (None, None, None))
 
+    def test_an_exclusive_queue_belongs_to_the_connection_not_the_channel(self):
+        # As RabbitMQ: any channel of the declaring connection may use it, it outlives the declaring channel, other
+        # connections get 405 RESOURCE_LOCKED, and it is deleted when the connection closes.
+        self.channel.queue_declare(self.queue, exclusive=True)
+        second = self.connection.channel()
+        second.basic_publish("", self.queue, b"from channel 2")
+        self.assertEqual(second.basic_get(self.queue, auto_ack=True)[2], b"from channel 2")
+        self.channel.close()
+        self.assertEqual(second.queue_declare(self.queue, passive=True).method.message_count, 0)
+        other = self.broker.amqp()
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as raised:
+            other.channel().queue_declare(self.queue, passive=True)
+        self.assertEqual(raised.exception.reply_code, 405)
+        self.connection.close()
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as raised:
+            other.channel().queue_declare(self.queue, passive=True)
+        self.assertEqual(raised.exception.reply_code, 404)
+        other.close()
+
     def test_topic_exchange_and_exchange_binding(self):
         self.channel.exchange_declare("x-" + self.queue, "topic")
         self.channel.exchange_declare("x2-" + self.queue, "fanout")

@@ -34,8 +34,14 @@ Error fatal_error(ReplyCode code, std::string msg, std::uint64_t rid = 0) {
 
 }  // namespace
 
-Session::Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints, Counting counting)
-    : env_(env), out_(out), conn_id_(std::move(conn_id)), hints_(std::move(hints)), counting_(counting) {}
+Session::Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints, Counting counting,
+                 std::string exclusive_owner)
+    : env_(env),
+      out_(out),
+      conn_id_(std::move(conn_id)),
+      exclusive_owner_(exclusive_owner.empty() ? conn_id_ : std::move(exclusive_owner)),
+      hints_(std::move(hints)),
+      counting_(counting) {}
 
 Session::~Session() { on_connection_lost(); }
 

@@ -84,8 +84,11 @@ class Session : private DurabilityWaiter {
   enum class Counting { by_session, by_transport };
 
   // `conn_id` names the connection (welcome.conn_id); `hints` is what its transport learnt before hello.
+  // `exclusive_owner` is the connection that owns the exclusive queues this session declares and may use: empty
+  // for the session itself (conn_id). An AMQP channel gives its connection's name, since RabbitMQ ties an exclusive
+  // queue to the connection, not the channel; such a session leaves deleting them to its owner when it ends.
   Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints = {},
-          Counting counting = Counting::by_session);
+          Counting counting = Counting::by_session, std::string exclusive_owner = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -193,6 +196,7 @@ class Session : private DurabilityWaiter {
   SessionEnv env_;
   Outbox& out_;
   std::string conn_id_;
+  std::string exclusive_owner_;  // conn_id_, or the AMQP connection of this channel's session
   TransportHints hints_;
   Counting counting_;
   State state_ = State::awaiting_hello;
