@@ -60,10 +60,13 @@ const AmqpChannel::Route AmqpChannel::kRoutes[] = {
     {m::kTxRollback, &AmqpChannel::on_tx_rollback},
 };
 
-AmqpChannel::AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, std::string name,
+AmqpChannel::AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, const std::string& connection,
                          TransportHints hints, op::Hello login)
     : number_(number), host_(host), login_(std::move(login)), max_body_(env.config.max_frame) {
-  session_.emplace(env, static_cast<Outbox&>(*this), std::move(name), std::move(hints));
+  // The AMQP connection is counted against max-connections once, at connection.open (AmqpConnectionCore), not
+  // once per channel; and it owns the channel's exclusive queues, which it deletes when it ends.
+  session_.emplace(env, static_cast<Outbox&>(*this), connection + " (" + std::to_string(number) + ")",
+                   std::move(hints), Session::Counting::by_transport, connection);
 }
 
 AmqpChannel::~AmqpChannel() = default;  // the session requeues what it held (Session::~Session)

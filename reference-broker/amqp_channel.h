@@ -60,8 +60,10 @@ class AmqpChannel : private Outbox {
   enum class State { opening, open, closing, closed };
 
   // `login` is the connection's: the channel's session logs in with it (the same user, vhost and checks).
-  AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, std::string name, TransportHints hints,
-              op::Hello login);
+  // `connection` names the connection; the channel's session is "connection (number)", and the exclusive queues
+  // it declares belong to the connection, as in RabbitMQ.
+  AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, const std::string& connection,
+              TransportHints hints, op::Hello login);
   ~AmqpChannel() override;
 
   // channel.open: the session opens (answers channel.open-ok, or a connection error).

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "protocol/amqp/frame.h"
+#include "reference-broker/log.h"
 #include "reference-broker/memory_account.h"
 #include "reference-broker/stream_transport.h"
 
@@ -10,8 +11,6 @@ namespace firemq {
 namespace {
 
 using boost::system::error_code;
-// As the FireMQ engine's: after the last frame, how long to wait for the peer's end before closing anyway.
-constexpr std::chrono::milliseconds kLingerAfterClose{2000};
 
 awaitable<void> wait(asio::steady_timer& timer) {
   error_code ec;
@@ -19,6 +18,18 @@ awaitable<void> wait(asio::steady_timer& timer) {
 }
 
 }  // namespace
+
+void AmqpConnectionRegistry::add(AmqpConnection* c) {
+  connections_.insert(c);
+  handshakes_.begin_handshake(c);
+}
+
+void AmqpConnectionRegistry::handshake_done(AmqpConnection* c) { handshakes_.handshake_done(c); }
+
+void AmqpConnectionRegistry::remove(AmqpConnection* c) {
+  connections_.erase(c);
+  handshakes_.handshake_done(c);
+}
 
 void AmqpConnectionRegistry::shutdown_all() {
   for (AmqpConnection* c : connections_) c->shutdown();
@@ -38,7 +49,8 @@ AmqpConnection::AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, Amq
       reader_wakeup_(socket_.get_executor()),
       heartbeat_timer_(socket_.get_executor()),
       handshake_timer_(socket_.get_executor()),
-      linger_timer_(socket_.get_executor()) {
+      linger_timer_(socket_.get_executor()),
+      closing_deadline_(socket_.get_executor()) {
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   // The protocol header, start-ok, tune-ok and open must all arrive within the handshake timeout.
@@ -96,6 +108,7 @@ awaitable<void> AmqpConnection::wait_until_readable() {
 void AmqpConnection::start_heartbeat() {
   heartbeat_started_ = true;
   handshake_timer_.cancel();
+  registry_.handshake_done(this);  // connection.open-ok sent: no longer under --max-handshakes
   heartbeat_.start(core_.heartbeat(), Clock::now());
   if (!heartbeat_.enabled()) return;
   asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); }, asio::detached);
@@ -168,6 +181,12 @@ awaitable<void> AmqpConnection::handshake_deadline() {
   if (!ec && core_.state() != AmqpConnectionCore::State::open) stop();
 }
 
+void AmqpConnection::drop_in_handshake() {
+  log_line("amqp connection " + describe_endpoints(socket_) +
+           " dropped: too many connections in their handshake (--max-handshakes)");
+  stop();
+}
+
 void AmqpConnection::on_alarm_changed() {
   core_.tell_alarm(registry_.alarm());
   reader_wakeup_.cancel();
@@ -186,6 +205,15 @@ void AmqpConnection::write(Bytes bytes) {
 }
 
 void AmqpConnection::close_after_flush() {
+  // As the FireMQ engine's: the whole close (writing out what is queued, then lingering) is bounded by
+  // kMaxClosingTime. A peer that never reads would otherwise keep a closing connection, and its pending bytes,
+  // forever: the writer waits on a full socket and the lingering close never starts.
+  if (!close_after_flush_) {
+    closing_deadline_.expires_after(kMaxClosingTime);
+    closing_deadline_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->stop();
+    });
+  }
   close_after_flush_ = true;
   writer_wakeup_.cancel();
   reader_wakeup_.cancel();
@@ -202,6 +230,7 @@ void AmqpConnection::stop() {
   heartbeat_timer_.cancel();
   handshake_timer_.cancel();
   linger_timer_.cancel();
+  closing_deadline_.cancel();
   registry_.remove(this);
   MemoryAccount::remove(pending_bytes_);
   pending_bytes_ = 0;

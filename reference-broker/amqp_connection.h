@@ -6,7 +6,8 @@
 // one Session, and an AMQP connection carries one session per channel, with a handshake of its own. It applies
 // the same policies with the same named bounds: kMaxPendingBytes on the outbound queue (the reader stops while
 // it is exceeded), the memory account, the alarm pause of a publishing connection, heartbeats through
-// HeartbeatMonitor, the store's write-out before frames leave, and the lingering close (docs/ARCHITECTURE.md).
+// HeartbeatMonitor, the store's write-out before frames leave, and the lingering close within kMaxClosingTime
+// (docs/ARCHITECTURE.md).
 //
 // Runs on the broker thread only. Each coroutine holds a shared_ptr to the connection.
 #pragma once
@@ -17,17 +18,22 @@
 
 #include "reference-broker/amqp_connection_core.h"
 #include "reference-broker/asio.h"
+#include "reference-broker/connection.h"
 #include "reference-broker/heartbeat.h"
 
 namespace firemq {
 
 class AmqpConnection;
 
-// Every open AMQP connection, for graceful shutdown and the alarms (as ConnectionRegistry for FireMQ's).
+// Every open AMQP connection, for graceful shutdown and the alarms (as ConnectionRegistry for FireMQ's). Those in
+// their handshake (from accept to connection.open-ok) are in FireMQ's registry's handshake list, under the one
+// --max-handshakes bound: a flood of stalled connections is dropped whichever listener it comes through.
 class AmqpConnectionRegistry {
  public:
-  void add(AmqpConnection* c) { connections_.insert(c); }
-  void remove(AmqpConnection* c) { connections_.erase(c); }
+  explicit AmqpConnectionRegistry(ConnectionRegistry& handshakes) : handshakes_(handshakes) {}
+  void add(AmqpConnection* c);
+  void handshake_done(AmqpConnection* c);
+  void remove(AmqpConnection* c);
   void shutdown_all();
   void set_alarm(bool active);
   bool alarm() const { return alarm_; }
@@ -35,16 +41,18 @@ class AmqpConnectionRegistry {
 
  private:
   std::unordered_set<AmqpConnection*> connections_;
+  ConnectionRegistry& handshakes_;
   bool alarm_ = false;
 };
 
-class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, private AmqpWire {
+class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, public InHandshake, private AmqpWire {
  public:
   AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, AmqpConnectionRegistry& registry);
 
   void start();
   void shutdown();
   void on_alarm_changed();
+  void drop_in_handshake() override;
 
  private:
   awaitable<void> reader();
@@ -77,6 +85,7 @@ class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, priv
   asio::steady_timer heartbeat_timer_;
   asio::steady_timer handshake_timer_;
   asio::steady_timer linger_timer_;
+  asio::steady_timer closing_deadline_;  // bounds the whole close (kMaxClosingTime)
 };
 
 }  // namespace firemq

@@ -2,6 +2,7 @@
 
 #include "protocol/amqp/wire.h"
 #include "protocol/reply_codes.h"
+#include "reference-broker/log.h"
 
 namespace firemq {
 namespace {
@@ -37,6 +38,19 @@ bool client_capability(const amqp::FieldTable& client_properties, std::string_vi
   const auto* table = caps ? caps->get_if<amqp::FieldTable>() : nullptr;
   const amqp::FieldValue* cap = table ? amqp::find(*table, name) : nullptr;
   return cap != nullptr && cap->get_if<bool>() != nullptr && *cap->get_if<bool>();
+}
+
+// A max-connections limit reached at connection.open, in RabbitMQ's words (rabbit_reader): 530 NOT_ALLOWED, naming
+// the limit. The vhost's is checked first, as ConnectionCounts::admit does.
+Error connection_limit_reached(const ConnectionCounts& counts, const Principal& who, const VhostLimits& vhost_limits,
+                               const UserLimits& user_limits) {
+  if (vhost_limits.max_connections && counts.on_vhost(who.vhost) >= *vhost_limits.max_connections) {
+    return hard_error(kNotAllowed, "access to vhost '" + who.vhost + "' refused for user '" + who.user +
+                                       "': connection limit (" + std::to_string(*vhost_limits.max_connections) +
+                                       ") is reached");
+  }
+  return hard_error(kNotAllowed, "Connection refused for user '" + who.user + "': user connection limit (" +
+                                     std::to_string(user_limits.max_connections.value_or(0)) + ") is reached");
 }
 
 }  // namespace
@@ -149,8 +163,7 @@ void AmqpConnectionCore::open_channel(std::uint16_t number) {
     return connection_error(hard_error(kNotAllowed, "channel " + std::to_string(number) + " is above channel_max " +
                                                         std::to_string(channel_max_)), m::kChannelOpen);
   }
-  auto channel = std::make_unique<AmqpChannel>(number, env_, static_cast<AmqpChannelHost&>(*this), name_ + " (" + std::to_string(number) + ")",
-                                               hints_, login_);
+  auto channel = std::make_unique<AmqpChannel>(number, env_, static_cast<AmqpChannelHost&>(*this), name_, hints_, login_);
   AmqpChannel& opened = *channel;
   channels_[number] = std::move(channel);
   opened.open();
@@ -167,12 +180,13 @@ void AmqpConnectionCore::send_start() {
 
 void AmqpConnectionCore::on_start_ok(const Method& method) {
   auto credentials = parse_credentials(method.text("mechanism"), method.text("response"));
-  if (!credentials) return connection_error(credentials.error(), method.id());
+  if (!credentials) return refuse_login("AMQP connection.start-ok", "", credentials.error(), method.id());
   // Authentication here, authorisation at connection.open, as RabbitMQ splits them; log_in checks both there.
   // With authentication_failure_close the client is told with connection.close 403.
   if (env_.definitions.authenticate(credentials->user, credentials->password) == nullptr) {
-    return connection_error(hard_error(403, "Login was refused using authentication mechanism " +
-                                                method.text("mechanism")), method.id());
+    return refuse_login("AMQP connection.start-ok", credentials->user,
+                        hard_error(403, "Login was refused using authentication mechanism " + method.text("mechanism")),
+                        method.id());
   }
   login_.ver = 1;
   login_.auth = {"plain", credentials->user, credentials->password};
@@ -212,7 +226,18 @@ void AmqpConnectionCore::on_open(const Method& method) {
   login_.vhost = named.empty() ? "/" : named;
   auto principal = log_in(env_.definitions, env_.config.loopback,
                           {"plain", login_.auth.user, login_.auth.pass, login_.vhost, hints_.peer_address});
-  if (!principal) return connection_error(principal.error(), method.id());
+  if (!principal) return refuse_login("AMQP connection.open", login_.auth.user, principal.error(), method.id());
+  // The operator's max-connections limits (limits.h) count the connection once, here, whatever number of channels
+  // it opens later (their sessions do not count themselves), until on_connection_lost. RabbitMQ checks them at
+  // connection.open too and refuses with 530 (rabbit_reader's vhost and user connection limit checks).
+  ConnectionCounts& counts = env_.core.connection_counts();
+  const VhostLimits& vhost_limits = env_.definitions.vhost_limits(principal->vhost);
+  const UserLimits& user_limits = env_.definitions.user_limits(principal->user);
+  if (counts.admit(principal->user, user_limits, principal->vhost, vhost_limits)) {
+    return refuse_login("AMQP connection.open", principal->user,
+                        connection_limit_reached(counts, *principal, vhost_limits, user_limits), method.id());
+  }
+  counted_ = {principal->user, principal->vhost};
   send(0, Method::of(m::kConnectionOpenOk));
   state_ = State::open;
 }
@@ -244,7 +269,17 @@ void AmqpConnectionCore::on_shutdown() {
   on_connection_lost();
 }
 
-void AmqpConnectionCore::on_connection_lost() { channels_.clear(); }
+void AmqpConnectionCore::on_connection_lost() {
+  channels_.clear();
+  // The connection was counted at connection.open; it ends here for the limits, once (this runs again when the
+  // socket goes, and from the destructor).
+  if (!counted_) return;
+  env_.core.connection_counts().release(counted_->user, counted_->vhost);
+  // Its exclusive queues, whichever channel declared them, go with it (RabbitMQ: "used by only one connection
+  // and the queue will be deleted when that connection closes"); its channels have ended above.
+  if (Vhost* vhost = env_.core.vhost(counted_->vhost)) vhost->on_connection_closed(name_);
+  counted_.reset();
+}
 
 bool AmqpConnectionCore::has_published() const {
   for (const auto& [number, channel] : channels_) {
@@ -262,6 +297,15 @@ void AmqpConnectionCore::tell_alarm(bool alarm) {
     send(0, Method::of(m::kConnectionUnblocked));
     told_blocked_ = false;
   }
+}
+
+void AmqpConnectionCore::refuse_login(std::string_view step, const std::string& user, const Error& error,
+                                      amqp::MethodId method) {
+  // The same line as FireMQ's refused hello (Session::log_refused_hello): the operator sees every refused login,
+  // whichever protocol, as RabbitMQ logs its refused AMQP logins. The user name as the client gave it, never the
+  // password.
+  log_refused_login(step, error.code, hints_.peer_address, user, error.msg);
+  connection_error(error, method);
 }
 
 void AmqpConnectionCore::send(std::uint16_t channel, const Method& method) {

@@ -10,7 +10,9 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "protocol/amqp/frame.h"
 #include "reference-broker/amqp_channel.h"
@@ -44,7 +46,8 @@ class AmqpConnectionCore : private AmqpChannelHost {
   void flush();
   // SIGTERM: connection.close 320 (connection-forced).
   void on_shutdown();
-  // The socket is gone: every channel's session ends (deliveries requeued, exclusive queues deleted).
+  // The connection ends (closing, or the socket is gone): every channel's session ends (deliveries requeued),
+  // then its count against max-connections and its exclusive queues go, once.
   void on_connection_lost();
   // Flow control: connection.blocked while an alarm holds and this connection has published, connection.unblocked
   // once all alarms clear; only for clients that take them (capability connection.blocked).
@@ -66,6 +69,8 @@ class AmqpConnectionCore : private AmqpChannelHost {
   void on_close(const amqp::Method& m);
   void send(std::uint16_t channel, const amqp::Method& m);
   void close_connection(std::uint16_t code, const std::string& text, amqp::MethodId method);
+  // A login refused at start-ok or open: logged (log_refused_login), then the connection error.
+  void refuse_login(std::string_view step, const std::string& user, const Error& error, amqp::MethodId method);
 
   // AmqpChannelHost
   void write(Bytes frames) override { wire_.write(std::move(frames)); }
@@ -87,6 +92,12 @@ class AmqpConnectionCore : private AmqpChannelHost {
   bool blocked_notify_ = false;
   bool told_blocked_ = false;
   std::map<std::uint16_t, std::unique_ptr<AmqpChannel>> channels_;
+  // Who the connection counts for against max-connections, from connection.open until it ends.
+  struct Counted {
+    std::string user;
+    std::string vhost;
+  };
+  std::optional<Counted> counted_;
 };
 
 // The user and password of connection.start-ok's response: PLAIN ("\0user\0password", RFC 4616) or AMQPLAIN (a

@@ -70,6 +70,13 @@ class AmqpConnectionCoreTest : public ::testing::Test {
     send(0, Method::of(m::kConnectionOpen).set("virtual_host", std::string("/")));
     ASSERT_EQ(only_method().id(), m::kConnectionOpenOk);
   }
+  // Up to connection.open of `vhost`, leaving the broker's answer to it unread.
+  void start_ok_then_open(const std::string& vhost) {
+    start_ok("guest");
+    frames();
+    send(0, Method::of(m::kConnectionTuneOk));
+    send(0, Method::of(m::kConnectionOpen).set("virtual_host", vhost));
+  }
   void open_channel(std::uint16_t channel) {
     send(channel, Method::of(m::kChannelOpen));
     ASSERT_EQ(only_method().id(), m::kChannelOpenOk);
@@ -118,13 +125,38 @@ TEST_F(AmqpConnectionCoreTest, WrongPasswordIsConnectionClose403OnStartOk) {
 }
 
 TEST_F(AmqpConnectionCoreTest, UnknownVhostIsRefusedAtOpen) {
-  start_ok("guest");
-  frames();
-  send(0, Method::of(m::kConnectionTuneOk));
-  send(0, Method::of(m::kConnectionOpen).set("virtual_host", std::string("nowhere")));
+  start_ok_then_open("nowhere");
   Method close = only_method();
   EXPECT_EQ(close.number("reply_code"), 403u);
   EXPECT_EQ(close.number("method_id"), 40u);
+}
+
+TEST_F(AmqpConnectionCoreTest, TheConnectionCountsOnceAgainstMaxConnectionsWhateverItsChannels) {
+  // As RabbitMQ: a connection, not a channel, is what max-connections counts, from connection.open on.
+  const ConnectionCounts& counts = core_model_.connection_counts();
+  open_connection();
+  EXPECT_EQ(counts.on_vhost("/"), 1u);  // no channel yet
+  open_channel(1);
+  open_channel(2);
+  open_channel(3);
+  EXPECT_EQ(counts.on_vhost("/"), 1u);
+  EXPECT_EQ(counts.of_user("guest"), 1u);
+  core_.on_connection_lost();
+  core_.on_connection_lost();  // again when the socket goes: released once
+  EXPECT_EQ(counts.on_vhost("/"), 0u);
+  EXPECT_EQ(counts.of_user("guest"), 0u);
+}
+
+TEST_F(AmqpConnectionCoreTest, OverMaxConnectionsOpenIsRefusedWith530InRabbitMqsWords) {
+  ASSERT_FALSE(definitions_.set_vhost_limits("/", nlohmann::json{{"max-connections", 0}}));  // 0 allows none
+  start_ok_then_open("/");
+  Method close = only_method();
+  EXPECT_EQ(close.number("reply_code"), 530u);
+  EXPECT_NE(close.text("reply_text").find("access to vhost '/' refused for user 'guest': connection limit (0) is reached"),
+            std::string::npos) << close.text("reply_text");
+  EXPECT_EQ(close.number("method_id"), 40u);
+  EXPECT_TRUE(wire_.closing);
+  EXPECT_EQ(core_model_.connection_counts().on_vhost("/"), 0u);
 }
 
 TEST_F(AmqpConnectionCoreTest, PublishWithConfirmThenGetCarriesThePropertiesBack) {
@@ -156,6 +188,24 @@ TEST_F(AmqpConnectionCoreTest, PublishWithConfirmThenGetCarriesThePropertiesBack
   EXPECT_EQ(got[2].payload, Bytes({'h', 'e', 'l', 'l', 'o'}));
   send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
   EXPECT_EQ(only_method().id(), m::kBasicGetEmpty);
+}
+
+TEST_F(AmqpConnectionCoreTest, AnExclusiveQueueBelongsToTheConnectionNotTheChannel) {
+  // RabbitMQ ties exclusivity to the connection: usable from its other channels, kept when the declaring channel
+  // closes, deleted when the connection ends.
+  open_connection();
+  open_channel(1);
+  open_channel(2);
+  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("mine")).set("exclusive", true));
+  ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  send(1, Method::of(m::kChannelClose));
+  ASSERT_EQ(only_method().id(), m::kChannelCloseOk);
+  send(2, Method::of(m::kQueueDeclare).set("queue", std::string("mine")).set("passive", true));
+  ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  const auto& queues = core_model_.vhost("/")->queues();
+  EXPECT_TRUE(queues.contains("mine"));
+  core_.on_connection_lost();
+  EXPECT_FALSE(queues.contains("mine"));
 }
 
 TEST_F(AmqpConnectionCoreTest, ChannelErrorClosesOnlyThatChannel) {

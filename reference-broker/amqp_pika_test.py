@@ -55,6 +55,13 @@ class Broker:
             self.process.wait(10)
         self.log.close()
 
+    def wait_for_log(self, text, seconds=5):
+        """The broker's log once it holds `text`, or as it is after `seconds`."""
+        deadline = time.time() + seconds
+        while text not in open(self.log.name, "rb").read() and time.time() < deadline:
+            time.sleep(0.05)
+        return open(self.log.name, "rb").read()
+
     def amqp(self, password="guest"):
         credentials = pika.PlainCredentials("guest", password)
         return pika.BlockingConnection(pika.ConnectionParameters(
@@ -139,9 +146,14 @@ def read_frames(sock, count):
     return frames
 
 
-def raw_amqp_session(port):
-    """A hand-made AMQP client up to an open channel 1: to see the broker's bytes as they are."""
-    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+def raw_amqp_open(port, rcvbuf=None):
+    """A hand-made AMQP client up to connection.open: the socket and the broker's answer to open (open-ok, or a
+    connection.close) as (class, method, payload). `rcvbuf`: the socket's SO_RCVBUF, set before it connects."""
+    sock = socket.socket()
+    if rcvbuf:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(10)
+    sock.connect(("127.0.0.1", port))
     sock.sendall(b"AMQP\x00\x00\x09\x01")
     read_frames(sock, 1)  # start
     sock.sendall(amqp_frame(1, 0, struct.pack(">HHI", 10, 11, 0) + b"\x05PLAIN" + struct.pack(">I", 12) +
@@ -149,7 +161,15 @@ def raw_amqp_session(port):
     read_frames(sock, 1)  # tune
     sock.sendall(amqp_frame(1, 0, struct.pack(">HHHIH", 10, 31, 10, 131072, 0)))
     sock.sendall(amqp_frame(1, 0, struct.pack(">HH", 10, 40) + b"\x01/\x00\x00"))
-    read_frames(sock, 1)  # open-ok
+    _, _, answer = read_frames(sock, 1)[0]
+    class_id, method_id = struct.unpack(">HH", answer[:4])
+    return sock, (class_id, method_id, answer[4:])
+
+
+def raw_amqp_session(port):
+    """A hand-made AMQP client up to an open channel 1: to see the broker's bytes as they are."""
+    sock, answer = raw_amqp_open(port)
+    assert answer[:2] == (10, 41), answer  # open-ok
     sock.sendall(amqp_frame(1, 1, struct.pack(">HH", 20, 10) + b"\x00"))
     read_frames(sock, 1)  # channel.open-ok
     return sock
@@ -175,6 +195,23 @@ class AmqpWithPika(WithBroker):
         with self.assertRaises((pika.exceptions.ProbableAuthenticationError,
                                 pika.exceptions.AuthenticationError)):
             self.broker.amqp(password="wrong")
+
+    def test_a_refused_login_is_logged_without_the_password(self):
+        # As FireMQ's refused hello: the peer's address and the user name, never the password.
+        with self.assertRaises((pika.exceptions.ProbableAuthenticationError,
+                                pika.exceptions.AuthenticationError)):
+            self.broker.amqp(password="not-the-password-42")
+        log = self.broker.wait_for_log(b"AMQP connection.start-ok refused (403) from 127.0.0.1, user 'guest': ")
+        self.assertIn(b"AMQP connection.start-ok refused (403) from 127.0.0.1, user 'guest': ", log)
+        self.assertNotIn(b"not-the-password-42", log)
+
+    def test_a_login_refused_at_open_is_logged(self):
+        with self.assertRaises(pika.exceptions.AMQPConnectionError):
+            pika.BlockingConnection(pika.ConnectionParameters(
+                "127.0.0.1", self.broker.ports["amqp"], "no-such-vhost", pika.PlainCredentials("guest", "guest"),
+                connection_attempts=1, socket_timeout=5))
+        log = self.broker.wait_for_log(b"AMQP connection.open refused (403) from 127.0.0.1, user 'guest': ")
+        self.assertIn(b"AMQP connection.open refused (403) from 127.0.0.1, user 'guest': ", log)
 
     def test_publish_with_confirms_then_get(self):
         self.channel.queue_declare(self.queue, arguments={"x-max-length": 10, "x-message-ttl": 60000})
@@ -241,6 +278,25 @@ class AmqpWithPika(WithBroker):
         self.assertEqual(body, b"again")
         self.channel.basic_reject(method.delivery_tag, requeue=False)
         self.assertEqual(self.channel.basic_get(self.queue), (None, None, None))
+
+    def test_an_exclusive_queue_belongs_to_the_connection_not_the_channel(self):
+        # As RabbitMQ: any channel of the declaring connection may use it, it outlives the declaring channel, other
+        # connections get 405 RESOURCE_LOCKED, and it is deleted when the connection closes.
+        self.channel.queue_declare(self.queue, exclusive=True)
+        second = self.connection.channel()
+        second.basic_publish("", self.queue, b"from channel 2")
+        self.assertEqual(second.basic_get(self.queue, auto_ack=True)[2], b"from channel 2")
+        self.channel.close()
+        self.assertEqual(second.queue_declare(self.queue, passive=True).method.message_count, 0)
+        other = self.broker.amqp()
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as raised:
+            other.channel().queue_declare(self.queue, passive=True)
+        self.assertEqual(raised.exception.reply_code, 405)
+        self.connection.close()
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as raised:
+            other.channel().queue_declare(self.queue, passive=True)
+        self.assertEqual(raised.exception.reply_code, 404)
+        other.close()
 
     def test_topic_exchange_and_exchange_binding(self):
         self.channel.exchange_declare("x-" + self.queue, "topic")
@@ -343,6 +399,120 @@ class AmqpWithPika(WithBroker):
         pump(self.connection)
         fire.close()
         self.assertEqual(received, [b"live"])
+
+
+class AmqpConnectionLimits(unittest.TestCase):
+    """max-connections counts an AMQP connection once, from connection.open to its end, whatever its channels, and
+    in the same count as FireMQ's connections; over the limit, connection.open is refused with 530 as RabbitMQ
+    refuses it."""
+
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.broker = Broker(self.tmp.name, extra=["--vhost-limit", "/:max-connections=1"])
+
+    def tearDown(self):
+        self.broker.stop()
+        self.tmp.cleanup()
+
+    def assert_refused_with_530(self):
+        sock, (class_id, method_id, args) = raw_amqp_open(self.broker.ports["amqp"])
+        self.assertEqual((class_id, method_id), (10, 50), args)  # connection.close
+        code, text_size = struct.unpack(">HB", args[:3])
+        self.assertEqual(code, 530)
+        self.assertIn(b"connection limit (1) is reached", args[3:3 + text_size])
+        sock.close()
+
+    def fire_hello(self):
+        """A FireMQ connection's answer to hello: (op, header)."""
+        sock = socket.create_connection(("127.0.0.1", self.broker.ports["fire"]), timeout=5)
+        fire = FireClient.__new__(FireClient)
+        fire.sock = sock
+        sock.sendall(b"FMQ1")
+        fire.send(0x01, {"ver": 1, "auth": {"mech": "plain", "user": "guest", "pass": "guest"}})
+        op, header, _ = fire.receive()
+        return fire, op, header
+
+    def test_a_second_amqp_connection_is_refused_with_530_and_channels_are_not_counted(self):
+        connection = self.broker.amqp()
+        channels = [connection.channel() for _ in range(3)]  # one connection, three channels: all allowed
+        for i, channel in enumerate(channels):
+            channel.queue_declare("limit-q%d" % i)
+        self.assert_refused_with_530()
+        self.assertTrue(connection.is_open)
+        connection.close()
+        # Released exactly once when the connection ended (not once per channel): one may connect again, one only.
+        again = self.broker.amqp()
+        self.assert_refused_with_530()
+        again.close()
+
+    def test_an_amqp_connection_without_channels_is_counted(self):
+        sock, answer = raw_amqp_open(self.broker.ports["amqp"])
+        self.assertEqual(answer[:2], (10, 41))  # open-ok, and no channel
+        self.assert_refused_with_530()
+        sock.close()
+
+    def test_firemq_and_amqp_connections_share_the_count(self):
+        amqp = self.broker.amqp()
+        fire, op, header = self.fire_hello()
+        self.assertEqual((op, header.get("code")), (0x07, 506), header)  # error: the vhost's limit is reached
+        fire.close()
+        amqp.close()
+        fire, op, header = self.fire_hello()
+        self.assertEqual(op, 0x02, header)  # welcome once the AMQP connection has ended
+        self.assert_refused_with_530()
+        fire.close()
+
+
+def closed_by_broker(sock, seconds=3):
+    """Whether the broker ends the connection within `seconds` (what it sends meanwhile is read and dropped)."""
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionResetError:
+        return True
+    except socket.timeout:
+        return False
+
+
+class AmqpHandshakeBound(unittest.TestCase):
+    """--max-handshakes bounds AMQP connections between accept and connection.open-ok, in one list with FireMQ's:
+    past the bound, the connection that has waited longest is dropped, whichever its protocol."""
+
+    def test_stalled_amqp_handshakes_share_the_bound_with_firemq(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = Broker(directory, extra=["--max-handshakes", "5"])
+            try:
+                fire = socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=5)
+                fire.sendall(b"FMQ1")  # and no hello: the oldest in its handshake
+                time.sleep(0.3)
+                stalled = []
+                for _ in range(4):  # five in their handshake: the bound, nobody dropped
+                    sock = socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5)
+                    sock.sendall(b"AMQP\x00\x00\x09\x01")
+                    read_frames(sock, 1)  # connection.start: accepted, and stalled before start-ok
+                    stalled.append(sock)
+                self.assertFalse(closed_by_broker(fire, 0.5))
+                sixth = socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5)
+                sixth.sendall(b"AMQP\x00\x00\x09\x01")
+                read_frames(sixth, 1)
+                self.assertTrue(closed_by_broker(fire))  # a FireMQ connection dropped for an AMQP one
+                seventh = socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5)
+                seventh.sendall(b"AMQP\x00\x00\x09\x01")
+                read_frames(seventh, 1)
+                self.assertTrue(closed_by_broker(stalled[0]))  # then the oldest AMQP one
+                self.assertFalse(closed_by_broker(stalled[1], 0.5))
+                # A real client's handshake is quick: it completes (and drops the oldest stalled one), and once
+                # open it is no longer under the bound.
+                connection = broker.amqp()
+                self.assertTrue(closed_by_broker(stalled[1]))
+                more = [socket.create_connection(("127.0.0.1", broker.ports["amqp"]), timeout=5) for _ in range(5)]
+                pump(connection, 0.5)
+                self.assertTrue(connection.is_open)
+                connection.close()
+            finally:
+                broker.stop()
 
 
 class AmqpTools(WithBroker):
@@ -468,6 +638,24 @@ class AmqpBadInput(WithBroker):
         self.assertEqual(struct.unpack(">H", data[11:13])[0], 501)
         self.assertTrue(survivor.channel().queue_declare("after-bad-input").method.queue)
         survivor.close()
+
+    def test_a_closed_client_that_keeps_sending_and_never_reads_is_cut_off(self):
+        # As FireMQ's (abuse_test.py): the close of a connection whose peer never reads is bounded (kMaxClosingTime).
+        # so that the replies below wait in the broker
+        raw, answer = raw_amqp_open(self.broker.ports["amqp"], rcvbuf=4096)
+        self.assertEqual(answer[:2], (10, 41))
+        raw.sendall(amqp_frame(1, 1, struct.pack(">HH", 20, 10) + b"\x00"))
+        read_frames(raw, 1)  # channel.open-ok
+        # Replies it never reads (queue.declare-ok, ~220 bytes each), then a frame with a bad frame-end: 501, the
+        # broker is now closing the connection.
+        name = b"amqp-closing-" + b"n" * 180
+        declare = amqp_frame(1, 1, struct.pack(">HHHB", 50, 10, 0, len(name)) + name + b"\x00" + struct.pack(">I", 0))
+        raw.sendall(declare * 30000 + b"\x01\x00\x00\x00\x00\x00\x04\x00\x0a\x00\x0b\x00")  # ~6.6 MB of replies
+        started = time.time()
+        with self.assertRaises((ConnectionResetError, BrokenPipeError)):
+            while time.time() - started < 30:
+                raw.sendall(b"\0" * 65536)  # drained by the closing connection, until its time is up
+        self.assertLess(time.time() - started, 15)
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ class Broker {
   std::vector<std::unique_ptr<Listener>> listeners_;
   asio::signal_set signals_{io_, SIGTERM, SIGINT};
   ConnectionRegistry registry_{config_.bounds.handshakes};
-  AmqpConnectionRegistry amqp_registry_;
+  AmqpConnectionRegistry amqp_registry_{registry_};  // shares registry_'s handshake bound
   bool shutting_down_ = false;
   // After io_: destroyed first, while io_ still exists for the storage thread's last completion.
   std::unique_ptr<DurableTopology> topology_;

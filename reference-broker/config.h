@@ -74,6 +74,15 @@ struct BrokerConfig {
 // stops reading from it until the queue drains (a peer that sends but never reads meets this limit).
 inline constexpr std::size_t kMaxPendingBytes = 8 * 1024 * 1024;
 
+// The close, in every connection engine (FireMQ's connection.cpp, AMQP's amqp_connection.cpp). After the last
+// frame of a closing connection, how long to wait for the peer's end of the conversation before closing anyway:
+// closing with unread input would send a TCP reset, which can destroy the error or close frame in flight.
+inline constexpr std::chrono::milliseconds kLingerAfterClose{2000};
+// How long a closing connection may take, from its close or fatal error to its end: the writing out of its last
+// frames and the lingering together. A peer that neither reads nor closes would otherwise keep a closing
+// connection, which is drained, not gated, forever.
+inline constexpr std::chrono::milliseconds kMaxClosingTime{5000};
+
 // The largest --max-frame: a message must fit one record of the message store (store_record.cpp allows 1 GiB,
 // leaving room for its queue list and the headers dead-lettering adds).
 inline constexpr std::size_t kMaxFrameLimit = 256 * 1024 * 1024;

@@ -9,14 +9,7 @@ namespace firemq {
 namespace {
 
 using boost::system::error_code;
-// After the last frame of a closing connection, how long to wait for the peer's end of the conversation before
-// closing anyway. Closing with unread input would send a TCP reset, which can destroy the error or close frame
-// in flight.
-constexpr std::chrono::milliseconds kLingerAfterClose{2000};
-// How long a closing connection may take, from its close or fatal error to its end: the writing out of its last
-// frames and the lingering together. A peer that neither reads nor closes would otherwise keep a closing
-// connection, which is drained, not gated, forever.
-constexpr std::chrono::milliseconds kMaxClosingTime{5000};
+// kLingerAfterClose and kMaxClosingTime (config.h) are shared with the AMQP engine.
 // How long a batch of frames may stay open for bytes that are already waiting (Transport::has_buffered_input).
 constexpr std::chrono::milliseconds kMaxBatchHold{1};
 
@@ -30,8 +23,17 @@ awaitable<void> wait(asio::steady_timer& timer) {
 
 void ConnectionRegistry::add(Connection* c) {
   connections_.insert(c);
+  begin_handshake(c);
+}
+
+void ConnectionRegistry::begin_handshake(InHandshake* c) {
   if (handshaking_.size() >= max_handshakes_ && !handshaking_.empty()) handshaking_.front()->drop_in_handshake();
   handshaking_.push_back(c);
+}
+
+void ConnectionRegistry::remove(Connection* c) {
+  connections_.erase(c);
+  handshaking_.remove(c);
 }
 
 void ConnectionRegistry::shutdown_all() {

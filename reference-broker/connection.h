@@ -25,21 +25,28 @@ namespace firemq {
 
 class Connection;
 
+// A connection in its handshake, of either protocol: what the handshake bound may drop.
+class InHandshake {
+ public:
+  virtual ~InHandshake() = default;
+  // The registry's handshake bound was reached and this connection has waited longest: it is closed.
+  virtual void drop_in_handshake() = 0;
+};
+
 // Every open connection, for graceful shutdown (as Asio's connection_manager::stop_all), and those still in their
 // handshake (accepted, no welcome yet), which are bounded.
 class ConnectionRegistry {
  public:
   // ClientBounds::handshakes: at most this many connections may be in their handshake at once.
   explicit ConnectionRegistry(std::size_t max_handshakes) : max_handshakes_(max_handshakes) {}
-  // A new connection, in its handshake. Past the bound, the one that has waited longest is dropped: a flood of
-  // connections that never finish cannot hold descriptors and memory, and a real client, whose handshake takes
-  // milliseconds, is not the one dropped.
+  // A new connection, in its handshake (begin_handshake).
   void add(Connection* c);
-  void handshake_done(Connection* c) { handshaking_.remove(c); }
-  void remove(Connection* c) {
-    connections_.erase(c);
-    handshaking_.remove(c);
-  }
+  // A connection in its handshake, FireMQ's or (through AmqpConnectionRegistry) AMQP's: one bound for the broker.
+  // Past the bound, the one that has waited longest is dropped: a flood of connections that never finish cannot
+  // hold descriptors and memory, and a real client, whose handshake takes milliseconds, is not the one dropped.
+  void begin_handshake(InHandshake* c);
+  void handshake_done(InHandshake* c) { handshaking_.remove(c); }
+  void remove(Connection* c);
   std::size_t in_handshake() const { return handshaking_.size(); }
   const std::unordered_set<Connection*>& all() const { return connections_; }
   // SIGTERM: every client gets close 320; each connection closes once its queue is flushed.
@@ -51,12 +58,12 @@ class ConnectionRegistry {
 
  private:
   std::unordered_set<Connection*> connections_;
-  std::list<Connection*> handshaking_;  // oldest first
+  std::list<InHandshake*> handshaking_;  // oldest first
   std::size_t max_handshakes_;
   bool alarm_ = false;
 };
 
-class Connection : public std::enable_shared_from_this<Connection>, private Outbox {
+class Connection : public std::enable_shared_from_this<Connection>, public InHandshake, private Outbox {
  public:
   Connection(std::unique_ptr<Transport> transport, SessionEnv env, ConnectionRegistry& registry,
              asio::any_io_executor executor);
@@ -64,8 +71,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Outb
   void start();
   void shutdown();
   void on_alarm_changed();
-  // The registry's handshake bound was reached and this connection has waited longest: it is closed.
-  void drop_in_handshake();
+  void drop_in_handshake() override;
   const Transport& transport() const { return *transport_; }
   const Session& session() const { return session_; }
   // When it was accepted (ms since the epoch), as the management API's connected_at.

@@ -23,4 +23,11 @@ std::string printable(std::string_view peer_text, std::size_t max_bytes) {
 
 void log_line(const std::string& text) { std::cerr << "firemq-broker: " << text << std::endl; }
 
+void log_refused_login(std::string_view step, int code, const std::optional<std::string>& peer_address,
+                       std::string_view user, std::string_view reason) {
+  // What the peer chose is bounded and escaped.
+  log_line(std::string(step) + " refused (" + std::to_string(code) + ") from " +
+           peer_address.value_or("no network peer") + ", user '" + printable(user) + "': " + printable(reason, 256));
+}
+
 }  // namespace firemq

@@ -1,6 +1,7 @@
 // The broker's log lines (stderr), and what makes a peer's bytes safe to put in them.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -13,5 +14,11 @@ std::string printable(std::string_view peer_text, std::size_t max_bytes = 128);
 
 // One line on stderr: "firemq-broker: " and the text.
 void log_line(const std::string& text);
+
+// A refused login, one form for every protocol: "STEP refused (CODE) from ADDRESS, user 'NAME': REASON", with
+// the peer's address and the user name it gave (escaped), never its password. STEP is what was refused (FireMQ's
+// "hello", AMQP's "AMQP connection.start-ok" or "AMQP connection.open").
+void log_refused_login(std::string_view step, int code, const std::optional<std::string>& peer_address,
+                       std::string_view user, std::string_view reason);
 
 }  // namespace firemq

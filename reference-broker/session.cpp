@@ -34,8 +34,14 @@ Error fatal_error(ReplyCode code, std::string msg, std::uint64_t rid = 0) {
 
 }  // namespace
 
-Session::Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints)
-    : env_(env), out_(out), conn_id_(std::move(conn_id)), hints_(std::move(hints)) {}
+Session::Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints, Counting counting,
+                 std::string exclusive_owner)
+    : env_(env),
+      out_(out),
+      conn_id_(std::move(conn_id)),
+      exclusive_owner_(exclusive_owner.empty() ? conn_id_ : std::move(exclusive_owner)),
+      hints_(std::move(hints)),
+      counting_(counting) {}
 
 Session::~Session() { on_connection_lost(); }
 
@@ -86,9 +92,14 @@ void Session::on_hello(const op::Hello& hello) {
     return fail(std::move(admitted.error()));
   }
   const Principal& who = admitted->principal;
-  // The operator's max-connections limits (limits.h); counted until on_connection_lost.
-  if (Status full = env_.core.connection_counts().admit(who.user, env_.definitions.user_limits(who.user), who.vhost,
-                                                         env_.definitions.vhost_limits(who.vhost))) {
+  // The operator's max-connections limits (limits.h); counted until on_connection_lost, unless the transport
+  // counts the connection itself (an AMQP channel's session).
+  Status full;
+  if (counting_ == Counting::by_session) {
+    full = env_.core.connection_counts().admit(who.user, env_.definitions.user_limits(who.user), who.vhost,
+                                               env_.definitions.vhost_limits(who.vhost));
+  }
+  if (full) {
     full->fatal = true;
     log_refused_hello(hello, *full);
     return fail(std::move(*full));
@@ -103,9 +114,7 @@ void Session::on_hello(const op::Hello& hello) {
 }
 
 void Session::log_refused_hello(const op::Hello& hello, const Error& error) const {
-  // The peer's address and the user name it gave, never the password; what the peer chose is bounded and escaped.
-  log_line("hello refused (" + std::to_string(error.code) + ") from " + hints_.peer_address.value_or("no network peer") +
-           ", user '" + printable(hello.auth.user) + "': " + printable(error.msg, 256));
+  log_refused_login("hello", error.code, hints_.peer_address, hello.auth.user, error.msg);
 }
 
 void Session::send_welcome() {

@@ -77,9 +77,18 @@ class Subscription : public Consumer {
 class Session : private DurabilityWaiter {
  public:
   enum class State { awaiting_hello, open, closing };
+  // Whether hello counts the session against the max-connections limits (limits.h). A FireMQ connection is one
+  // session and is counted by it; an AMQP connection carries one session per channel and is counted once, at
+  // connection.open, by the AMQP listener (as RabbitMQ counts connections, not channels): its channels' sessions
+  // are `Counting::by_transport`.
+  enum class Counting { by_session, by_transport };
 
   // `conn_id` names the connection (welcome.conn_id); `hints` is what its transport learnt before hello.
-  Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints = {});
+  // `exclusive_owner` is the connection that owns the exclusive queues this session declares and may use: empty
+  // for the session itself (conn_id). An AMQP channel gives its connection's name, since RabbitMQ ties an exclusive
+  // queue to the connection, not the channel; such a session leaves deleting them to its owner when it ends.
+  Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints = {},
+          Counting counting = Counting::by_session, std::string exclusive_owner = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
@@ -187,7 +196,9 @@ class Session : private DurabilityWaiter {
   SessionEnv env_;
   Outbox& out_;
   std::string conn_id_;
+  std::string exclusive_owner_;  // conn_id_, or the AMQP connection of this channel's session
   TransportHints hints_;
+  Counting counting_;
   State state_ = State::awaiting_hello;
   std::uint64_t heartbeat_ = 0;
   std::string user_;

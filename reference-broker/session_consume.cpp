@@ -31,7 +31,7 @@ void Session::on_subscribe(const op::Subscribe& r) {
                                         " subscriptions (--max-subscriptions)"));
   }
   if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
-  Result<Queue*> queue = vhost_->usable_queue(r.queue, conn_id_);
+  Result<Queue*> queue = vhost_->usable_queue(r.queue, exclusive_owner_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
   // "exclusive: Fail with 405 if the queue has other consumers, and block new ones."
@@ -167,7 +167,7 @@ void Session::on_nack(const op::Nack& r) {
 
 void Session::on_get(const op::Get& r) {
   if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
-  Result<Queue*> queue = vhost_->usable_queue(r.queue, conn_id_);
+  Result<Queue*> queue = vhost_->usable_queue(r.queue, exclusive_owner_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
   if (!r.no_ack && unacked_full()) {
@@ -193,7 +193,7 @@ void Session::on_connection_lost() {
   if (vhost_ == nullptr) return;
   Vhost& vhost = *vhost_;
   vhost_ = nullptr;  // once only
-  env_.core.connection_counts().release(user_, vhost_name_);
+  if (counting_ == Counting::by_session) env_.core.connection_counts().release(user_, vhost_name_);
   std::vector<std::shared_ptr<Queue>> left;
   // First stop them all: removing one consumer dispatches to the others, and none of them may be this session's.
   for (auto& [sub, s] : subscriptions_) s->stop();
@@ -210,7 +210,8 @@ void Session::on_connection_lost() {
   }
   unacked_.clear();
   for (const auto& q : left) vhost.delete_if_auto_delete_due(*q);
-  vhost.on_connection_closed(conn_id_);  // "exclusive: ... deleted when it closes"
+  // "exclusive: ... deleted when it closes"; an AMQP channel's are its connection's, deleted when that ends.
+  if (exclusive_owner_ == conn_id_) vhost.on_connection_closed(conn_id_);
 }
 
 }  // namespace firemq

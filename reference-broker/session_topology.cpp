@@ -71,7 +71,7 @@ void Session::on_declare_queue(const op::DeclareQueue& r) {
     return refuse(r.rid, *denied);
   }
   if (Status full = check_room_for_queue(r)) return refuse(r.rid, *full);
-  Result<op::Ok> ok = vhost_->declare_queue(r, conn_id_);
+  Result<op::Ok> ok = vhost_->declare_queue(r, exclusive_owner_);
   if (!ok) return refuse(r.rid, ok.error());
   // "durable: Survives a broker restart": the definitions file holds it before the reply goes.
   if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
@@ -80,7 +80,7 @@ void Session::on_declare_queue(const op::DeclareQueue& r) {
 
 void Session::on_delete_queue(const op::DeleteQueue& r) {
   if (Status denied = allowed(Access::configure, "queue", r.name)) return refuse(r.rid, *denied);
-  Result<std::uint64_t> deleted = vhost_->delete_queue(r, conn_id_);
+  Result<std::uint64_t> deleted = vhost_->delete_queue(r, exclusive_owner_);
   if (!deleted) return refuse(r.rid, deleted.error());
   if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   out_.send(op::Ok{r.rid, "", *deleted, 0, false});  // "ok with messages, the number of messages deleted"
@@ -88,7 +88,7 @@ void Session::on_delete_queue(const op::DeleteQueue& r) {
 
 void Session::on_purge_queue(const op::PurgeQueue& r) {
   if (Status denied = allowed(Access::read, "queue", r.name)) return refuse(r.rid, *denied);
-  Result<std::uint64_t> purged = vhost_->purge_queue(r.name, conn_id_);
+  Result<std::uint64_t> purged = vhost_->purge_queue(r.name, exclusive_owner_);
   if (!purged) return refuse(r.rid, purged.error());
   out_.send(op::Ok{r.rid, "", *purged, 0, false});
 }
@@ -101,7 +101,7 @@ void Session::on_bind(const op::BindFields& r, bool bind) {
   }
   if (Status denied = allowed(Access::read, "exchange", r.exchange)) return refuse(r.rid, *denied);
   if (Status full = bind ? check_room_for_binding(r) : Status()) return refuse(r.rid, *full);
-  Status bad = bind ? vhost_->bind(r, conn_id_) : vhost_->unbind(r, conn_id_);
+  Status bad = bind ? vhost_->bind(r, exclusive_owner_) : vhost_->unbind(r, exclusive_owner_);
   if (bad) return refuse(r.rid, *bad);
   if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
   reply_ok(r.rid);
