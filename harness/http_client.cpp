@@ -65,19 +65,4 @@ Result<HttpResponse, std::string> http_request(const HttpEndpoint& endpoint, std
   return HttpResponse{static_cast<int>(parser.get().result_int()), parser.get().body()};
 }
 
-std::string percent_encoded(std::string_view segment) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : segment) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 }  // namespace firemq::conform

@@ -31,8 +31,4 @@ Result<HttpResponse, std::string> http_request(const HttpEndpoint& endpoint, std
                                                const std::string& target, const std::string& body,
                                                Clock::time_point deadline);
 
-// A path segment percent-encoded (RFC 3986: everything but unreserved characters), as the API's paths need names
-// and vhosts ("/" is %2F).
-std::string percent_encoded(std::string_view segment);
-
 }  // namespace firemq::conform

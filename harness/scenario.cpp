@@ -7,6 +7,7 @@
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 #include "protocol/plain_json.h"
+#include "protocol/url.h"
 #include "protocol/typed_json.h"
 
 namespace firemq::conform {
@@ -797,7 +798,7 @@ StepOutcome Scenario::step_http(const Json& args) {
   if (!target_.management) return StepOutcome::error("http needs the target's management API (feature management)");
   std::string path = args.value("path", "");
   if (args.contains("path_parts")) {
-    for (const Json& part : args.at("path_parts")) path += "/" + percent_encoded(part.get<std::string>());
+    for (const Json& part : args.at("path_parts")) path += "/" + percent_encode(part.get<std::string>());
   }
   const std::string method = args.value("method", "GET");
   const std::string body = args.contains("body") ? args.at("body").dump() : "";

@@ -41,5 +41,8 @@ struct PercentError {
 
 // Decodes %XX escapes.
 Result<std::string, PercentError> percent_decode(std::string_view text);
+// RFC 3986 percent-encoding of everything but the unreserved characters (A-Z a-z 0-9 - . _ ~): a path segment
+// that may hold '/', spaces or any byte (a vhost, a queue name in the management API's paths).
+std::string percent_encode(std::string_view text);
 
 }  // namespace firemq

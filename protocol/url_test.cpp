@@ -106,3 +106,17 @@ TEST(Url, BadUrlsSayWhatIsWrong) {
 
 }  // namespace
 }  // namespace firemq
+
+namespace firemq {
+namespace {
+
+TEST(PercentEncode, KeepsUnreservedAndEncodesTheRestSoThatDecodingGivesItBack) {
+  EXPECT_EQ(percent_encode("/ a~b-c._\xc3\xa9"), "%2F%20a~b-c._%C3%A9");
+  EXPECT_EQ(percent_encode(""), "");
+  auto back = percent_decode(percent_encode("odd/%?#&=\xe2\x98\x83"));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, "odd/%?#&=\xe2\x98\x83");
+}
+
+}  // namespace
+}  // namespace firemq

@@ -5,6 +5,7 @@
 
 #include "reference-broker/exchange_routing.h"
 #include "protocol/plain_json.h"
+#include "protocol/url.h"
 #include "reference-broker/management_ui.h"
 
 namespace firemq {
@@ -55,21 +56,6 @@ std::pair<std::string, std::uint64_t> host_and_port(const std::string& address) 
   }
 }
 
-std::string percent_encoded(std::string_view text) {
-  static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : text) {
-    if (std::isalnum(c) || c == '-' || c == '.' || c == '_') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  return out;
-}
-
 Json queue_json(const std::string& vhost, const Queue& q) {
   const QueueSettings& s = q.settings();
   return {{"name", q.name()},
@@ -100,7 +86,11 @@ Json exchange_json(const std::string& vhost, const Exchange& x) {
 // RabbitMQ's properties_key: the routing key percent-encoded (so "~" stands only for an empty one), and a hash of the arguments when there are
 // any; what DELETE /api/bindings/.../{props} names a binding by.
 std::string properties_key(const Binding& b) {
-  std::string key = b.key.empty() ? "~" : percent_encoded(b.key);
+  std::string key = b.key.empty() ? "~" : percent_encode(b.key);
+  // "~" is unreserved in RFC 3986, but here it stands for the empty key and separates the arguments' hash.
+  for (std::size_t at = key.find('~'); !b.key.empty() && at != std::string::npos; at = key.find('~', at)) {
+    key.replace(at, 1, "%7E");
+  }
   if (!b.args.empty()) key += "~" + std::to_string(std::hash<std::string>{}(plain_json(b.args).dump()));
   return key;
 }
