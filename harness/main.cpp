@@ -22,6 +22,7 @@
 #include "harness/fault_proxy.h"
 #include "harness/reports.h"
 #include "harness/runner.h"
+#include "harness/suite_coverage.h"
 #include "harness/test_certificates.h"
 #include "harness/wire_monitor.h"
 #include "protocol/url.h"
@@ -54,7 +55,7 @@ struct Options {
   std::vector<std::string> driver_args;  // and its arguments
   std::vector<std::string> ids, groups, tags, levels, features;
   int jobs = static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-  bool list = false, dryrun = false, verbose = false;
+  bool list = false, dryrun = false, verbose = false, coverage = false;
 };
 
 po::options_description describe_flags(Options& o) {
@@ -88,6 +89,9 @@ po::options_description describe_flags(Options& o) {
       ("tag", po::value(&o.tags)->multitoken(), "run only cases with one of these tags")
       ("level", po::value(&o.levels)->multitoken(), "run only these levels: MUST SHOULD MAY")
       ("list", po::bool_switch(&o.list), "list the selected cases and exit")
+      ("coverage", po::bool_switch(&o.coverage),
+       "print which requirements the broker cases, client cases and wire-monitor rules check, and which none "
+       "does and why; fails when one is unchecked without a reason in requirements.json")
       ("dryrun", po::bool_switch(&o.dryrun), "say what would run (and what would be skipped) without running")
       ("jobs,j", po::value(&o.jobs)->default_value(o.jobs), "cases run in parallel")
       ("known-failures", po::value(&o.known_failures), "file of case ids expected to fail (one id glob a line; ID@TRANSPORT for one transport)")
@@ -142,6 +146,24 @@ std::optional<Suite> load_suite(const Options& o) {
     return std::nullopt;
   }
   return Suite{std::move(*requirements), std::move(*cases)};
+}
+
+// --coverage: the whole suite's coverage, broker and client cases together, whatever the selection.
+int print_suite_coverage(const Options& o) {
+  const fs::path dir = o.conformance_dir;
+  auto catalog = load_requirements(dir / "requirements.json");
+  if (!catalog) return std::cerr << "firemq-conform: " << catalog.error() << "\n", kExitUsage;
+  auto broker_cases = load_cases(dir / "cases", *catalog);
+  if (!broker_cases) return std::cerr << "firemq-conform: " << broker_cases.error() << "\n", kExitUsage;
+  auto client_cases = load_cases(dir / "client-cases", *catalog, client_step_verbs());
+  if (!client_cases) return std::cerr << "firemq-conform: " << client_cases.error() << "\n", kExitUsage;
+  std::vector<std::string> broker_rules, client_rules;
+  for (const MonitorRule& rule : monitor_rules()) broker_rules.emplace_back(rule.id);
+  for (const MonitorRule& rule : rules_judging_clients()) client_rules.emplace_back(rule.id);
+  const SuiteCoverage coverage = suite_coverage(*catalog, *broker_cases, *client_cases, broker_rules, client_rules);
+  std::cout << coverage_text(coverage);
+  const bool complete = coverage.unexplained().empty() && coverage.stale_reasons().empty();
+  return complete ? kExitPassed : kExitFailed;
 }
 
 void print_progress(const CaseResult& r, std::size_t done, std::size_t total, bool verbose) {
@@ -564,6 +586,7 @@ int main(int argc, char** argv) {
     std::cout << flags << "\n";
     return kExitPassed;
   }
+  if (o.coverage) return print_suite_coverage(o);
   auto suite = load_suite(o);
   if (!suite) return kExitUsage;
   Selection selection{o.ids, {o.groups.begin(), o.groups.end()}, {o.tags.begin(), o.tags.end()},

@@ -224,11 +224,11 @@ std::string html_coverage(const RunResult& run) {
   if (cov.uncovered.empty()) return s;
   s += "<details><summary>" + std::to_string(cov.uncovered.size()) +
        " uncovered requirements</summary>\n<table class=\"reqs\"><tr><th>id</th><th>level</th><th>section</th>"
-       "<th>text</th></tr>\n";
+       "<th>text</th><th>why no case checks it</th></tr>\n";
   for (const Requirement& r : run.requirements) {
     if (std::ranges::find(cov.uncovered, r.id) == cov.uncovered.end()) continue;
     s += "<tr><td><code>" + h(r.id) + "</code></td><td>" + level_tag(r.level) + "</td><td>" + h(r.section) +
-         "</td><td>" + h(r.text) + "</td></tr>\n";
+         "</td><td>" + h(r.text) + "</td><td>" + h(r.untested_because) + "</td></tr>\n";
   }
   return s + "</table></details>\n";
 }

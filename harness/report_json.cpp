@@ -145,6 +145,13 @@ Json run_json(const RunResult& run) {
   j["requirements"]["covered"] = cov.covered;
   j["requirements"]["uncovered"] = strings_json(cov.uncovered);
   j["requirements"]["monitor_rules"] = strings_json(run.monitor_rules);
+  // Why no case checks an uncovered requirement, where the catalog says (requirements.json "untested_because").
+  j["requirements"]["untested_because"] = Json::object();
+  for (const Requirement& r : run.requirements) {
+    if (!r.untested_because.empty() && std::ranges::find(cov.uncovered, r.id) != cov.uncovered.end()) {
+      j["requirements"]["untested_because"][r.id] = r.untested_because;
+    }
+  }
   j["cases"] = Json::array();
   for (const CaseResult& c : run.cases) j["cases"].push_back(case_json(c));
   return j;

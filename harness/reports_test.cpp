@@ -64,7 +64,7 @@ RunResult sample_run() {
   run.cases[1].transcript = {line("sent", "hello", R"({"user":"alice"})"),
                              line("received", "welcome", R"({"server":"FireMQ"})")};
   run.requirements = {{"R-hello", "hello", "MUST", "Hello first."},
-                      {"R-queue", "queues", "MUST", "Queues exist."},
+                      {"R-queue", "queues", "MUST", "Queues exist.", "No test can see a queue <here>."},
                       {"R-auth", "hello", "MUST", "Refuse bad credentials."}};
   return run;
 }
@@ -173,7 +173,8 @@ TEST(JsonReport, JsonHasRunFactsCountsAndCoverage) {
   EXPECT_EQ(j["counts"], json({{"pass", 1}, {"fail", 1}, {"skipped", 1}, {"error", 1}, {"expected_fail", 1},
                                {"unexpected_pass", 1}, {"total", 6}}));
   EXPECT_EQ(j["requirements"], json({{"total", 3}, {"covered", 2}, {"uncovered", {"R-queue"}},
-                                     {"monitor_rules", json::array()}}));
+                                     {"monitor_rules", json::array()},
+                                     {"untested_because", {{"R-queue", "No test can see a queue <here>."}}}}));
 }
 
 TEST(JsonReport, JsonHasEachCasesMonitorViolationsWithTheFramesAroundThem) {
@@ -388,6 +389,7 @@ TEST(HtmlReport, HtmlListsUncoveredRequirementsInDetails) {
   EXPECT_NE(html.find("2/3 covered"), std::string::npos);
   EXPECT_NE(html.find("<details><summary>1 uncovered requirements</summary>"), std::string::npos);
   EXPECT_NE(html.find("<code>R-queue</code>"), std::string::npos);
+  EXPECT_NE(html.find("<td>No test can see a queue &lt;here&gt;.</td>"), std::string::npos);  // the catalog's reason
 }
 
 TEST(HtmlReport, HtmlCapsLongTranscripts) {

@@ -72,6 +72,9 @@ struct Requirement {
   std::string section;
   std::string level;
   std::string text;
+  // Why no case checks it, when none can (the catalog's "untested_because"; docs/spec-notes.md has the
+  // full reasoning under "Requirements no case checks"). Empty for a requirement the suite checks.
+  std::string untested_because = {};
 };
 
 struct RunResult {

@@ -39,7 +39,9 @@ class Broker:
                    "vhosts": [{"name": "/"}, {"name": "dev"}],
                    "permissions": [{"user": "guest", "vhost": "/"}, {"user": "guest", "vhost": "dev"}]}
 
-    def __init__(self, directory, *extra, definitions=None):
+    FREE_PORTS = ["--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0", "--amqp-port", "off"]
+
+    def __init__(self, directory, *extra, definitions=None, ports=FREE_PORTS):
         self.directory = directory
         definitions_file = os.path.join(directory, "definitions.json")
         with open(definitions_file, "w") as f:
@@ -50,8 +52,7 @@ class Broker:
         self.log = open(os.path.join(directory, "broker.log"), "ab")
         c = lambda name: os.path.join(directory, name)
         self.process = subprocess.Popen(
-            [BROKER, "--bind", "127.0.0.1", "--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0",
-             "--amqp-port", "off",
+            [BROKER, "--bind", "127.0.0.1", *ports,
              "--tls-cert", c("server.pem"), "--tls-key", c("server.key"), "--port-file", ports,
              "--data-dir", c("data"), "--definitions", definitions_file,
              "--handshake-timeout-ms", str(HANDSHAKE_TIMEOUT_MS), *extra],
@@ -404,6 +405,41 @@ class ShutdownTest(unittest.TestCase):
             client.send(CLOSE, {"code": 200, "msg": "bye"})
             self.assertEqual(broker.process.wait(10), 0)
             broker.stop()
+
+
+class DefaultPortsTest(unittest.TestCase):
+    """The spec's "Transports": TCP on 5673 and TLS on 5674 by default (and the URL defaults 15672 and 15671 for
+    ws and wss). The conformance suite tests the URL it is given, so the reference broker's defaults are checked
+    here."""
+
+    DEFAULTS = {"fire": 5673, "fires": 5674, "ws": 15672, "wss": 15671, "amqp": 5672}
+
+    def test_the_broker_listens_on_the_specs_default_ports(self):
+        taken = [port for port in self.DEFAULTS.values() if port_in_use(port)]
+        if taken:
+            self.skipTest(f"another program listens on {taken} on this machine")
+        with tempfile.TemporaryDirectory() as temp:
+            make_certificates(temp)
+            broker = Broker(temp, ports=[])
+            try:
+                self.assertEqual(broker.ports, self.DEFAULTS)
+                client = StreamClient(socket.create_connection(("127.0.0.1", 5673), timeout=5))
+                client.sock.sendall(b"FMQ1")
+                client.send(0x01, HELLO)
+                self.assertEqual(client.receive()[0], WELCOME)
+                tls = ssl.create_default_context(cafile=os.path.join(temp, "ca.pem"))
+                secure = StreamClient(tls.wrap_socket(socket.create_connection(("127.0.0.1", 5674), timeout=5),
+                                                      server_hostname="localhost"))
+                secure.sock.sendall(b"FMQ1")
+                secure.send(0x01, HELLO)
+                self.assertEqual(secure.receive()[0], WELCOME)
+            finally:
+                broker.stop()
+
+
+def port_in_use(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 if __name__ == "__main__":
