@@ -21,7 +21,8 @@ struct BrokerAddress {
   std::string url;  // as given, for the report
 };
 
-// "amqp://user:pass@host:port/vhost" (rabbitmq-c's amqp_parse_url: the vhost percent-encoded, "/" by default).
+// "amqp://user:pass@host:port/vhost" (rabbitmq-c's amqp_parse_url: the vhost percent-encoded, %2f for "/"; without
+// a path the vhost is "/", with "/" alone it is "").
 // Throws std::invalid_argument with the reason for anything else (amqps:// included: the benchmark is plain TCP).
 BrokerAddress parse_broker_url(const std::string& url);
 

@@ -36,7 +36,7 @@ const char* const kTool = "firemq-amqp-bench";
 constexpr auto kWatchdogGrace = seconds(90);
 
 struct Options {
-  std::string url = "amqp://guest:guest@127.0.0.1:5672/";
+  std::string url = "amqp://guest:guest@127.0.0.1:5672";  // no path: vhost "/" ("/" alone would be vhost "")
   std::string queue;  // default: a fresh one per run, deleted at the end
   int producers = 1, consumers = 1;
   RunPlan plan;
