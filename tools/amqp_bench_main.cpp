@@ -2,7 +2,7 @@
 // the same run can be pointed at the reference broker's AMQP port and at RabbitMQ (scripts/bench-amqp-vs-
 // rabbitmq.sh runs the matrix of docs/benchmarks.md against both).
 //
-// One run: a queue of its own (durable for --persistent, deleted at the end); --consumers consumers subscribe
+// One run: a queue of its own (durable for --persistent, deleted at the end) or --queue; --consumers subscribe
 // with --prefetch and ack each delivery (or every --multi-ack-every, or --auto-ack); then --producers producers
 // publish --size-byte bodies to it through the default exchange for --time seconds (or --count each), as fast as
 // they can or at --rate each, with --confirm N publisher confirms (1: synchronous, N: at most N unconfirmed).
@@ -140,7 +140,7 @@ std::variant<Report, std::string> run(const BrokerAddress& address, const Option
   for (auto& t : threads) t.join();
   finished = true;
   if (line.aborted()) return line.error();
-  setup.delete_queue(o.plan.queue);
+  if (o.queue.empty()) setup.delete_queue(o.plan.queue);  // a --queue stays, with what the run left in it
   return summarize(line.start_time(), producer_figures, consumer_figures);
 }
 
@@ -240,7 +240,7 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
       ("rate,r", po::value(&p.rate)->default_value(0), "messages/s per producer (0: as fast as possible)")
       ("time,z", po::value(&o.time_seconds)->default_value(o.time_seconds), "run time in seconds")
       ("count,C", po::value(&p.count)->default_value(0), "messages per producer (0: until --time); --time still bounds the run")
-      ("queue,u", po::value(&o.queue), "the queue (default: a fresh one, deleted at the end)")
+      ("queue,u", po::value(&o.queue), "the queue, declared and kept (default: a fresh one, deleted at the end)")
       ("json", po::bool_switch(&o.json), "print the figures as one JSON object");
   po::variables_map vm;
   try {
