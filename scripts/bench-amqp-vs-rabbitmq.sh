@@ -2,13 +2,14 @@
 # The reference broker's AMQP 0-9-1 listener side by side with RabbitMQ on this machine (docs/benchmarks.md,
 # "AMQP 0-9-1, side by side with RabbitMQ"). After `make build`:
 #
-#   scripts/bench-amqp-vs-rabbitmq.sh [--seconds N] [--output FILE]
+#   scripts/bench-amqp-vs-rabbitmq.sh [--seconds N] [--output FILE] [--results DIR]
 #
 # Starts the reference broker (AMQP on a free port, a fresh data dir) and a private RabbitMQ node from Debian's
 # rabbitmq-server binaries (never the system service: its own node name, directories, ports and epmd, all under
 # a temp dir; default configuration, no plugins), then runs the same firemq-amqp-bench matrix against both,
-# alternating which goes first row by row, and prints a Markdown table with the ratios. Both brokers are stopped
-# and the temp dir removed on exit, whatever happens.
+# alternating which goes first row by row, and prints a Markdown table with the ratios (--output: also to FILE;
+# --results: each run's JSON and CPU time kept in DIR). Both brokers are stopped and the temp dir removed on exit,
+# whatever happens.
 #
 # Ports (override with the environment if taken): RabbitMQ's AMQP port FIREMQ_BENCH_RABBIT_PORT (25810), its
 # distribution port FIREMQ_BENCH_RABBIT_DIST_PORT (25811) and its epmd FIREMQ_BENCH_EPMD_PORT (25812).
@@ -18,10 +19,12 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
 seconds=3
 output=""
+keep_results=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
     --output) output=${2:?--output needs a file}; shift 2 ;;
+    --results) keep_results=${2:?--results needs a directory}; shift 2 ;;
     -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench-amqp-vs-rabbitmq: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -123,7 +126,8 @@ trap 'exit 130' INT TERM
 # A publish-only run fills the queue, so each run stops at 1 GiB of bodies (or --seconds, whichever first).
 max_bytes=$((1 << 30))
 
-# Each row: "name|what it is measured by|firemq-amqp-bench flags". Every run has its own fresh queue.
+# Each row: "name|body size|delivery|the figure compared (sent, confirmed, received or latency)|the bench's flags".
+# Every run has its own fresh queue.
 rows=()
 for size in 16 1024 65536; do
   count=$((max_bytes / size))
@@ -235,6 +239,11 @@ PY
   echo
   echo "$table"
 } | tee ${output:+"$output"}
+
+if [ -n "$keep_results" ]; then
+  mkdir -p "$keep_results"
+  cp "$work"/results/* "$keep_results"/
+fi
 
 if [ "$failures" -gt 0 ]; then
   echo "bench-amqp-vs-rabbitmq: $failures run(s) failed (see above)" >&2
