@@ -144,10 +144,6 @@ std::variant<Report, std::string> run(const BrokerAddress& address, const Option
   return summarize(line.start_time(), producer_figures, consumer_figures);
 }
 
-}  // namespace
-
-namespace {
-
 // ---- the report ----
 
 std::string describe_plan(const Options& o) {
