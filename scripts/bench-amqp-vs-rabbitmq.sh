@@ -1,0 +1,251 @@
+#!/usr/bin/env bash
+# The reference broker's AMQP 0-9-1 listener side by side with RabbitMQ on this machine (docs/benchmarks.md,
+# "AMQP 0-9-1, side by side with RabbitMQ"). After `make build`:
+#
+#   scripts/bench-amqp-vs-rabbitmq.sh [--seconds N] [--output FILE] [--results DIR]
+#
+# Starts the reference broker (AMQP on a free port, a fresh data dir) and a private RabbitMQ node from Debian's
+# rabbitmq-server binaries (never the system service: its own node name, directories, ports and epmd, all under
+# a temp dir; default configuration, no plugins), then runs the same firemq-amqp-bench matrix against both,
+# alternating which goes first row by row, and prints a Markdown table with the ratios (--output: also to FILE;
+# --results: each run's JSON and CPU time kept in DIR). Both brokers are stopped and the temp dir removed on exit,
+# whatever happens.
+#
+# Ports (override with the environment if taken): RabbitMQ's AMQP port FIREMQ_BENCH_RABBIT_PORT (25810), its
+# distribution port FIREMQ_BENCH_RABBIT_DIST_PORT (25811) and its epmd FIREMQ_BENCH_EPMD_PORT (25812).
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build}
+seconds=3
+output=""
+keep_results=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
+    --output) output=${2:?--output needs a file}; shift 2 ;;
+    --results) keep_results=${2:?--results needs a directory}; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench-amqp-vs-rabbitmq: unknown argument $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+bench=$build/tools/firemq-amqp-bench
+broker=$build/reference-broker/firemq-broker
+rabbit_bin=/usr/lib/rabbitmq/bin
+for f in "$bench" "$broker"; do
+  [ -x "$f" ] || { echo "bench-amqp-vs-rabbitmq: $f is missing: run make build first" >&2; exit 1; }
+done
+[ -x "$rabbit_bin/rabbitmq-server" ] || {
+  echo "bench-amqp-vs-rabbitmq: RabbitMQ is missing: install Debian's rabbitmq-server (scripts/install-deps.sh)" >&2
+  exit 1
+}
+
+rabbit_port=${FIREMQ_BENCH_RABBIT_PORT:-25810}
+rabbit_dist_port=${FIREMQ_BENCH_RABBIT_DIST_PORT:-25811}
+epmd_port=${FIREMQ_BENCH_EPMD_PORT:-25812}
+for port in "$rabbit_port" "$rabbit_dist_port" "$epmd_port"; do
+  if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+    echo "bench-amqp-vs-rabbitmq: port $port is taken; set FIREMQ_BENCH_RABBIT_PORT, _DIST_PORT or FIREMQ_BENCH_EPMD_PORT" >&2
+    exit 1
+  fi
+done
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/firemq-bench-amqp.XXXXXX")
+mkdir -p "$work/results"
+broker_pid=""
+rabbit_started=false
+
+# ---- the private RabbitMQ node ----
+
+# Everything RabbitMQ's scripts read, pointed into the temp dir; HOME holds the node's own Erlang cookie.
+rabbit_env() {
+  env HOME="$work/rabbit/home" RABBITMQ_NODENAME="firemq-bench-rabbit-$$@localhost" \
+    RABBITMQ_MNESIA_BASE="$work/rabbit/mnesia" RABBITMQ_LOG_BASE="$work/rabbit/log" \
+    RABBITMQ_NODE_PORT="$rabbit_port" RABBITMQ_DIST_PORT="$rabbit_dist_port" ERL_EPMD_PORT="$epmd_port" \
+    RABBITMQ_CONFIG_FILE="$work/rabbit/rabbitmq.conf" RABBITMQ_ENABLED_PLUGINS_FILE="$work/rabbit/enabled_plugins" \
+    RABBITMQ_CONF_ENV_FILE="$work/rabbit/rabbitmq-env.conf" RABBITMQ_ADVANCED_CONFIG_FILE="$work/rabbit/advanced.config" \
+    RABBITMQ_PID_FILE="$work/rabbit/pid" "$@"
+}
+
+start_rabbit() {
+  mkdir -p "$work/rabbit/home" "$work/rabbit/mnesia" "$work/rabbit/log"
+  echo "listeners.tcp.default = $rabbit_port" > "$work/rabbit/rabbitmq.conf"  # otherwise RabbitMQ's defaults
+  echo "[]." > "$work/rabbit/enabled_plugins"
+  : > "$work/rabbit/rabbitmq-env.conf"
+  rabbit_env epmd -daemon
+  rabbit_started=true
+  rabbit_env "$rabbit_bin/rabbitmq-server" > "$work/rabbit/server.log" 2>&1 &
+  if ! rabbit_env "$rabbit_bin/rabbitmqctl" wait --timeout 180 "$work/rabbit/pid" > "$work/rabbit/wait.log" 2>&1; then
+    echo "bench-amqp-vs-rabbitmq: RabbitMQ did not start:" >&2
+    tail -20 "$work/rabbit/server.log" "$work/rabbit/wait.log" >&2
+    exit 1
+  fi
+}
+
+stop_rabbit() {
+  [ "$rabbit_started" = true ] || return 0
+  if ! rabbit_env timeout 60 "$rabbit_bin/rabbitmqctl" stop "$work/rabbit/pid" > /dev/null 2>&1; then
+    [ -s "$work/rabbit/pid" ] && kill -KILL "$(cat "$work/rabbit/pid")" 2> /dev/null || true
+  fi
+  rabbit_env epmd -kill > /dev/null 2>&1 || true  # the epmd of our port only
+}
+
+# ---- the reference broker ----
+
+start_reference_broker() {
+  mkdir -p "$work/firemq"
+  "$broker" --bind 127.0.0.1 --port 0 --tls-port off --ws-port off --wss-port off --amqp-port 0 \
+    --data-dir "$work/firemq/data" --port-file "$work/firemq/ports.json" > "$work/firemq/broker.log" 2>&1 &
+  broker_pid=$!
+  for _ in $(seq 1 500); do
+    [ -s "$work/firemq/ports.json" ] && break
+    kill -0 "$broker_pid" 2> /dev/null || { echo "bench-amqp-vs-rabbitmq: the reference broker did not start:" >&2
+                                            tail -20 "$work/firemq/broker.log" >&2; exit 1; }
+    sleep 0.02
+  done
+  firemq_port=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["amqp"])' "$work/firemq/ports.json")
+}
+
+stop_reference_broker() {
+  [ -n "$broker_pid" ] || return 0
+  kill -TERM "$broker_pid" 2> /dev/null || true
+  wait "$broker_pid" 2> /dev/null || true
+}
+
+cleanup() {
+  stop_reference_broker
+  stop_rabbit
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---- the matrix ----
+
+# A publish-only run fills the queue, so each run stops at 1 GiB of bodies (or --seconds, whichever first).
+max_bytes=$((1 << 30))
+
+# Each row: "name|body size|delivery|the figure compared (sent, confirmed, received or latency)|the bench's flags".
+# Every run has its own fresh queue.
+rows=()
+for size in 16 1024 65536; do
+  count=$((max_bytes / size))
+  for delivery in transient persistent; do
+    flag=""; [ "$delivery" = persistent ] && flag="--persistent"
+    common="--size $size $flag --count $count"
+    rows+=("publish only|$size|$delivery|sent|--producers 1 --consumers 0 $common")
+    rows+=("confirms sync|$size|$delivery|confirmed|--producers 1 --consumers 0 --confirm 1 $common")
+    rows+=("confirms window 100|$size|$delivery|confirmed|--producers 1 --consumers 0 --confirm 100 $common")
+    rows+=("producer + consumer, prefetch 100|$size|$delivery|received|--producers 1 --consumers 1 --prefetch 100 $common")
+  done
+done
+for rate in 1000 10000; do
+  rows+=("latency at $rate msg/s, prefetch 100|1024|transient|latency|--producers 1 --consumers 1 --prefetch 100 --size 1024 --rate $rate")
+done
+rows+=("latency at 1000 msg/s, prefetch 100|1024|persistent|latency|--producers 1 --consumers 1 --prefetch 100 --size 1024 --persistent --rate 1000")
+
+echo "bench-amqp-vs-rabbitmq: starting the reference broker and RabbitMQ (RabbitMQ takes a while)..." >&2
+start_reference_broker
+start_rabbit
+rabbit_version=$(rabbit_env "$rabbit_bin/rabbitmqctl" version 2> /dev/null || echo "?")
+erlang_version=$(erl -noshell -eval 'io:format("~s", [erlang:system_info(otp_release)]), halt().' 2> /dev/null || echo "?")
+
+# The broker's process, for its CPU time (utime + stime in clock ticks) around each run: on a machine shared with
+# other work, neither broker may get a whole core, and CPU time per message shows what each one costs.
+declare -A pids=([firemq]="$broker_pid" [rabbitmq]="$(cat "$work/rabbit/pid")")
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+declare -A urls=([firemq]="amqp://guest:guest@127.0.0.1:$firemq_port" [rabbitmq]="amqp://guest:guest@127.0.0.1:$rabbit_port")
+failures=0
+run_one() {  # run_one ROW_INDEX BROKER FLAGS...
+  local index=$1 name=$2; shift 2
+  local out="$work/results/$index-$name"
+  local before; before=$(cpu_ticks "${pids[$name]}")
+  if ! "$bench" --url "${urls[$name]}" --time "$seconds" --json "$@" > "$out.json" 2> "$out.err"; then
+    echo "bench-amqp-vs-rabbitmq: row $index against $name failed: $(tail -1 "$out.err")" >&2
+    failures=$((failures + 1))
+  fi
+  echo $(($(cpu_ticks "${pids[$name]}") - before)) "$(getconf CLK_TCK)" > "$out.cpu"
+}
+
+for i in "${!rows[@]}"; do
+  IFS='|' read -r name size delivery metric flags <<< "${rows[$i]}"
+  echo "bench-amqp-vs-rabbitmq: [$((i + 1))/${#rows[@]}] $name, $size B, $delivery" >&2
+  # Alternating which broker goes first, so that neither always runs on a machine the other just warmed or loaded.
+  order=(firemq rabbitmq); [ $((i % 2)) -eq 1 ] && order=(rabbitmq firemq)
+  for b in "${order[@]}"; do
+    # shellcheck disable=SC2086
+    run_one "$i" "$b" $flags
+  done
+  printf '%s|%s|%s|%s\n' "$name" "$size" "$delivery" "$metric" > "$work/results/$i.row"
+done
+
+table=$(/usr/bin/python3 - "$work/results" "${#rows[@]}" <<'PY'
+import json, os, sys
+
+results, count = sys.argv[1], int(sys.argv[2])
+
+def load(i, broker):
+    try:
+        return json.load(open(os.path.join(results, f"{i}-{broker}.json")))
+    except (OSError, ValueError):
+        return None
+
+def size(b):
+    return {16: "16 B", 1024: "1 KiB", 65536: "64 KiB"}.get(b, f"{b} B")
+
+def cpu_us_per_message(i, broker, r):
+    """The broker's CPU time over the run (the queue's deletion included) per message published."""
+    ticks, per_second = open(os.path.join(results, f"{i}-{broker}.cpu")).read().split()
+    return int(ticks) / int(per_second) * 1e6 / r["published"] if r["published"] else float("nan")
+
+def rate(r, metric):
+    return r[f"{metric}_msgs_per_s"]
+
+def msgs(v):
+    return f"{v / 1e6:.2f} M" if v >= 1e6 else f"{v / 1e3:.1f} k" if v >= 1e4 else f"{v:,.0f}"
+
+print("| row | body | delivery | RabbitMQ | reference broker | ratio | 5x bar | CPU µs/msg RabbitMQ / reference |")
+print("|---|---:|---|---:|---:|---:|:---:|---:|")
+for i in range(count):
+    name, body, delivery, metric = open(os.path.join(results, f"{i}.row")).read().strip().split("|")
+    fire, rabbit = load(i, "firemq"), load(i, "rabbitmq")
+    head = f"| {name} | {size(int(body))} | {delivery} |"
+    if fire is None or rabbit is None:
+        print(head + f" {'failed' if rabbit is None else '-'} | {'failed' if fire is None else '-'} | - | no | - |")
+        continue
+    if metric == "latency":
+        lf, lr = fire["latency"], rabbit["latency"]
+        ratio50 = lr["p50_us"] / lf["p50_us"] if lf["p50_us"] else float("inf")
+        ratio99 = lr["p99_us"] / lf["p99_us"] if lf["p99_us"] else float("inf")
+        cell = lambda l: f"p50 {l['p50_us'] / 1000:.2f} ms, p99 {l['p99_us'] / 1000:.2f} ms"
+        lower = "yes" if ratio50 > 1 and ratio99 > 1 else "no"
+        print(head + f" {cell(lr)} | {cell(lf)} | {ratio50:.1f}x / {ratio99:.1f}x lower | {lower} (lower) | - |")
+        continue
+    rf, rr = rate(fire, metric), rate(rabbit, metric)
+    ratio = rf / rr if rr else float("inf")
+    mb = lambda v: f" ({v * int(body) / 1e6:,.0f} MB/s)" if int(body) >= 1024 else ""
+    cf, cr = cpu_us_per_message(i, "firemq", fire), cpu_us_per_message(i, "rabbitmq", rabbit)
+    cpu = f"{cr:.1f} / {cf:.1f} ({cr / cf:.1f}x)" if cf > 0 else "-"
+    print(head + f" {msgs(rr)}{mb(rr)} | {msgs(rf)}{mb(rf)} | {ratio:.1f}x | {'yes' if ratio >= 5 else 'no'} | {cpu} |")
+PY
+)
+
+{
+  echo "Reference broker $(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo '?') against RabbitMQ" \
+       "$rabbit_version (Erlang/OTP $erlang_version, default configuration); $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC')," \
+       "load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $seconds s per run (or 1 GiB of bodies)."
+  echo
+  echo "$table"
+} | tee ${output:+"$output"}
+
+if [ -n "$keep_results" ]; then
+  mkdir -p "$keep_results"
+  cp "$work"/results/* "$keep_results"/
+fi
+
+if [ "$failures" -gt 0 ]; then
+  echo "bench-amqp-vs-rabbitmq: $failures run(s) failed (see above)" >&2
+  exit 1
+fi
