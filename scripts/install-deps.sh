@@ -9,6 +9,7 @@ packages=(
   libmsgpack-cxx-dev                            # MessagePack headers (depends on Boost 1.74)
   libssl-dev openssl                            # OpenSSL for TLS; its command line makes the tests' certificates
   nlohmann-json3-dev                            # JSON for vectors, cases and reports
+  zlib1g-dev                                    # crc32 for the message store's records
   libgtest-dev libgmock-dev                     # unit tests
   lcov                                          # coverage reports
   clang libclang-rt-14-dev                      # clang 14 with the libFuzzer and sanitizer runtimes
