@@ -88,6 +88,9 @@ class ClientCase {
   std::deque<Json> events_;  // events the driver reported that no step has matched yet
   int next_id_ = 1;
   std::vector<TranscriptLine> notes_;
+  // server_send with delay_ms: sent from these threads while later steps run; declared last, so they are
+  // joined before the proxy they write through is destroyed.
+  std::vector<std::jthread> delayed_sends_;
 };
 
 void ClientCase::note(const std::string& text) {
@@ -199,14 +202,24 @@ std::string ClientCase::expect_event(const Json& args) {
   return "no event " + pattern.dump() + " from the driver: " + why;
 }
 
-// {"op": "ping"|"close"|..., "header": {typed JSON}}: the proxy sends it to the client as the server.
+// {"op": "ping"|"close"|..., "header": {typed JSON}, "delay_ms"?}: the proxy sends it to the client as the
+// server; with delay_ms, that much later while the next steps run (a flow resume while the driver's publish
+// waits for it).
 std::string ClientCase::server_send(const Json& args) {
   const std::string name = args.at("op").get<std::string>();
   const OpInfo* info = find_op_by_name(name);
   if (info == nullptr) return "server_send: unknown op " + name;
   auto header = value_from_typed_json(args.value("header", Json::object()));
   if (!header || !header->is<Map>()) return "server_send: the header must be a typed-JSON map";
-  if (!proxy_->send_to_client(static_cast<std::uint8_t>(info->code), *header->get_if<Map>())) {
+  const auto op = static_cast<std::uint8_t>(info->code);
+  if (const int delay_ms = args.value("delay_ms", 0); delay_ms > 0) {
+    delayed_sends_.emplace_back([this, op, map = *header->get_if<Map>(), delay_ms] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      proxy_->send_to_client(op, map);  // a client already gone is for the later steps to find
+    });
+    return "";
+  }
+  if (!proxy_->send_to_client(op, *header->get_if<Map>())) {
     return "server_send: the client has no connection to send " + name + " on";
   }
   return "";
@@ -274,6 +287,7 @@ void ClientCase::finish() {
       result_.message += "; its stderr ends: " + err.substr(err.size() > kStderrInMessage ? err.size() - kStderrInMessage : 0);
     }
   }
+  delayed_sends_.clear();  // joins them: nothing more is sent once the case is over
   if (!proxy_) return;
   proxy_->stop();
   result_.violations = proxy_->violations();

@@ -13,6 +13,7 @@ constexpr const char* kPreamble = "transport.tcp.preamble";
 constexpr const char* kRid = "design.request.rid";
 constexpr const char* kSeq = "publish.seq.numbering";
 constexpr const char* kPong = "heartbeat.pong";
+constexpr const char* kFlow = "flow.client-stops-publishing";
 
 bool is(std::uint8_t op, OpCode code) { return op == static_cast<std::uint8_t>(code); }
 
@@ -31,6 +32,12 @@ std::optional<Map> header_map(const RawFrame& frame) {
   return std::nullopt;
 }
 
+// flow's `pause`; a flow without it pauses nothing.
+bool pause_of(const Map& header) {
+  const Value* v = find(header, "pause");
+  return v != nullptr && *v == Value(true);
+}
+
 }  // namespace
 
 const std::vector<MonitorRule>& client_rules() {
@@ -39,6 +46,7 @@ const std::vector<MonitorRule>& client_rules() {
       {kRid, "Design rules", "Requests carry a request id (rid) and get exactly one reply: ok, error, or an op-specific reply.", false},
       {kSeq, "Publishing / publish", "Client-assigned sequence number, starting at 1 and increasing by 1.", false},
       {kPong, "Heartbeats", "A peer that receives ping replies pong.", false},
+      {kFlow, "Replies / flow", "Clients stop publishing until pause: false.", false},
   };
   return rules;
 }
@@ -71,6 +79,7 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
   if (from == Side::server) {
     if (is(op, OpCode::ping) && !closing_) pings_unanswered_.push_back(at);
     if (is(op, OpCode::close)) closing_ = true;
+    if (is(op, OpCode::flow)) paused_since_ = pause_of(*header) ? std::optional(at) : std::nullopt;
     const bool reply = is(op, OpCode::ok) || is(op, OpCode::get_ok) || is(op, OpCode::error);
     if (const auto rid = uint_field(*header, "rid"); reply && rid) rids_awaiting_reply_.erase(*rid);
     return;
@@ -80,6 +89,11 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
   if (is(op, OpCode::close)) closing_ = true;
   if (is_request(op)) check_rid(op, *header, at);
   if (is(op, OpCode::publish)) check_seq(*header, at);
+  if (is(op, OpCode::publish) && paused_since_) {
+    const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(at - *paused_since_).count();
+    violation(kFlow, "published while paused: the server sent flow with pause: true " + std::to_string(since) +
+                         " ms before, and no pause: false since", at);
+  }
 }
 
 // Design rules: each request carries a rid, and not one whose reply is still awaited (the reply could not say

@@ -53,6 +53,10 @@ class ClientRules {
   std::uint64_t last_seq_ = 0;
   std::deque<Clock::time_point> pings_unanswered_;  // the server's pings the client has not answered yet
   bool closing_ = false;                             // a close was sent: pings after it are owed nothing
+  // Since when the server has paused the client's publishing (flow with pause: true), until pause: false. The
+  // rule counts from the moment the proxy wrote the pause: the flow case sends it while the client is idle, so
+  // no publish can be already on its way.
+  std::optional<Clock::time_point> paused_since_;
 };
 
 }  // namespace firemq::conform

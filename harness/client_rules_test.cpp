@@ -128,5 +128,22 @@ TEST(SubsetMismatch, ExtraKeysAndAnyAreAcceptedMissingOrDifferentValuesAreNot) {
   EXPECT_NE(subset_mismatch(nlohmann::json::parse(R"({"props": {"a": "1"}})"), actual), "");
 }
 
+TEST_F(ClientRulesTest, PublishWhilePausedByFlowIsFlaggedAndAfterResumeIsQuiet) {
+  client(OpCode::publish, with("seq", 1));
+  server(OpCode::flow, {{Value("pause"), Value(true)}});
+  client(OpCode::publish, with("seq", 2));
+  EXPECT_EQ(broken(), std::vector<std::string>{"flow.client-stops-publishing"});
+  server(OpCode::flow, {{Value("pause"), Value(false)}});
+  client(OpCode::publish, with("seq", 3));
+  EXPECT_EQ(broken().size(), 1u);
+}
+
+TEST_F(ClientRulesTest, OtherFramesWhilePausedAreQuiet) {
+  server(OpCode::flow, {{Value("pause"), Value(true)}});
+  client(OpCode::ping);
+  client(OpCode::ack, with("tag", 1));
+  EXPECT_TRUE(broken().empty());
+}
+
 }  // namespace
 }  // namespace firemq::conform

@@ -3,7 +3,7 @@
 // in your SDK, your public API), and writes replies and events as JSON lines on stdout. Copy it, replace
 // FireClient with your SDK, keep the JSON.
 //
-//   firemq-example-driver [--break seq-from-2|no-pong|no-close-reply|no-rid]
+//   firemq-example-driver [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused]
 //
 // --break makes the client break one rule on purpose, to show that the client cases catch it
 // (conformance/client-breaks.json lists the cases each must fail).
@@ -212,8 +212,9 @@ int main(int argc, char** argv) {
     else if (name == "no-pong") breaks.no_pong = true;
     else if (name == "no-close-reply") breaks.no_close_reply = true;
     else if (name == "no-rid") breaks.no_rid = true;
+    else if (name == "publish-while-paused") breaks.publish_while_paused = true;
     else {
-      std::cerr << "usage: " << argv[0] << " [--break seq-from-2|no-pong|no-close-reply|no-rid]\n";
+      std::cerr << "usage: " << argv[0] << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused]\n";
       return 2;
     }
   }

@@ -126,6 +126,11 @@ Result<Message, std::string> FireClient::request(Message request, Clock::time_po
 // wanted."
 Result<bool, std::string> FireClient::publish(op::Publish publish, const std::string& body, bool confirm,
                                              Clock::time_point deadline) {
+  // "Clients stop publishing until pause: false": the publish waits for the server's resume.
+  if (paused_ && !breaks_.publish_while_paused) {
+    auto resumed = wait_until([this] { return !paused_; }, deadline);
+    if (!resumed) return "still paused by the server's flow: " + resumed.error();
+  }
   if (confirm) {
     if (breaks_.seq_from_2 && next_seq_ == 1) next_seq_ = 2;
     publish.seq = next_seq_;
@@ -230,6 +235,7 @@ void FireClient::handle(const RawFrame& frame) {
     on_event_({{"event", "returned"}, {"code", returned->code}, {"msg", returned->msg}, {"exchange", returned->exchange},
                {"key", returned->key}, {"body", text(frame.payload())}});
   } else if (const auto* flow = std::get_if<op::Flow>(&m)) {
+    paused_ = flow->pause;
     on_event_({{"event", "flow"}, {"pause", flow->pause}});
   } else if (const auto* cancelled = std::get_if<op::Cancelled>(&m)) {
     on_event_({{"event", "cancelled"}, {"subscription", cancelled->sub}, {"code", cancelled->code}, {"msg", cancelled->msg}});

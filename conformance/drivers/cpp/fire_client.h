@@ -28,6 +28,7 @@ struct Breaks {
   bool no_pong = false;         // ignores the server's pings ("A peer that receives ping replies pong.")
   bool no_close_reply = false;  // closes the socket on the server's close without its own close
   bool no_rid = false;          // sends requests without a rid ("Requests carry a request id (rid)")
+  bool publish_while_paused = false;  // ignores flow ("Clients stop publishing until pause: false.")
 };
 
 class FireClient {
@@ -79,6 +80,7 @@ class FireClient {
   bool awaiting_reply_ = false;               // a request (or hello) is in flight: an error without rid is its reply
   bool closing_ = false;                      // we sent close: the server's close is its reply
   bool close_replied_ = false;                // the server's close after ours
+  bool paused_ = false;                       // the server's last flow said pause: true
   std::string last_get_body_;
 };
 
