@@ -349,9 +349,18 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("POST", "/api/definitions", {"users": {"name": "x"}})[0], 400)
         status, reply = self.call("POST", "/api/definitions", {"policies": [{"name": "p"}]})
         self.assertEqual((status, reply["reason"]), (400, "'policies' are not supported by this broker"))
-        status, reply = self.call("POST", "/api/definitions", {"permissions": [{"user": "nobody", "vhost": "/"}]})
+        # One bad entry and nothing of the import changes.
+        status, reply = self.call("POST", "/api/definitions", {"users": [{"name": "mgmt-atomic", "password": "x"}],
+                                                               "permissions": [{"user": "nobody", "vhost": "/"}]})
         self.assertEqual(status, 400)
         self.assertIn("nobody", reply["reason"])
+        self.assertEqual(self.call("GET", "/api/users/mgmt-atomic")[0], 404)
+        # A vhost named with every odd character, percent-encoded in the path, round-trips.
+        odd = "mgmt v/%?#&=\u00e9\u2603"
+        path = "/api/vhosts/" + urllib.request.quote(odd, safe="")
+        self.assertEqual(self.call("PUT", path, {})[0], 201)
+        self.assertEqual(self.call("GET", path)[1]["name"], odd)
+        self.assertEqual(self.call("DELETE", path)[0], 204)
         self.assertEqual(self.call("GET", "/api/whoami")[0], 200)  # nothing of that changed the broker
 
     def test_definitions_import_merges_into_what_exists(self):
@@ -397,6 +406,13 @@ class ManagementTest(unittest.TestCase):
                 self.assertEqual(self.call_on(broker, "PUT", "/api/queues/kept-v/kept-q", {"durable": True},
                                               user="kept-u", password="k")[0], 201)
                 self.assertEqual(admin("DELETE", "/api/users/dev")[0], 204)
+                # A deleted vhost stays deleted, with its durable queue and its persistent message.
+                self.assertEqual(admin("PUT", "/api/permissions/other/guest", {"configure": ".*", "write": ".*", "read": ".*"})[0], 204)
+                self.assertEqual(admin("PUT", "/api/queues/other/gone-q", {"durable": True})[0], 201)
+                self.assertEqual(admin("POST", "/api/exchanges/other/amq.default/publish",
+                                       {"routing_key": "gone-q", "payload": "p", "properties": {"delivery_mode": 2}}),
+                                 (200, {"routed": True}))
+                self.assertEqual(admin("DELETE", "/api/vhosts/other")[0], 204)
             finally:
                 broker.stop()
             stored = json.load(open(os.path.join(temp, "data", "definitions.json")))
@@ -408,6 +424,12 @@ class ManagementTest(unittest.TestCase):
                 self.assertEqual(self.call_on(broker, "GET", "/api/permissions/kept-v/kept-u")[1]["read"], "^r")
                 self.assertEqual(self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[0], 200)
                 self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="dev", password="d")[0], 401)
+                self.assertEqual(self.call_on(broker, "GET", "/api/vhosts/other")[0], 404)
+                self.assertEqual(self.call_on(broker, "PUT", "/api/vhosts/other", {})[0], 201)
+                self.assertEqual(self.call_on(broker, "PUT", "/api/permissions/other/guest",
+                                              {"configure": ".*", "write": ".*", "read": ".*"})[0], 201)
+                self.assertEqual(self.call_on(broker, "PUT", "/api/queues/other/gone-q", {"durable": True})[0], 201)
+                self.assertEqual(self.call_on(broker, "GET", "/api/queues/other/gone-q")[1]["messages"], 0)
             finally:
                 broker.stop()
 
