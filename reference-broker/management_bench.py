@@ -3,7 +3,8 @@
 
 Starts one firemq-broker, then runs firemq-bench against it ROUNDS times without and with a client that polls
 GET /api/queues every 100 ms (as a dashboard would), alternating, in the same broker run; prints each run's
-end-to-end rates and the ranges, and the polls' answer times.
+end-to-end rates and the ranges, and the polls' answer times; and first, on the idle broker, what one poll takes
+back to back (an upper bound of the broker thread's time per poll: the client's own time is in it too).
 
 Usage: management_bench.py BROKER_EXECUTABLE BENCH_EXECUTABLE [--rounds N] [--count N]
 """
@@ -33,14 +34,18 @@ class Poller(threading.Thread):
         self.stopping = threading.Event()
         self.seconds = []
 
+    def poll(self):
+        started = time.perf_counter()
+        with urllib.request.urlopen(self.request, timeout=10) as response:
+            response.read()
+            if response.status != 200:
+                raise RuntimeError(f"GET /api/queues answered {response.status}")
+        self.seconds.append(time.perf_counter() - started)
+        return started
+
     def run(self):
         while not self.stopping.is_set():
-            started = time.perf_counter()
-            with urllib.request.urlopen(self.request, timeout=10) as response:
-                response.read()
-                if response.status != 200:
-                    raise RuntimeError(f"GET /api/queues answered {response.status}")
-            self.seconds.append(time.perf_counter() - started)
+            started = self.poll()
             self.stopping.wait(max(0.0, 0.1 - (time.perf_counter() - started)))
 
 
@@ -61,6 +66,12 @@ def main():
         process, ports = start_broker(args.broker, temp)
         results = {"without": [], "with": []}
         polls = []
+        idle = Poller(ports["ws"])
+        for _ in range(500):
+            idle.poll()
+        idle.seconds.sort()
+        print(f"idle broker, 500 polls back to back: median {idle.seconds[250] * 1000:.2f} ms, "
+              f"99th percentile {idle.seconds[495] * 1000:.2f} ms", flush=True)
         try:
             for round_number in range(args.rounds):
                 for mode in ("without", "with"):
