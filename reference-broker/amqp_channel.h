@@ -74,6 +74,15 @@ class AmqpChannel : private Outbox {
   State state() const { return state_; }
   bool has_published() const { return session_ && session_->has_published(); }
 
+  // For the management API's channels and consumers.
+  std::uint16_t number() const { return number_; }
+  std::size_t consumer_count() const { return consumers_.size(); }
+  std::size_t unacknowledged() const { return unsettled_.size(); }
+  std::uint16_t prefetch() const { return prefetch_; }
+  bool confirm_mode() const { return confirm_mode_; }
+  bool transactional() const { return tx_.has_value(); }
+  const Session* session() const { return session_ ? &*session_ : nullptr; }
+
  private:
   struct Pending {  // a request sent to the session, until its reply
     amqp::MethodId method;

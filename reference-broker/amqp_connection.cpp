@@ -50,7 +50,9 @@ AmqpConnection::AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, Amq
       heartbeat_timer_(socket_.get_executor()),
       handshake_timer_(socket_.get_executor()),
       linger_timer_(socket_.get_executor()),
-      closing_deadline_(socket_.get_executor()) {
+      closing_deadline_(socket_.get_executor()),
+      connected_at_ms_(std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch()).count()) {
   error_code ec;
   socket_.set_option(asio::ip::tcp::no_delay(true), ec);
   // The protocol header, start-ok, tune-ok and open must all arrive within the handshake timeout.

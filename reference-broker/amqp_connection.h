@@ -38,6 +38,7 @@ class AmqpConnectionRegistry {
   void set_alarm(bool active);
   bool alarm() const { return alarm_; }
   bool empty() const { return connections_.empty(); }
+  const std::unordered_set<AmqpConnection*>& all() const { return connections_; }
 
  private:
   std::unordered_set<AmqpConnection*> connections_;
@@ -53,6 +54,10 @@ class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, publ
   void shutdown();
   void on_alarm_changed();
   void drop_in_handshake() override;
+  // The management API: connection.close 320 with `reason`.
+  void close_by_operator(const std::string& reason) { core_.close_forced(reason); }
+  const AmqpConnectionCore& core() const { return core_; }
+  std::int64_t connected_at_ms() const { return connected_at_ms_; }
 
  private:
   awaitable<void> reader();
@@ -86,6 +91,7 @@ class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, publ
   asio::steady_timer handshake_timer_;
   asio::steady_timer linger_timer_;
   asio::steady_timer closing_deadline_;  // bounds the whole close (kMaxClosingTime)
+  std::int64_t connected_at_ms_;         // wall clock, as the management API shows it
 };
 
 }  // namespace firemq

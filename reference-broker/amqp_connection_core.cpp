@@ -1,4 +1,5 @@
 #include "reference-broker/amqp_connection_core.h"
+#include "reference-broker/amqp_interop.h"
 
 #include "protocol/amqp/wire.h"
 #include "protocol/reply_codes.h"
@@ -191,6 +192,7 @@ void AmqpConnectionCore::on_start_ok(const Method& method) {
   login_.ver = 1;
   login_.auth = {"plain", credentials->user, credentials->password};
   const amqp::FieldTable& client = method.table("client_properties");
+  login_.client = to_firemq_map(client);  // each channel's session is shown with it, as a FireMQ hello's client
   cancel_notify_ = client_capability(client, "consumer_cancel_notify");
   blocked_notify_ = client_capability(client, "connection.blocked");
   Method tune = Method::of(m::kConnectionTune);
@@ -258,14 +260,14 @@ void AmqpConnectionCore::flush() {
   if (state_ == State::closing) on_connection_lost();  // a fatal error while flushing (the store failed)
 }
 
-void AmqpConnectionCore::on_shutdown() {
+void AmqpConnectionCore::close_forced(const std::string& reason) {
   if (state_ == State::closing) return;
   if (state_ != State::open) {  // not yet a conversation to close politely
     state_ = State::closing;
     return wire_.close_after_flush();
   }
   flush();
-  close_connection(320, "CONNECTION_FORCED - broker shutting down", {});
+  close_connection(320, "CONNECTION_FORCED - " + reason, {});
   on_connection_lost();
 }
 

@@ -45,7 +45,9 @@ class AmqpConnectionCore : private AmqpChannelHost {
   // After each read: the channels' coalesced confirms.
   void flush();
   // SIGTERM: connection.close 320 (connection-forced).
-  void on_shutdown();
+  void on_shutdown() { close_forced("broker shutting down"); }
+  // connection.close 320 "CONNECTION_FORCED - <reason>" (SIGTERM, or the management API closing it).
+  void close_forced(const std::string& reason);
   // The connection ends (closing, or the socket is gone): every channel's session ends (deliveries requeued),
   // then its count against max-connections and its exclusive queues go, once.
   void on_connection_lost();
@@ -56,6 +58,13 @@ class AmqpConnectionCore : private AmqpChannelHost {
   State state() const { return state_; }
   std::chrono::seconds heartbeat() const { return std::chrono::seconds(heartbeat_); }
   bool has_published() const;
+
+  // For the management API, once open: the connection's name, who it logged in as (client: start-ok's
+  // client_properties), and its channels by number.
+  const std::string& name() const { return name_; }
+  const op::Hello& login() const { return login_; }
+  const TransportHints& hints() const { return hints_; }
+  const std::map<std::uint16_t, std::unique_ptr<AmqpChannel>>& channels() const { return channels_; }
 
  private:
   void on_frame(amqp::Frame frame);

@@ -56,7 +56,7 @@ class Broker {
   asio::io_context io_{1};
   std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires and wss listeners
   // The management API on the HTTP listeners; it lists the listeners that are bound.
-  ManagementApi management_{ManagementEnv{config_, definitions_, core_, registry_, alarms_, [this] {
+  ManagementApi management_{ManagementEnv{config_, definitions_, core_, registry_, amqp_registry_, alarms_, [this] {
     std::vector<ListenerInfo> out;
     for (const auto& l : listeners_) out.push_back({l->scheme(), l->port()});
     return out;

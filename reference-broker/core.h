@@ -30,9 +30,28 @@ struct MessageCounters {
 class Core {
  public:
   // `time` must outlive the core: every expiry and timestamp in it comes from there.
-  Core(const Definitions& definitions, const TimeSource& time) {
-    for (const std::string& name : definitions.vhost_names()) vhosts_.emplace(name, std::make_unique<Vhost>(name, time));
+  Core(const Definitions& definitions, const TimeSource& time) : time_(time) {
+    for (const std::string& name : definitions.vhost_names()) add_vhost(name);
   }
+  // A vhost the definitions gained at run time (the management API); nothing when it exists.
+  void add_vhost(const std::string& name) {
+    if (vhosts_.count(name)) return;
+    auto vhost = std::make_unique<Vhost>(name, time_);
+    vhost->set_journal(journal_);
+    vhosts_.emplace(name, std::move(vhost));
+  }
+  // A vhost deleted at run time: its queues are deleted (their stored messages with them), then the vhost. Its
+  // connections must have ended first (their sessions refer to it until then).
+  void remove_vhost(const std::string& name) {
+    Vhost* vhost = this->vhost(name);
+    if (vhost == nullptr) return;
+    std::vector<std::pair<std::string, std::string>> queues;  // name, exclusive owner
+    for (const auto& [qname, q] : vhost->queues()) queues.emplace_back(qname, q->settings().exclusive_owner);
+    for (const auto& [qname, owner] : queues) (void)vhost->delete_queue(op::DeleteQueue{0, qname, false, false}, owner);
+    vhosts_.erase(name);
+  }
+  // Saves the definitions file whatever changed (users, vhosts, permissions changed at run time).
+  Status save_definitions() { return topology_ == nullptr ? Status() : write_topology(); }
   // The disk behind durability (message_store.h, durable_topology.h); without it nothing is persisted. Called
   // once, before any client connects.
   void attach_storage(Journal* journal, TopologyStore* topology) {
@@ -85,6 +104,7 @@ class Core {
     return topology_->save();
   }
 
+  const TimeSource& time_;
   std::map<std::string, std::unique_ptr<Vhost>> vhosts_;
   ConnectionCounts connection_counts_;
   MessageCounters counters_;

@@ -42,6 +42,21 @@ std::optional<std::string> merge_limits(Limits& limits, const Json& value, Parse
   return std::nullopt;
 }
 
+// Puts each of `incoming` into `into`, replacing the entry that `same` says is the same one.
+template <typename Same>
+void replace_or_add(Json& into, const Json& incoming, Same same) {
+  for (const Json& entry : incoming) {
+    auto it = std::find_if(into.begin(), into.end(), [&](const Json& e) { return same(e, entry); });
+    if (it == into.end()) {
+      into.push_back(entry);
+    } else {
+      *it = entry;
+    }
+  }
+}
+
+bool same_field(const Json& a, const Json& b, const char* key) { return a.contains(key) && b.contains(key) && a[key] == b[key]; }
+
 }  // namespace
 
 Result<Definitions, std::string> Definitions::defaults() {
@@ -149,6 +164,53 @@ std::optional<std::string> Definitions::set_user_limits(const std::string& user,
   auto it = users_.find(user);
   if (it == users_.end()) return "no user '" + user + "'";
   return merge_limits(it->second.limits, value, parse_user_limits);
+}
+
+std::optional<std::string> Definitions::merge(const Json& incoming) {
+  if (!incoming.is_object()) return std::string("definitions must be a JSON object");
+  Json merged = to_json();
+  for (const char* kind : {"users", "vhosts", "permissions", "parameters"}) {
+    if (incoming.contains(kind) && !incoming[kind].is_array()) return "'" + std::string(kind) + "' must be a list";
+  }
+  Json users = incoming.value("users", Json::array());
+  for (Json& user : users) {
+    // A user's limits are set apart from the user (as RabbitMQ's user-limits): an update keeps them.
+    const User* existing = user.is_object() && user.contains("name") && user["name"].is_string()
+                               ? find_user(user["name"].get<std::string>()) : nullptr;
+    if (existing != nullptr && !user.contains("limits")) user["limits"] = firemq::to_json(existing->limits);
+  }
+  auto by_name = [](const Json& a, const Json& b) { return same_field(a, b, "name"); };
+  replace_or_add(merged["users"], users, by_name);
+  replace_or_add(merged["vhosts"], incoming.value("vhosts", Json::array()), by_name);
+  replace_or_add(merged["permissions"], incoming.value("permissions", Json::array()),
+                 [](const Json& a, const Json& b) { return same_field(a, b, "user") && same_field(a, b, "vhost"); });
+  replace_or_add(merged["parameters"], incoming.value("parameters", Json::array()), [](const Json& a, const Json& b) {
+    return same_field(a, b, "vhost") && same_field(a, b, "component") && same_field(a, b, "name");
+  });
+  auto parsed = parse(merged.dump());
+  if (!parsed) return parsed.error();
+  *this = std::move(*parsed);
+  return std::nullopt;
+}
+
+bool Definitions::remove_vhost(const std::string& vhost) {
+  if (!has_vhost(vhost)) return false;
+  std::erase(vhosts_, vhost);
+  vhost_limits_.erase(vhost);
+  for (auto& [name, user] : users_) user.permissions.erase(vhost);
+  return true;
+}
+
+bool Definitions::remove_user(const std::string& user) { return users_.erase(user) > 0; }
+
+bool Definitions::remove_permission(const std::string& user, const std::string& vhost) {
+  auto it = users_.find(user);
+  return it != users_.end() && it->second.permissions.erase(vhost) > 0;
+}
+
+const User* Definitions::find_user(const std::string& name) const {
+  auto it = users_.find(name);
+  return it == users_.end() ? nullptr : &it->second;
 }
 
 Result<Definitions, std::string> Definitions::load(const std::string& path) {

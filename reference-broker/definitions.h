@@ -66,6 +66,17 @@ class Definitions {
   std::optional<std::string> set_vhost_limits(const std::string& vhost, const nlohmann::json& value);
   std::optional<std::string> set_user_limits(const std::string& user, const nlohmann::json& value);
 
+  // Changes at run time (the management API), as RabbitMQ's definitions import merges: each user, vhost,
+  // permission and vhost-limits parameter of `incoming` (parse()'s shape) replaces the one of the same name (user
+  // and vhost for a permission), or is added; the rest stays. A user given without "limits" keeps its limits.
+  // All or nothing: the error names what is wrong and nothing changed. Pointers to users are invalidated.
+  std::optional<std::string> merge(const nlohmann::json& incoming);
+  // Each returns whether there was something to remove. A vhost takes its permissions and limits with it.
+  bool remove_vhost(const std::string& vhost);
+  bool remove_user(const std::string& user);
+  bool remove_permission(const std::string& user, const std::string& vhost);
+  const User* find_user(const std::string& name) const;
+
  private:
   // One entry of "parameters".
   std::optional<std::string> add_parameter(const nlohmann::json& parameter);

@@ -1,6 +1,7 @@
 #include "reference-broker/durable_topology.h"
 
 #include "protocol/reply_codes.h"
+#include "protocol/plain_json.h"
 #include "protocol/typed_json.h"
 #include "reference-broker/storage_io.h"
 
@@ -11,8 +12,9 @@ using Json = nlohmann::json;
 
 Json arguments_json(const Map& args) { return typed_json_from_value(Value(args)); }
 
-Result<Map, std::string> arguments_from(const Json& object) {
+Result<Map, std::string> arguments_from(const Json& object, DurableTopology::Arguments format) {
   if (!object.contains("arguments")) return Map{};
+  if (format == DurableTopology::Arguments::plain) return map_from_plain_json(object.at("arguments"));
   Result<Value, std::string> value = value_from_typed_json(object.at("arguments"));
   if (!value) return value.error();
   const Map* map = value->get_if<Map>();
@@ -83,7 +85,7 @@ Result<Json, std::string> DurableTopology::read(const std::filesystem::path& fil
   return parsed;
 }
 
-std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core) {
+std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core, Arguments format) {
   std::vector<std::string> problems;
   if (!stored.is_object()) return problems;  // no file yet
   // Each entry is restored through the same checks a client's declare goes through.
@@ -94,7 +96,7 @@ std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core
       std::string problem;
       try {
         Vhost* vhost = core.vhost(item.at("vhost").get<std::string>());
-        Result<Map, std::string> args = arguments_from(item);
+        Result<Map, std::string> args = arguments_from(item, format);
         if (vhost == nullptr) {
           problem = "its vhost is gone";
         } else if (!args) {
@@ -112,7 +114,7 @@ std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core
     op::DeclareExchange r;
     r.name = e.at("name").get<std::string>();
     r.type = e.at("type").get<std::string>();
-    r.durable = true;
+    r.durable = e.value("durable", true);
     r.auto_delete = e.value("auto_delete", false);
     r.internal = e.value("internal", false);
     r.args = args;
@@ -121,7 +123,7 @@ std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core
   each("queues", [](Vhost& vhost, const Json& q, const Map& args) -> Status {
     op::DeclareQueue r;
     r.name = q.at("name").get<std::string>();
-    r.durable = true;
+    r.durable = q.value("durable", true);
     r.auto_delete = q.value("auto_delete", false);
     r.args = args;
     Result<op::Ok> ok = vhost.declare_queue(r, "");

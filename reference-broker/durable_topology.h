@@ -27,9 +27,12 @@ class DurableTopology final : public TopologyStore {
 
   // The file's contents, or null when there is none yet; the error names the file and what is wrong.
   static Result<nlohmann::json, std::string> read(const std::filesystem::path& file);
+  // How "arguments" are written: in the typed JSON of this file, or as plain JSON (RabbitMQ's export, which the
+  // management API imports).
+  enum class Arguments { typed, plain };
   // Declares the stored exchanges, queues and bindings in `core` (their vhosts must exist). Returns what could
-  // not be restored, one line each; the rest is restored regardless.
-  static std::vector<std::string> restore(const nlohmann::json& stored, Core& core);
+  // not be restored, one line each; the rest is restored regardless. Entries are durable unless they say not.
+  static std::vector<std::string> restore(const nlohmann::json& stored, Core& core, Arguments format = Arguments::typed);
 
  private:
   nlohmann::json snapshot() const;

@@ -73,6 +73,59 @@ Json queue_json(const std::string& vhost, const Queue& q) {
           {"type", "classic"}};
 }
 
+// An AMQP connection as RabbitMQ shows it; its name is RabbitMQ's too ("peer:port -> local:port").
+Json amqp_connection_json(const AmqpConnection& c) {
+  const AmqpConnectionCore& core = c.core();
+  const auto [peer_host, peer_port] = host_and_port(core.hints().peer_address.value_or(""));
+  return {{"name", core.name()},
+          {"user", core.login().auth.user},
+          {"vhost", core.login().vhost},
+          {"protocol", "AMQP 0-9-1"},
+          {"transport", "amqp"},
+          {"ssl", false},
+          {"peer_host", peer_host},
+          {"peer_port", peer_port},
+          {"client_properties", plain_json(core.login().client)},
+          {"connected_at", c.connected_at_ms()},
+          {"timeout", core.heartbeat().count()},
+          {"channels", core.channels().size()},
+          {"auth_mechanism", "PLAIN"},
+          {"state", "running"},
+          {"type", "network"},
+          {"node", "firemq@localhost"}};
+}
+
+// One AMQP channel, in RabbitMQ's shape: "CONN (N)", its connection, and its consumers and unacknowledged count.
+Json amqp_channel_json(const AmqpConnectionCore& connection, const AmqpChannel& channel) {
+  const auto [peer_host, peer_port] = host_and_port(connection.hints().peer_address.value_or(""));
+  return {{"name", connection.name() + " (" + std::to_string(channel.number()) + ")"},
+          {"number", channel.number()},
+          {"connection_details", {{"name", connection.name()}, {"peer_host", peer_host}, {"peer_port", peer_port}}},
+          {"user", connection.login().auth.user},
+          {"vhost", connection.login().vhost},
+          {"consumer_count", channel.consumer_count()},
+          {"messages_unacknowledged", channel.unacknowledged()},
+          {"prefetch_count", channel.prefetch()},
+          {"confirm", channel.confirm_mode()},
+          {"transactional", channel.transactional()},
+          {"state", "running"},
+          {"node", "firemq@localhost"}};
+}
+
+// A subscription as /api/consumers shows it, FireMQ's or an AMQP channel's (whose session carries the consumer).
+Json consumer_json(const Subscription& subscription, const std::string& vhost, const Json& channel_details,
+                   std::uint64_t prefetch) {
+  const op::Subscribe& r = subscription.request();
+  return {{"consumer_tag", r.tag},  // "Defaults to fire-<sub>", "shown in the management API"
+          {"queue", {{"name", r.queue}, {"vhost", vhost}}},
+          {"channel_details", channel_details},
+          {"ack_required", !r.no_ack},
+          {"exclusive", r.exclusive},
+          {"prefetch_count", prefetch},
+          {"active", true},
+          {"arguments", plain_json(r.args)}};
+}
+
 Json exchange_json(const std::string& vhost, const Exchange& x) {
   return {{"name", x.name},
           {"vhost", vhost},
@@ -201,8 +254,12 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who) {
   if (!body) return body.error();
   if (!name || what == "bindings") return api_json(http::status::ok, *body);
   if (!body->is_array()) return not_found();  // /api/overview/X and the like name nothing
+  // A permission is named by its vhost and user (/api/permissions/V/U), the rest by their name.
+  const char* key = what == "permissions" ? "user" : "name";
   for (const Json& item : *body) {
-    if (item.is_object() && item.value("name", "") == *name) return api_json(http::status::ok, item);
+    if (item.is_object() && item.value(key, "") == *name && (!vhost || item.value("vhost", "") == *vhost)) {
+      return api_json(http::status::ok, item);
+    }
   }
   return not_found();
 }
@@ -217,7 +274,8 @@ Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, cons
     return what == "users" ? users() : permissions();
   }
   if (what == "connections") return connections(who);
-  if (what == "channels" || what == "extensions") return Json::array();  // AMQP connections will list channels
+  if (what == "channels") return channels(who);
+  if (what == "extensions") return Json::array();
   if (what == "exchanges") return exchanges(who, vhost);
   if (what == "queues") return queues(who, vhost);
   if (what == "bindings") return bindings(who, vhost);
@@ -257,7 +315,7 @@ Json ManagementApi::overview(const ApiUser& who) const {
           {"node", "firemq@localhost"},
           {"queue_totals", {{"messages", ready + unacked}, {"messages_ready", ready}, {"messages_unacknowledged", unacked}}},
           {"object_totals",
-           {{"connections", connections(who).size()}, {"channels", 0}, {"exchanges", exchange_count},
+           {{"connections", connections(who).size()}, {"channels", channels(who).size()}, {"exchanges", exchange_count},
             {"queues", queue_count}, {"consumers", consumer_count}}},
           {"message_stats",
            {{"publish", c.published}, {"deliver_get", c.delivered}, {"ack", c.acknowledged},
@@ -315,6 +373,29 @@ Json ManagementApi::connections(const ApiUser& who) const {
                    {"type", "network"},
                    {"node", "firemq@localhost"}});
   }
+  for (const AmqpConnection* c : amqp_connections(who)) out.push_back(amqp_connection_json(*c));
+  return out;
+}
+
+std::vector<const AmqpConnection*> ManagementApi::amqp_connections(const ApiUser& who) const {
+  std::vector<const AmqpConnection*> out;
+  for (const AmqpConnection* c : env_.amqp_connections.all()) {
+    const AmqpConnectionCore& core = c->core();
+    if (core.state() != AmqpConnectionCore::State::open) continue;  // in its handshake, or closing
+    if (!who.sees_everything && core.login().auth.user != who.user->name) continue;
+    out.push_back(c);
+  }
+  return out;
+}
+
+Json ManagementApi::channels(const ApiUser& who) const {
+  // FireMQ connections have no channels; AMQP's are listed as RabbitMQ lists them.
+  Json out = Json::array();
+  for (const AmqpConnection* c : amqp_connections(who)) {
+    for (const auto& [number, channel] : c->core().channels()) {
+      if (channel->state() == AmqpChannel::State::open) out.push_back(amqp_channel_json(c->core(), *channel));
+    }
+  }
   return out;
 }
 
@@ -356,17 +437,22 @@ Json ManagementApi::consumers(const ApiUser& who, const std::optional<std::strin
   for (const Connection* c : env_.connections.all()) {
     const Session& s = c->session();
     if (s.state() != Session::State::open || !may_see(who, s.vhost()) || (only && *only != s.vhost())) continue;
+    const Json details{{"connection_name", s.conn_id()}, {"name", s.conn_id() + " (1)"}, {"user", s.user()}};
     for (const auto& [sub, subscription] : s.subscriptions()) {
-      const op::Subscribe& r = subscription->request();
-      out.push_back({{"consumer_tag", r.tag},  // "Defaults to fire-<sub>", "shown in the management API"
-                     {"queue", {{"name", r.queue}, {"vhost", s.vhost()}}},
-                     {"channel_details", {{"connection_name", s.conn_id()}, {"name", s.conn_id() + " (1)"},
-                                          {"user", s.user()}}},
-                     {"ack_required", !r.no_ack},
-                     {"exclusive", r.exclusive},
-                     {"prefetch_count", subscription->credit()},
-                     {"active", true},
-                     {"arguments", plain_json(r.args)}});
+      out.push_back(consumer_json(*subscription, s.vhost(), details, subscription->credit()));  // the credit left
+    }
+  }
+  for (const AmqpConnection* c : amqp_connections(who)) {
+    const AmqpConnectionCore& core = c->core();
+    if (!may_see(who, core.login().vhost) || (only && *only != core.login().vhost)) continue;
+    for (const auto& [number, channel] : core.channels()) {
+      const Session* s = channel->session();
+      if (s == nullptr) continue;
+      const Json details{{"connection_name", core.name()}, {"name", core.name() + " (" + std::to_string(number) + ")"},
+                         {"number", number}, {"user", core.login().auth.user}};
+      for (const auto& [sub, subscription] : s->subscriptions()) {
+        out.push_back(consumer_json(*subscription, core.login().vhost, details, channel->prefetch()));
+      }
     }
   }
   return out;
@@ -394,6 +480,13 @@ Json ManagementApi::definitions(const ApiUser& who) const {
     out["bindings"].push_back(b);
   }
   return out;
+}
+
+AmqpConnection* ManagementApi::find_amqp_connection(const std::string& name) const {
+  for (AmqpConnection* c : env_.amqp_connections.all()) {
+    if (c->core().state() == AmqpConnectionCore::State::open && c->core().name() == name) return c;
+  }
+  return nullptr;
 }
 
 Connection* ManagementApi::find_connection(const std::string& name) const {

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference-broker/alarms.h"
+#include "reference-broker/amqp_connection.h"
 #include "reference-broker/config.h"
 #include "reference-broker/connection.h"
 #include "reference-broker/core.h"
@@ -35,9 +36,10 @@ struct ListenerInfo {
 
 struct ManagementEnv {
   const BrokerConfig& config;
-  const Definitions& definitions;
+  Definitions& definitions;  // changed by the administrator's writes (management_admin.cpp)
   Core& core;
   ConnectionRegistry& connections;
+  AmqpConnectionRegistry& amqp_connections;
   const Alarms& alarms;  // flow control: the memory watermark and the disk free limit, and whether they fired
   std::function<std::vector<ListenerInfo>()> listeners;
 };
@@ -46,6 +48,8 @@ struct ManagementEnv {
 HttpAnswer api_json(boost::beast::http::status status, const nlohmann::json& body);
 HttpAnswer api_error(boost::beast::http::status status, const std::string& error, const std::string& reason);
 HttpAnswer not_found();
+// A write's body: a JSON object (empty when none); a POST must say Content-Type: application/json.
+Result<nlohmann::json, HttpAnswer> api_body(const HttpRequest& request);
 
 // Who is asking: an authenticated user with a management tag.
 struct ApiUser {
@@ -81,6 +85,21 @@ class ManagementApi {
   HttpAnswer write(const HttpRequest& request, const Route& route, const ApiUser& who,
                    const std::optional<std::string>& peer_address);
 
+  // management_admin.cpp: vhosts, users, permissions and the definitions import, for administrators.
+  HttpAnswer administer(const HttpRequest& request, const Route& route, const ApiUser& who);
+  HttpAnswer put_vhost(const std::string& name);
+  HttpAnswer delete_vhost(const std::string& name);
+  HttpAnswer put_user(const std::string& name, const nlohmann::json& body);
+  HttpAnswer delete_user(const std::string& name);
+  HttpAnswer put_permission(const std::string& vhost, const std::string& user, const nlohmann::json& body);
+  HttpAnswer delete_permission(const std::string& vhost, const std::string& user);
+  HttpAnswer import_definitions(const nlohmann::json& body);
+  // The definitions changed: saved to the data directory (when there is one) before the answer, as a declare's.
+  HttpAnswer saved(boost::beast::http::status done);
+  // Closes with 320 every connection, FireMQ's and AMQP's, that `matches` (its user and vhost) picks.
+  void close_connections(const std::function<bool(const std::string& user, const std::string& vhost)>& matches,
+                         const std::string& reason);
+
   // management_api.cpp: the JSON of what the broker holds, limited to what `who` may see.
   bool may_see(const ApiUser& who, const std::string& vhost) const;
   nlohmann::json overview(const ApiUser& who) const;
@@ -88,12 +107,16 @@ class ManagementApi {
   nlohmann::json users() const;
   nlohmann::json permissions() const;
   nlohmann::json connections(const ApiUser& who) const;
+  // AMQP connections past connection.open-ok that `who` may see (their own unless they see everything).
+  std::vector<const AmqpConnection*> amqp_connections(const ApiUser& who) const;
+  nlohmann::json channels(const ApiUser& who) const;
   nlohmann::json exchanges(const ApiUser& who, const std::optional<std::string>& vhost) const;
   nlohmann::json queues(const ApiUser& who, const std::optional<std::string>& vhost) const;
   nlohmann::json bindings(const ApiUser& who, const std::optional<std::string>& vhost) const;
   nlohmann::json consumers(const ApiUser& who, const std::optional<std::string>& vhost) const;
   nlohmann::json definitions(const ApiUser& who) const;
   Connection* find_connection(const std::string& name) const;
+  AmqpConnection* find_amqp_connection(const std::string& name) const;
 
   // management_metrics.cpp: GET /metrics, Prometheus's text exposition format.
   std::string metrics() const;

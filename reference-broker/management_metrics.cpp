@@ -1,11 +1,13 @@
 // GET /metrics: the broker's figures in Prometheus's text exposition format (version 0.0.4), named as
 // rabbitmq_prometheus names them where RabbitMQ has an equivalent, so that dashboards built for RabbitMQ read them;
-// firemq_ for the rest. Every value is a whole number, written as one (no exponent that would round it).
+// firemq_ for the rest. Every value is a whole number, written as one (no exponent that would round it), except the
+// fsync histogram's sum of seconds, a decimal fraction.
 #include <filesystem>
 #include <sstream>
 
 #include "reference-broker/management_api.h"
 #include "reference-broker/memory_account.h"
+#include "reference-broker/storage_io.h"
 
 namespace firemq {
 namespace {
@@ -35,6 +37,9 @@ class Exposition {
     out_ << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
   }
   void sample(const char* name, std::uint64_t value, const std::string& labels = "") {
+    sample_text(name, std::to_string(value), labels);
+  }
+  void sample_text(const std::string& name, const std::string& value, const std::string& labels = "") {
     out_ << name;
     if (!labels.empty()) out_ << '{' << labels << '}';
     out_ << ' ' << value << '\n';
@@ -49,6 +54,30 @@ class Exposition {
   std::ostringstream out_;
 };
 
+// Nanoseconds as seconds, exactly (a decimal fraction, no exponent).
+std::string seconds(std::uint64_t nanos) {
+  std::string fraction = std::to_string(nanos % 1000000000);
+  return std::to_string(nanos / 1000000000) + "." + std::string(9 - fraction.size(), '0') + fraction;
+}
+
+// The fsyncs of the data directory (storage_io.h) as a Prometheus histogram in seconds: cumulative buckets, the
+// sum and the count.
+void fsync_histogram(Exposition& e) {
+  const StorageStats& stats = storage_stats();
+  const char* name = "firemq_store_fsync_seconds";
+  e.family(name, "histogram", "fsyncs of the message store and the definitions file, and their duration");
+  std::uint64_t cumulative = 0;
+  for (std::size_t i = 0; i < std::size(StorageStats::kBucketMicros); ++i) {
+    cumulative += stats.buckets[i].load(std::memory_order_relaxed);
+    e.sample_text(std::string(name) + "_bucket", std::to_string(cumulative),
+                  "le=\"" + seconds(StorageStats::kBucketMicros[i] * 1000) + "\"");
+  }
+  const std::uint64_t count = stats.fsyncs.load(std::memory_order_relaxed);
+  e.sample_text(std::string(name) + "_bucket", std::to_string(count), "le=\"+Inf\"");
+  e.sample_text(std::string(name) + "_sum", seconds(stats.total_nanos.load(std::memory_order_relaxed)));
+  e.sample_text(std::string(name) + "_count", std::to_string(count));
+}
+
 }  // namespace
 
 std::string ManagementApi::metrics() const {
@@ -59,9 +88,16 @@ std::string ManagementApi::metrics() const {
     for (const auto& [qname, q] : vhost->queues()) consumers += q->consumer_count();
   }
   for (const Connection* c : env_.connections.all()) connections += c->session().state() == Session::State::open;
-  e.single("rabbitmq_connections", "gauge", "Connections currently open", static_cast<std::uint64_t>(connections));
-  e.single("rabbitmq_channels", "gauge", "Channels currently open (one per FireMQ connection)",
+  std::size_t channels = connections;  // a FireMQ connection is one channel
+  for (const AmqpConnection* c : env_.amqp_connections.all()) {
+    if (c->core().state() != AmqpConnectionCore::State::open) continue;
+    ++connections;
+    for (const auto& [number, channel] : c->core().channels()) channels += channel->state() == AmqpChannel::State::open;
+  }
+  e.single("rabbitmq_connections", "gauge", "Connections currently open (FireMQ and AMQP 0-9-1)",
            static_cast<std::uint64_t>(connections));
+  e.single("rabbitmq_channels", "gauge", "Channels currently open (AMQP channels, and one per FireMQ connection)",
+           static_cast<std::uint64_t>(channels));
   e.single("rabbitmq_queues", "gauge", "Queues available", static_cast<std::uint64_t>(queues));
   e.single("rabbitmq_consumers", "gauge", "Consumers currently connected", static_cast<std::uint64_t>(consumers));
 
@@ -107,6 +143,7 @@ std::string ManagementApi::metrics() const {
            env_.alarms.memory() ? 1 : 0);
   e.single("rabbitmq_alarms_free_disk_space_watermark", "gauge", "1 while the disk alarm is in effect",
            env_.alarms.disk() ? 1 : 0);
+  fsync_histogram(e);
   return e.text();
 }
 

@@ -11,7 +11,7 @@ own CLI client, rabbitmqadmin, listing, declaring, publishing, getting and delet
 
 Usage: management_test.py BROKER_EXECUTABLE
 """
-import base64, json, os, socket, struct, subprocess, sys, tempfile, unittest, urllib.error, urllib.request
+import base64, hashlib, json, os, signal, socket, struct, subprocess, sys, tempfile, time, unittest, urllib.error, urllib.request
 
 import msgpack
 
@@ -28,6 +28,33 @@ DEFINITIONS = {
     "vhosts": [{"name": "/"}, {"name": "other"}],
     "permissions": [{"user": "guest", "vhost": "/"}, {"user": "guest", "vhost": "other"},
                     {"user": "app", "vhost": "/"}, {"user": "dev", "vhost": "other"}]}
+
+
+class DataDirBroker:
+    """firemq-broker without --definitions: it has what its data directory kept (or guest/guest on a new one); its
+    fire, ws and amqp listeners on free ports."""
+
+    def __init__(self, directory, *extra):
+        ports = os.path.join(directory, "ports.json")
+        if os.path.exists(ports):
+            os.remove(ports)
+        self.log = open(os.path.join(directory, "broker.log"), "ab")
+        self.process = subprocess.Popen(
+            [transports.BROKER, "--bind", "127.0.0.1", "--port", "0", "--tls-port", "off", "--ws-port", "0",
+             "--wss-port", "off", "--amqp-port", "0", "--port-file", ports, "--data-dir", os.path.join(directory, "data"), *extra],
+            stdout=self.log, stderr=self.log)
+        deadline = time.time() + 20
+        while not os.path.exists(ports):
+            if self.process.poll() is not None or time.time() > deadline:
+                raise RuntimeError("the broker did not start: " + open(os.path.join(directory, "broker.log")).read()[-2000:])
+            time.sleep(0.02)
+        self.ports = json.load(open(ports))
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(10)
+        self.log.close()
 
 
 class ManagementTest(unittest.TestCase):
@@ -61,10 +88,20 @@ class ManagementTest(unittest.TestCase):
         except json.JSONDecodeError:
             return status, text
 
-    def client(self, client_map=None, user="guest", password="guest"):
+    def call_on(self, broker, *args, **kwargs):
+        """call() against another broker."""
+        mine = self.broker
+        self.broker = broker
+        try:
+            return self.call(*args, **kwargs)
+        finally:
+            self.broker = mine
+
+    def client(self, client_map=None, user="guest", password="guest", vhost="/"):
         c = StreamClient(socket.create_connection(("127.0.0.1", self.broker.ports["fire"]), timeout=5))
         c.sock.sendall(b"FMQ1")
-        c.send(0x01, dict(HELLO, auth={"mech": "plain", "user": user, "pass": password}, client=client_map or {}))
+        c.send(0x01, dict(HELLO, auth={"mech": "plain", "user": user, "pass": password}, client=client_map or {},
+                          vhost=vhost))
         op, welcome = c.receive()
         self.assertEqual(op, WELCOME, welcome)
         return c, welcome
@@ -234,6 +271,182 @@ class ManagementTest(unittest.TestCase):
             response.read().decode("utf-8")  # strict: fails on a byte that is not UTF-8
         c.sock.close()
 
+    # Vhosts, users, permissions and the definitions import -------------------------------------------------------
+
+    def test_vhosts_users_and_permissions_are_created_and_deleted_by_an_administrator(self):
+        self.assertEqual(self.call("PUT", "/api/vhosts/mgmt-v", {})[0], 201)
+        self.assertEqual(self.call("PUT", "/api/vhosts/mgmt-v", {})[0], 204)
+        self.assertEqual(self.call("PUT", "/api/users/mgmt-u", {"password": "secret", "tags": "management,monitoring"})[0], 201)
+        status, user = self.call("GET", "/api/users/mgmt-u")
+        self.assertEqual((status, user["tags"], user["hashing_algorithm"]), (200, ["management", "monitoring"],
+                                                                            "rabbit_password_hashing_sha256"))
+        self.assertNotIn("password", user)
+        salted = base64.b64decode(user["password_hash"])  # RabbitMQ's: 4 bytes of salt, then SHA-256(salt ++ password)
+        self.assertEqual(salted[4:], hashlib.sha256(salted[:4] + b"secret").digest())
+        self.assertEqual(self.call("PUT", "/api/permissions/mgmt-v/mgmt-u",
+                                   {"configure": "^mine-.*", "write": ".*", "read": ".*"})[0], 201)
+        self.assertEqual(self.call("GET", "/api/permissions/mgmt-v/mgmt-u")[1]["configure"], "^mine-.*")
+        # The new user logs in to the new vhost, on the wire and through the API, within its permissions.
+        c, welcome = self.client(user="mgmt-u", password="secret", vhost="mgmt-v")
+        self.assertEqual(self.call("PUT", "/api/queues/mgmt-v/mine-q", {}, user="mgmt-u", password="secret")[0], 201)
+        self.assertEqual(self.call("PUT", "/api/queues/mgmt-v/theirs", {}, user="mgmt-u", password="secret")[0], 401)
+        # Deleting the user closes its connection with 320, as RabbitMQ does.
+        self.assertEqual(self.call("DELETE", "/api/users/mgmt-u")[0], 204)
+        op, close = c.receive()
+        self.assertEqual((op, close["code"]), (CLOSE, 320))
+        self.assertIn("mgmt-u", close["msg"])
+        self.assertEqual(self.call("GET", "/api/whoami", user="mgmt-u", password="secret")[0], 401)
+        self.assertEqual(self.call("DELETE", "/api/users/mgmt-u")[0], 404)
+        # Deleting the vhost closes its connections and takes its queues with it (and guest's permission on it).
+        self.assertEqual(self.call("PUT", "/api/permissions/mgmt-v/guest", {"configure": ".*", "write": ".*", "read": ".*"})[0], 201)
+        c, _ = self.client(vhost="mgmt-v")
+        self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-v")[0], 204)
+        op, close = c.receive()
+        self.assertEqual((op, close["code"], close["msg"]), (CLOSE, 320, "vhost 'mgmt-v' is deleted"))
+        self.assertEqual(self.call("GET", "/api/vhosts/mgmt-v")[0], 404)
+        self.assertNotIn("mgmt-v", [p["vhost"] for p in self.call("GET", "/api/permissions")[1]])
+        self.assertNotIn("mine-q", [q["name"] for q in self.call("GET", "/api/queues")[1]])
+        self.assertEqual(self.call("PUT", "/api/vhosts/mgmt-v", {})[0], 201)  # back, empty
+        self.assertEqual(self.call("GET", "/api/queues/mgmt-v")[1], [])
+        self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-v")[0], 204)
+
+    def test_a_password_hash_is_taken_as_rabbitmq_gives_it(self):
+        salt = b"\x01\x02\x03\x04"
+        hashed = base64.b64encode(salt + hashlib.sha256(salt + b"hashed-pw").digest()).decode()
+        self.assertEqual(self.call("PUT", "/api/users/mgmt-h", {"password_hash": hashed, "tags": ["management"],
+                                   "hashing_algorithm": "rabbit_password_hashing_sha256"})[0], 201)
+        self.assertEqual(self.call("GET", "/api/whoami", user="mgmt-h", password="hashed-pw"),
+                         (200, {"name": "mgmt-h", "tags": ["management"]}))
+        self.assertEqual(self.call("GET", "/api/users/mgmt-h")[1]["password_hash"], hashed)
+        status, reply = self.call("PUT", "/api/users/mgmt-h", {"password_hash": hashed, "hashing_algorithm": "rabbit_password_hashing_md5"})
+        self.assertEqual(status, 400)
+        self.assertIn("md5", reply["reason"])
+        self.assertEqual(self.call("DELETE", "/api/users/mgmt-h")[0], 204)
+
+    def test_only_administrators_change_vhosts_users_and_permissions(self):
+        for method, path, body in (("PUT", "/api/vhosts/mgmt-no", {}), ("DELETE", "/api/vhosts/other", None),
+                                   ("PUT", "/api/users/mgmt-no", {"password": "x"}), ("DELETE", "/api/users/app", None),
+                                   ("PUT", "/api/permissions/other/watcher", {"configure": ".*", "write": ".*", "read": ".*"}),
+                                   ("POST", "/api/definitions", {"vhosts": [{"name": "mgmt-no"}]})):
+            self.assertEqual(self.call(method, path, body, user="watcher", password="w"),
+                             (401, {"error": "not_authorized", "reason": "Not administrator user"}), path)
+        self.assertEqual(self.call("GET", "/api/vhosts/mgmt-no")[0], 404)
+
+    def test_bad_vhost_user_and_permission_input_gets_a_clear_4xx(self):
+        for path, body, reason in (
+                ("/api/users/mgmt-bad", {"password": 5}, "'password' must be a string"),
+                ("/api/users/mgmt-bad", {"password": "a", "password_hash": "b"}, "give 'password' or 'password_hash', not both"),
+                ("/api/users/mgmt-bad", {"tags": 7}, "'tags' must be a list or a comma-separated string"),
+                ("/api/permissions/%2F/guest", {"configure": ".*", "write": ".*"}, "'read' must be a string (a regular expression)")):
+            status, reply = self.call("PUT", path, body)
+            self.assertEqual((status, reply["reason"]), (400, reason), path)
+        status, reply = self.call("PUT", "/api/permissions/%2F/guest", {"configure": "(", "write": ".*", "read": ".*"})
+        self.assertEqual(status, 400, reply)
+        self.assertEqual(self.call("PUT", "/api/permissions/no-such-vhost/guest", {"configure": "", "write": "", "read": ""})[0], 404)
+        self.assertEqual(self.call("PUT", "/api/permissions/%2F/no-such-user", {"configure": "", "write": "", "read": ""})[0], 404)
+        self.assertEqual(self.call("DELETE", "/api/vhosts/no-such-vhost")[0], 404)
+        self.assertEqual(self.call("DELETE", "/api/permissions/other/app")[0], 404)
+        self.assertEqual(self.call("POST", "/api/definitions", {"users": {"name": "x"}})[0], 400)
+        status, reply = self.call("POST", "/api/definitions", {"policies": [{"name": "p"}]})
+        self.assertEqual((status, reply["reason"]), (400, "'policies' are not supported by this broker"))
+        # One bad entry and nothing of the import changes.
+        status, reply = self.call("POST", "/api/definitions", {"users": [{"name": "mgmt-atomic", "password": "x"}],
+                                                               "permissions": [{"user": "nobody", "vhost": "/"}]})
+        self.assertEqual(status, 400)
+        self.assertIn("nobody", reply["reason"])
+        self.assertEqual(self.call("GET", "/api/users/mgmt-atomic")[0], 404)
+        # A vhost named with every odd character, percent-encoded in the path, round-trips.
+        odd = "mgmt v/%?#&=\u00e9\u2603"
+        path = "/api/vhosts/" + urllib.request.quote(odd, safe="")
+        self.assertEqual(self.call("PUT", path, {})[0], 201)
+        self.assertEqual(self.call("GET", path)[1]["name"], odd)
+        self.assertEqual(self.call("DELETE", path)[0], 204)
+        self.assertEqual(self.call("GET", "/api/whoami")[0], 200)  # nothing of that changed the broker
+
+    def test_definitions_import_merges_into_what_exists(self):
+        imported = {
+            "users": [{"name": "mgmt-imp", "password": "p", "tags": "management"}],
+            "vhosts": [{"name": "mgmt-iv"}],
+            "permissions": [{"user": "mgmt-imp", "vhost": "mgmt-iv", "configure": ".*", "write": ".*", "read": ".*"}],
+            "parameters": [{"vhost": "mgmt-iv", "component": "vhost-limits", "name": "limits", "value": {"max-queues": 3}}],
+            "exchanges": [{"name": "imp-x", "vhost": "mgmt-iv", "type": "topic", "durable": True, "auto_delete": False,
+                           "internal": False, "arguments": {}}],
+            "queues": [{"name": "imp-q", "vhost": "mgmt-iv", "durable": True, "auto_delete": False,
+                        "arguments": {"x-max-length": 7}}],
+            "bindings": [{"source": "imp-x", "vhost": "mgmt-iv", "destination": "imp-q", "destination_type": "queue",
+                          "routing_key": "a.#", "arguments": {}}]}
+        self.assertEqual(self.call("POST", "/api/definitions", imported)[0], 204)
+        self.assertEqual(self.call("GET", "/api/whoami", user="mgmt-imp", password="p")[0], 200)
+        self.assertEqual(self.call("GET", "/api/queues/mgmt-iv/imp-q")[1]["arguments"], {"x-max-length": 7})
+        self.assertEqual(self.call("GET", "/api/vhosts/mgmt-iv")[1]["limits"], {"max-queues": 3})
+        bindings = self.call("GET", "/api/bindings/mgmt-iv")[1]
+        self.assertIn(("imp-x", "imp-q", "a.#"), [(b["source"], b["destination"], b["routing_key"]) for b in bindings])
+        # What existed stays; the same import again changes nothing; an inequivalent queue is reported by name.
+        self.assertEqual(self.call("GET", "/api/whoami", user="dev", password="d")[0], 200)
+        self.assertEqual(self.call("POST", "/api/definitions", imported)[0], 204)
+        clash = {"queues": [{"name": "imp-q", "vhost": "mgmt-iv", "durable": False, "auto_delete": False, "arguments": {}}]}
+        status, reply = self.call("POST", "/api/definitions", clash)
+        self.assertEqual(status, 400)
+        self.assertIn("imp-q", reply["reason"])
+        # An export imports back.
+        exported = self.call("GET", "/api/definitions")[1]
+        self.assertEqual(self.call("POST", "/api/definitions", exported)[0], 204)
+        self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-iv")[0], 204)
+        self.assertEqual(self.call("DELETE", "/api/users/mgmt-imp")[0], 204)
+
+    def test_changes_made_through_the_api_survive_a_restart(self):
+        with tempfile.TemporaryDirectory() as temp:
+            make_certificates(temp)
+            broker = Broker(temp, definitions=DEFINITIONS)
+            admin = lambda method, path, body=None: self.call_on(broker, method, path, body)
+            try:
+                self.assertEqual(admin("PUT", "/api/vhosts/kept-v", {})[0], 201)
+                self.assertEqual(admin("PUT", "/api/users/kept-u", {"password": "k", "tags": "administrator"})[0], 201)
+                self.assertEqual(admin("PUT", "/api/permissions/kept-v/kept-u", {"configure": ".*", "write": ".*", "read": "^r"})[0], 201)
+                self.assertEqual(self.call_on(broker, "PUT", "/api/queues/kept-v/kept-q", {"durable": True},
+                                              user="kept-u", password="k")[0], 201)
+                self.assertEqual(admin("DELETE", "/api/users/dev")[0], 204)
+                # A deleted vhost stays deleted, with its durable queue and its persistent message.
+                self.assertEqual(admin("PUT", "/api/permissions/other/guest", {"configure": ".*", "write": ".*", "read": ".*"})[0], 204)
+                self.assertEqual(admin("PUT", "/api/queues/other/gone-q", {"durable": True})[0], 201)
+                self.assertEqual(admin("POST", "/api/exchanges/other/amq.default/publish",
+                                       {"routing_key": "gone-q", "payload": "p", "properties": {"delivery_mode": 2}}),
+                                 (200, {"routed": True}))
+                self.assertEqual(admin("DELETE", "/api/vhosts/other")[0], 204)
+            finally:
+                broker.stop()
+            stored = json.load(open(os.path.join(temp, "data", "definitions.json")))
+            self.assertNotIn("\"k\"", json.dumps(stored))  # no password in clear on disk
+            # Without --definitions: the broker comes back with what the data directory holds.
+            broker = DataDirBroker(temp)
+            try:
+                self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="kept-u", password="k")[1]["tags"], ["administrator"])
+                self.assertEqual(self.call_on(broker, "GET", "/api/permissions/kept-v/kept-u")[1]["read"], "^r")
+                self.assertEqual(self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[0], 200)
+                self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="dev", password="d")[0], 401)
+                self.assertEqual(self.call_on(broker, "GET", "/api/vhosts/other")[0], 404)
+                self.assertEqual(self.call_on(broker, "PUT", "/api/vhosts/other", {})[0], 201)
+                self.assertEqual(self.call_on(broker, "PUT", "/api/permissions/other/guest",
+                                              {"configure": ".*", "write": ".*", "read": ".*"})[0], 201)
+                self.assertEqual(self.call_on(broker, "PUT", "/api/queues/other/gone-q", {"durable": True})[0], 201)
+                self.assertEqual(self.call_on(broker, "GET", "/api/queues/other/gone-q")[1]["messages"], 0)
+            finally:
+                broker.stop()
+
+    def test_rabbitmqadmin_declares_and_deletes_vhosts_users_and_permissions(self):
+        self.assertEqual(self.rabbitmqadmin("declare", "vhost", "name=admin-v"), "vhost declared")
+        self.assertEqual(self.rabbitmqadmin("declare", "user", "name=admin-u", "password=pw", "tags=monitoring"), "user declared")
+        self.assertEqual(self.rabbitmqadmin("declare", "permission", "vhost=admin-v", "user=admin-u", "configure=.*",
+                                            "write=.*", "read=.*"), "permission declared")
+        self.assertIn("admin-v", [v["name"] for v in self.rabbitmqadmin("list", "vhosts")])
+        self.assertIn(("admin-u", ["monitoring"]), [(u["name"], u["tags"]) for u in self.rabbitmqadmin("list", "users")])
+        self.assertIn(("admin-u", "admin-v"), [(p["user"], p["vhost"]) for p in self.rabbitmqadmin("list", "permissions")])
+        self.assertEqual(self.call("GET", "/api/whoami", user="admin-u", password="pw")[0], 200)
+        self.assertEqual(self.rabbitmqadmin("delete", "permission", "vhost=admin-v", "user=admin-u"), "permission deleted")
+        self.assertEqual(self.rabbitmqadmin("delete", "user", "name=admin-u"), "user deleted")
+        self.assertEqual(self.rabbitmqadmin("delete", "vhost", "name=admin-v"), "vhost deleted")
+        self.assertNotIn("admin-v", [v["name"] for v in self.rabbitmqadmin("list", "vhosts")])
+
     # Metrics ----------------------------------------------------------------------------------------------------
 
     def test_metrics_in_prometheus_text_format(self):
@@ -250,6 +463,28 @@ class ManagementTest(unittest.TestCase):
             if not line.startswith("#"):
                 float(line.rsplit(" ", 1)[1])
         self.call("DELETE", "/api/queues/%2F/mgmt-metrics")
+
+    def fsync_histogram(self):
+        with urllib.request.urlopen(self.base + "/metrics", timeout=5) as response:
+            lines = response.read().decode().splitlines()
+        self.assertIn("# TYPE firemq_store_fsync_seconds histogram", lines)
+        buckets = [int(l.rsplit(" ", 1)[1]) for l in lines if l.startswith("firemq_store_fsync_seconds_bucket{")]
+        count = [int(l.split()[1]) for l in lines if l.startswith("firemq_store_fsync_seconds_count ")][0]
+        total = [float(l.split()[1]) for l in lines if l.startswith("firemq_store_fsync_seconds_sum ")][0]
+        self.assertEqual(buckets, sorted(buckets))  # cumulative
+        self.assertEqual(buckets[-1], count)        # le="+Inf"
+        return count, total
+
+    def test_metrics_count_the_stores_fsyncs_and_their_time(self):
+        before, before_seconds = self.fsync_histogram()
+        self.assertGreater(before, 0)  # the definitions file, written at start
+        self.call("PUT", "/api/queues/%2F/mgmt-fsync", {"durable": True})
+        self.call("POST", "/api/exchanges/%2F/amq.default/publish",
+                  {"routing_key": "mgmt-fsync", "payload": "p", "properties": {"delivery_mode": 2}})
+        after, after_seconds = self.fsync_histogram()
+        self.assertGreater(after, before)  # the declare's definitions file, the persistent message's log
+        self.assertGreater(after_seconds, before_seconds)
+        self.call("DELETE", "/api/queues/%2F/mgmt-fsync")
 
     # RabbitMQ's own CLI client ---------------------------------------------------------------------------------
 
@@ -278,6 +513,95 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.rabbitmqadmin("delete", "queue", "name=admin-q"), "queue deleted")
         self.assertEqual(self.rabbitmqadmin("delete", "exchange", "name=admin-x"), "exchange deleted")
         self.assertNotIn("admin-q", [q["name"] for q in self.rabbitmqadmin("list", "queues")])
+
+
+class AmqpInManagementTest(unittest.TestCase):
+    """AMQP 0-9-1 connections (pika, Debian's python3-pika) as the API shows them, as RabbitMQ shows them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.temp = tempfile.TemporaryDirectory()
+        cls.broker = DataDirBroker(cls.temp.name)  # guest/guest, administrator, on "/"
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.stop()
+        cls.temp.cleanup()
+
+    call = ManagementTest.call
+
+    def pika(self, user="guest", password="guest"):
+        import pika
+        return pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", self.broker.ports["amqp"], "/", pika.PlainCredentials(user, password),
+            client_properties={"product": "management-pika-test"}, connection_attempts=1, socket_timeout=5))
+
+    def metric(self, name):
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.broker.ports['ws']}/metrics", timeout=5) as response:
+            for line in response.read().decode().splitlines():
+                if line.startswith(name + " "):
+                    return int(line.split()[1])
+        raise AssertionError(name + " not in /metrics")
+
+    def test_an_amqp_connection_its_channels_and_consumers_are_shown_and_it_is_closed_with_320(self):
+        import pika
+        connection = self.pika()
+        consuming = connection.channel()
+        consuming.confirm_delivery()
+        consuming.basic_qos(prefetch_count=3)
+        consuming.queue_declare("mgmt-amqp-q")
+        received = []
+        consuming.basic_consume("mgmt-amqp-q", lambda ch, method, props, body: received.append(body), consumer_tag="amqp-tag")
+        publishing = connection.channel()
+        for body in (b"one", b"two"):
+            publishing.basic_publish("", "mgmt-amqp-q", body)
+        deadline = time.time() + 5
+        while len(received) < 2 and time.time() < deadline:
+            connection.process_data_events(0.1)
+        self.assertEqual(received, [b"one", b"two"])  # and not acknowledged
+
+        status, connections = self.call("GET", "/api/connections")
+        self.assertEqual(status, 200)
+        [shown] = [c for c in connections if c["protocol"] == "AMQP 0-9-1"]
+        self.assertEqual((shown["user"], shown["vhost"], shown["channels"], shown["client_properties"]["product"]),
+                         ("guest", "/", 2, "management-pika-test"))
+        name = shown["name"]
+        self.assertRegex(name, r"^127\.0\.0\.1:\d+ -> 127\.0\.0\.1:\d+$")  # RabbitMQ's connection name
+        channels = {c["number"]: c for c in self.call("GET", "/api/channels")[1]}
+        self.assertEqual(sorted(channels), [1, 2])
+        first = channels[1]
+        self.assertEqual((first["name"], first["connection_details"]["name"], first["consumer_count"],
+                          first["messages_unacknowledged"], first["prefetch_count"], first["confirm"]),
+                         (name + " (1)", name, 1, 2, 3, True))
+        self.assertEqual((channels[2]["consumer_count"], channels[2]["confirm"]), (0, False))
+        [consumer] = [c for c in self.call("GET", "/api/consumers/%2F")[1] if c["consumer_tag"] == "amqp-tag"]
+        self.assertEqual((consumer["queue"]["name"], consumer["channel_details"]["connection_name"],
+                          consumer["channel_details"]["name"], consumer["ack_required"]),
+                         ("mgmt-amqp-q", name, name + " (1)", True))
+        self.assertEqual((self.metric("rabbitmq_connections"), self.metric("rabbitmq_channels")), (1, 2))
+        self.assertEqual(self.call("GET", "/api/overview")[1]["object_totals"]["channels"], 2)
+
+        self.assertEqual(self.call("DELETE", "/api/connections/" + urllib.request.quote(name, safe=""))[0], 204)
+        with self.assertRaises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            while True:
+                connection.process_data_events(0.1)
+        self.assertEqual((closed.exception.reply_code, closed.exception.reply_text),
+                         (320, "CONNECTION_FORCED - Closed via management plugin"))
+        self.assertEqual(self.call("GET", "/api/channels")[1], [])
+        self.assertEqual(self.call("GET", "/api/queues/%2F/mgmt-amqp-q")[1]["messages_ready"], 2)  # requeued
+
+    def test_deleting_a_user_closes_its_amqp_connections(self):
+        import pika
+        self.assertEqual(self.call("PUT", "/api/users/amqp-u", {"password": "p", "tags": ""})[0], 201)
+        self.assertEqual(self.call("PUT", "/api/permissions/%2F/amqp-u", {"configure": ".*", "write": ".*", "read": ".*"})[0], 201)
+        connection = self.pika("amqp-u", "p")
+        connection.channel()
+        self.assertEqual(self.call("DELETE", "/api/users/amqp-u")[0], 204)
+        with self.assertRaises(pika.exceptions.ConnectionClosedByBroker) as closed:
+            while True:
+                connection.process_data_events(0.1)
+        self.assertEqual((closed.exception.reply_code, closed.exception.reply_text),
+                         (320, "CONNECTION_FORCED - user 'amqp-u' is deleted"))
 
 
 if __name__ == "__main__":

@@ -75,7 +75,9 @@ HttpAnswer answer_of(const std::vector<ApiSession::Reply>& replies, http::status
   return answer;
 }
 
-Result<Json, HttpAnswer> body_of(const HttpRequest& request) {
+}  // namespace
+
+Result<Json, HttpAnswer> api_body(const HttpRequest& request) {
   // A web page elsewhere can make a browser that holds basic-auth credentials for this API POST a form (a "simple"
   // request, with no preflight; PUT and DELETE always ask CORS first, which this API never allows). It cannot send
   // application/json without that preflight, so a POST must say application/json.
@@ -92,6 +94,8 @@ Result<Json, HttpAnswer> body_of(const HttpRequest& request) {
   }
   return body;
 }
+
+namespace {
 
 // A boolean or a count may come as text ("false", "5"), as rabbitmqadmin sends them and RabbitMQ's API takes them.
 std::optional<bool> as_bool(const Json& v) {
@@ -306,19 +310,23 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
   const std::string& what = route[0];
   const http::verb method = request.method();
   if (what == "connections" && route.size() == 2 && method == http::verb::delete_) {
+    // RabbitMQ's words for the same close; an AMQP client gets connection.close 320 with them.
+    const std::string reason = "Closed via management plugin";
     Connection* c = find_connection(route[1]);
-    if (c == nullptr || (!who.administrator && c->session().user() != who.user->name)) return not_found();
-    c->close_by_operator("Closed via management plugin");  // RabbitMQ's words for the same close
+    AmqpConnection* amqp = c == nullptr ? find_amqp_connection(route[1]) : nullptr;
+    const std::string owner = c ? c->session().user() : amqp ? amqp->core().login().auth.user : std::string();
+    if ((c == nullptr && amqp == nullptr) || (!who.administrator && owner != who.user->name)) return not_found();
+    if (c) c->close_by_operator(reason);
+    if (amqp) amqp->close_by_operator(reason);
     HttpAnswer answer;
     answer.status = http::status::no_content;
     return answer;
   }
   if (what == "vhosts" || what == "users" || what == "permissions" || what == "definitions") {
-    return api_error(http::status::not_implemented, "not_implemented",
-                     "changing " + what + " through the API is not supported yet: give them in --definitions");
+    return administer(request, route, who);
   }
   if (route.size() < 3 || !env_.core.vhost(route[1])) return not_found();
-  auto body = body_of(request);
+  auto body = api_body(request);
   if (!body) return body.error();
   ApiSession session(env_, who, route[1], peer_address);
   if (auto refusal = session.refusal()) return refused(*refusal);

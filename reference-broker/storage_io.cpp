@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 namespace firemq {
@@ -33,11 +34,32 @@ IoStatus write_fully(int fd, ByteView bytes, const std::filesystem::path& path) 
 
 IoStatus sync_fd(int fd, const std::filesystem::path& path) {
   if (storage_faults().next_fsync_fails()) return injected("fsync", path);
-  if (::fdatasync(fd) != 0) return failure("fsync", path, errno);
+  const auto started = std::chrono::steady_clock::now();
+  const int synced = ::fdatasync(fd);
+  const int error = errno;
+  storage_stats().record(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count()));
+  if (synced != 0) return failure("fsync", path, error);
   return std::nullopt;
 }
 
 }  // namespace
+
+void StorageStats::record(std::uint64_t nanos) {
+  fsyncs.fetch_add(1, std::memory_order_relaxed);
+  total_nanos.fetch_add(nanos, std::memory_order_relaxed);
+  for (std::size_t i = 0; i < std::size(kBucketMicros); ++i) {
+    if (nanos <= kBucketMicros[i] * 1000) {
+      buckets[i].fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+  }
+}
+
+StorageStats& storage_stats() {
+  static StorageStats stats;
+  return stats;
+}
 
 Status StorageFaults::configure(const std::string& spec) {
   const auto colon = spec.find(':');

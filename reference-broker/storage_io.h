@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -29,6 +30,20 @@ struct StorageFaults {
 };
 
 StorageFaults& storage_faults();
+
+// Every fsync the process made (the message store's and the definitions file's) and how long each took, as a
+// histogram for /metrics (management_metrics.cpp). Counted on the storage thread, read on the broker thread.
+struct StorageStats {
+  // Upper bounds of the buckets, in microseconds; an fsync slower than the last is counted in none but the total.
+  static constexpr std::uint64_t kBucketMicros[] = {100, 500, 1000, 5000, 10000, 50000, 100000, 500000, 1000000};
+  std::atomic<std::uint64_t> buckets[std::size(kBucketMicros)] = {};  // each counts its own range, not cumulative
+  std::atomic<std::uint64_t> fsyncs{0};
+  std::atomic<std::uint64_t> total_nanos{0};
+
+  void record(std::uint64_t nanos);
+};
+
+StorageStats& storage_stats();
 
 // The outcome of a storage call: nothing on success, else what failed (the file and errno's text).
 using IoStatus = std::optional<std::string>;
