@@ -452,7 +452,7 @@ void AmqpChannel::return_credit(const std::vector<std::uint64_t>& tags) {
 
 // --- From the session ----------------------------------------------------------------------------------------
 
-void AmqpChannel::send(const Message& message, ByteView payload) {
+void AmqpChannel::dispatch(const Message& message, ByteView payload, bool persistent) {
   if (state_ == State::closed) return;
   std::visit(
       [&](const auto& op) {
@@ -465,11 +465,11 @@ void AmqpChannel::send(const Message& message, ByteView payload) {
         } else if constexpr (std::is_same_v<T, op::Error>) {
           on_error(op);
         } else if constexpr (std::is_same_v<T, op::Deliver>) {
-          on_deliver(op, payload);
+          on_deliver(op, payload, persistent);
         } else if constexpr (std::is_same_v<T, op::GetOk>) {
-          on_get_ok(op, payload);
+          on_get_ok(op, payload, persistent);
         } else if constexpr (std::is_same_v<T, op::Return>) {
-          on_return(op, payload);
+          on_return(op, payload, persistent);
         } else if constexpr (std::is_same_v<T, op::Confirm>) {
           on_confirm(op);
         } else if constexpr (std::is_same_v<T, op::Cancelled>) {
@@ -508,17 +508,17 @@ void AmqpChannel::on_error(const op::Error& error) {
   fail(Error{static_cast<std::uint16_t>(error.code), error.msg, error.fatal, error.rid}, method);
 }
 
-void AmqpChannel::on_deliver(const op::Deliver& d, ByteView body) {
+void AmqpChannel::on_deliver(const op::Deliver& d, ByteView body, bool persistent) {
   auto it = consumers_.find(d.sub);
   if (it == consumers_.end()) return;
   if (!it->second.no_ack) unsettled_[d.tag] = d.sub;
   Method deliver = Method::of(m::kBasicDeliver);
   deliver.set("consumer_tag", it->second.tag).set("delivery_tag", d.tag).set("redelivered", d.redelivered);
   deliver.set("exchange", d.exchange).set("routing_key", d.key);
-  send_content(deliver, d.props, d.headers, body);
+  send_content(deliver, d.props, d.headers, body, persistent);
 }
 
-void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body) {
+void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body, bool persistent) {
   auto it = pending_.find(g.rid);
   if (it == pending_.end()) return;
   if (!it->second.no_ack) unsettled_[g.tag] = 0;
@@ -526,15 +526,15 @@ void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body) {
   Method get_ok = Method::of(m::kBasicGetOk);
   get_ok.set("delivery_tag", g.tag).set("redelivered", g.redelivered).set("exchange", g.exchange);
   get_ok.set("routing_key", g.key).set("message_count", g.remaining);
-  send_content(get_ok, g.props, g.headers, body);
+  send_content(get_ok, g.props, g.headers, body, persistent);
 }
 
-void AmqpChannel::on_return(const op::Return& r, ByteView body) {
+void AmqpChannel::on_return(const op::Return& r, ByteView body, bool persistent) {
   Method ret = Method::of(m::kBasicReturn);
   // RabbitMQ's reply text for an unroutable mandatory message is "NO_ROUTE".
   ret.set("reply_code", r.code).set("reply_text", std::string(r.code == 312 ? "NO_ROUTE" : r.msg));
   ret.set("exchange", r.exchange).set("routing_key", r.key);
-  send_content(ret, r.props, r.headers, body);
+  send_content(ret, r.props, r.headers, body, persistent);
 }
 
 void AmqpChannel::on_confirm(const op::Confirm& c) {
@@ -563,8 +563,10 @@ void AmqpChannel::reply(const Method& method) {
   host_.write(amqp::encode_frame(amqp::FrameType::method, number_, amqp::encode_method(method)));
 }
 
-void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body) {
-  host_.write(amqp::encode_content(number_, method, to_amqp_properties(props, headers), body, host_.frame_max()));
+void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body,
+                               bool persistent) {
+  host_.write(amqp::encode_content(number_, method, to_amqp_properties(props, headers, persistent), body,
+                                   host_.frame_max()));
 }
 
 void AmqpChannel::fail(const Error& error, amqp::MethodId method) {

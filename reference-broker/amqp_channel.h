@@ -152,19 +152,23 @@ class AmqpChannel : private Outbox {
   void return_credit(const std::vector<std::uint64_t>& tags);
 
   // From the session (Outbox)
-  void send(const Message& message, ByteView payload) override;
+  void send(const Message& message, ByteView payload) override { dispatch(message, payload, false); }
+  void send_message(const Message& message, ByteView body, bool persistent) override {
+    dispatch(message, body, persistent);
+  }
+  void dispatch(const Message& message, ByteView payload, bool persistent);
   void close_after_flush() override {}  // a fatal error reaches send() first, as a connection error
   void on_ok(const op::Ok& ok);
   void on_error(const op::Error& error);
-  void on_deliver(const op::Deliver& d, ByteView body);
-  void on_get_ok(const op::GetOk& g, ByteView body);
-  void on_return(const op::Return& r, ByteView body);
+  void on_deliver(const op::Deliver& d, ByteView body, bool persistent);
+  void on_get_ok(const op::GetOk& g, ByteView body, bool persistent);
+  void on_return(const op::Return& r, ByteView body, bool persistent);
   void on_confirm(const op::Confirm& c);
   void on_cancelled(const op::Cancelled& c);
 
   // Towards the client
   void reply(const amqp::Method& m);
-  void send_content(const amqp::Method& m, const Props& props, const Map& headers, ByteView body);
+  void send_content(const amqp::Method& m, const Props& props, const Map& headers, ByteView body, bool persistent);
   void close_channel(std::uint16_t code, const std::string& text, amqp::MethodId method);
   void fail(const Error& error, amqp::MethodId method);
   void forget_consumer(const std::string& tag);

@@ -135,8 +135,9 @@ Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
   return c;
 }
 
-amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers) {
+amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent) {
   amqp::ContentHeader h;
+  if (persistent) h.set("delivery_mode", kPersistentDeliveryMode);
   for (std::string_view name : kTextProperties) {
     if (const Value* v = props.get(name); v && v->is<std::string>()) h.set(name, *v->get_if<std::string>());
   }

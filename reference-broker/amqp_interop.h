@@ -35,7 +35,8 @@ struct FireMqContent {
 
 // 406 precondition-failed (a channel error, as RabbitMQ) for an expiration that is not a decimal number of ms.
 Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header);
-// The content header an AMQP consumer gets for a FireMQ message (deliver, get_ok, return).
-amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers);
+// The content header an AMQP consumer gets for a FireMQ message (deliver, get_ok, return): delivery-mode 2 when
+// the message is persistent, and none otherwise (AMQP's default, non-persistent).
+amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent = false);
 
 }  // namespace firemq

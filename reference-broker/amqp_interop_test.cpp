@@ -16,6 +16,11 @@ TEST(AmqpInterop, PersistentIsDeliveryModeTwo) {
   EXPECT_FALSE(from_amqp_properties(h)->persistent);
 }
 
+TEST(AmqpInterop, APersistentMessageIsDeliveredWithDeliveryModeTwo) {
+  EXPECT_EQ(*to_amqp_properties({}, {}, true).get("delivery_mode"), amqp::Arg(std::uint64_t{2}));
+  EXPECT_EQ(to_amqp_properties({}, {}, false).get("delivery_mode"), nullptr);
+}
+
 TEST(AmqpInterop, ExpirationIsMillisecondsAsADecimalString) {
   amqp::ContentHeader h;
   h.set("expiration", std::string("60000"));

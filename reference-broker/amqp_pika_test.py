@@ -370,6 +370,7 @@ class AmqpWithPika(WithBroker):
         method, properties, body = self.channel.basic_get(self.queue, auto_ack=True)
         self.assertEqual(body, b"from fire")
         self.assertEqual(properties.expiration, "60000")  # uint ms -> decimal string
+        self.assertEqual(properties.delivery_mode, 2)     # persistent: true -> delivery-mode 2
         self.assertEqual((properties.content_type, properties.priority, properties.timestamp,
                           properties.correlation_id), ("text/plain", 4, 1600000000, "c1"))
         self.assertEqual(properties.headers, headers)

@@ -34,6 +34,13 @@ class Outbox {
  public:
   virtual ~Outbox() = default;
   virtual void send(const Message& message, ByteView payload = {}) = 0;
+  // A deliver, get_ok or return, with what the broker knows of its message beyond the frame: whether it is
+  // persistent. A FireMQ frame has no such field; an AMQP channel shows it as delivery-mode 2 (the spec's
+  // "Interoperability with AMQP 0-9-1").
+  virtual void send_message(const Message& message, ByteView body, bool persistent) {
+    (void)persistent;
+    send(message, body);
+  }
   // Close the socket once every frame queued so far is written.
   virtual void close_after_flush() = 0;
 };

@@ -35,9 +35,9 @@ void Session::on_publish(op::Publish& p, Carried carried) {
     // the publish's confirm." An unroutable publish is still confirmed: the broker has dealt with it.
     if (p.mandatory) {
       ++env_.core.counters().returned;
-      out_.send(op::Return{p.seq, static_cast<std::uint64_t>(ReplyCode::no_route), "NO_ROUTE", p.exchange, p.key,
-                           p.props, p.headers},
-                body);
+      out_.send_message(op::Return{p.seq, static_cast<std::uint64_t>(ReplyCode::no_route), "NO_ROUTE", p.exchange,
+                                   p.key, p.props, p.headers},
+                        body, p.persistent);
     }
     return confirm(p.seq);
   }
