@@ -16,7 +16,11 @@ packages=(
   python3-pika amqp-tools                       # a real AMQP 0-9-1 client (pika) and command line for the AMQP tests
   rabbitmq-server                               # rabbitmqadmin, RabbitMQ's management CLI, tested against ours
   chromium chromium-driver python3-selenium     # the management UI's tests in a real browser
+  nodejs                                        # Node.js for the TypeScript example driver (conformance/drivers/ts)
 )
+# npm, which installs that driver's packages from the npm registry. NodeSource's nodejs package bundles npm and
+# conflicts with Debian's npm: ask for the package only when there is no npm command.
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for pkg in "${packages[@]}"; do
