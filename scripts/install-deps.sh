@@ -19,7 +19,11 @@ packages=(
   ruby-bunny                                    # Ruby's AMQP client (bunny) for the AMQP smoke test
   rabbitmq-server                               # rabbitmqadmin, RabbitMQ's management CLI, tested against ours
   chromium chromium-driver python3-selenium     # the management UI's tests in a real browser
+  nodejs                                        # Node.js for the TypeScript example driver (conformance/drivers/ts)
 )
+# npm, which installs that driver's packages from the npm registry. NodeSource's nodejs package bundles npm and
+# conflicts with Debian's npm: ask for the package only when there is no npm command.
+command -v npm >/dev/null || packages+=(npm)
 
 missing=()
 for pkg in "${packages[@]}"; do
