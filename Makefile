@@ -6,14 +6,17 @@
 #   make fuzz    every fuzz target for FUZZ_SECONDS each (default 600)
 #   make build   the normal build (g++), in build/
 #   make coverage  unit tests with gcov, an lcov HTML report in build-coverage/coverage/
+#   make install the built binaries and the suite's data under PREFIX (default /usr/local; DESTDIR works)
+#   make package the Debian package, $(BUILD)/firemq_VERSION_ARCH.deb (CPack)
 
 BUILD ?= build
 FUZZ_BUILD ?= build-fuzz
 COVERAGE_BUILD ?= build-coverage
 JOBS ?= $(shell nproc)
 FUZZ_SECONDS ?= 600
+PREFIX ?= /usr/local
 
-.PHONY: all deps build conform test unit-test fuzz-build fuzz-test fuzz coverage clean
+.PHONY: all deps build conform test unit-test fuzz-build fuzz-test fuzz coverage install package clean
 
 all: build
 
@@ -54,6 +57,12 @@ coverage: deps
 	  --exclude '*_test.cpp'
 	genhtml --quiet $(COVERAGE_BUILD)/coverage.info --output-directory $(COVERAGE_BUILD)/coverage
 	@lcov --summary $(COVERAGE_BUILD)/coverage.info
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+package: build
+	cd $(BUILD) && cpack
 
 clean:
 	rm -rf $(BUILD) $(FUZZ_BUILD) $(COVERAGE_BUILD)

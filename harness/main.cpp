@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "harness/client_mode.h"
+#include "harness/default_paths.h"
 #include "harness/embedded_broker.h"
 #include "harness/fault_proxy.h"
 #include "harness/reports.h"
@@ -40,8 +41,8 @@ constexpr int kExitUsage = 2;
 
 struct Options {
   std::string url;
-  std::string broker = FIREMQ_BROKER_PATH;
-  std::string conformance_dir = FIREMQ_CONFORMANCE_DIR;
+  std::string broker = default_paths().broker;                    // harness/default_paths.cpp says where
+  std::string conformance_dir = default_paths().conformance_dir;  // (the build tree, or installed)
   std::string reports_dir = "reports";
   std::string known_failures;
   std::string fault;

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "harness/default_paths.h"
 #include "tools/tool_client.h"
 
 namespace po = boost::program_options;
@@ -28,7 +29,7 @@ namespace {
 const ToolClient kClient("firemq-bench");
 
 struct Options {
-  std::string url, broker = FIREMQ_BROKER_PATH;
+  std::string url, broker = conform::default_paths().broker;  // the build tree's, or installed beside this tool
   std::string transport = "fire";  // the embedded broker's listener the run goes through
   conform::TlsOptions tls;         // --url with fires:// or wss://
   std::uint64_t count = 200'000, window = 1000;

@@ -36,6 +36,7 @@
 
 #include "tools/disk_figures.h"
 #include "tools/durable_publisher.h"
+#include "harness/default_paths.h"
 #include "tools/tool_client.h"
 
 namespace po = boost::program_options;
@@ -50,7 +51,7 @@ namespace {
 const ToolClient kClient("firemq-bench-durable");
 
 struct Options {
-  std::string url, broker = FIREMQ_BROKER_PATH;
+  std::string url, broker = conform::default_paths().broker;  // the build tree's, or installed beside this tool
   std::vector<int> publishers = {1, 16};
   std::size_t size = 16;
   std::uint64_t window = 256;

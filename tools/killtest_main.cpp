@@ -31,6 +31,7 @@
 #include <thread>
 #include <variant>
 
+#include "harness/default_paths.h"
 #include "tools/tool_client.h"
 
 namespace po = boost::program_options;
@@ -52,7 +53,7 @@ constexpr std::uint64_t kCredit = 32;
 struct Options {
   int rounds = 100;
   std::uint64_t seed = 0;
-  std::string broker = FIREMQ_BROKER_PATH;
+  std::string broker = conform::default_paths().broker;  // the build tree's, or installed beside this tool
   std::string data_dir;
   int workers = 2;
   int max_kill_ms = 1000;
