@@ -286,8 +286,9 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
   Target t = target_at(*url, {o.ca_file, o.insecure});
   t.description = o.url;
   for (const std::string& f : o.features) {
-    if (f == "restart") {
-      std::cerr << "firemq-conform: the feature restart comes with --restart-command, not --features\n";
+    if (f == "restart" || f == "amqp") {
+      std::cerr << "firemq-conform: the feature " << f << " comes with "
+                << (f == "restart" ? "--restart-command" : "--amqp-url") << ", not --features\n";
       return std::nullopt;
     }
     t.features.insert(f);
