@@ -24,12 +24,16 @@ using namespace std::chrono;
 // exits at start is noticed at once, so this only bounds one that hangs.
 constexpr auto kStartTimeout = seconds(60);
 
-// The ports the broker wrote ({"fire": P, "fires": P, "ws": P, "wss": P}, the listeners that are on), or
-// nothing while the file is not there yet or lacks one of `wanted`.
-std::map<Transport, std::uint16_t> read_ports(const std::filesystem::path& file, const std::set<Transport>& wanted) {
+// The ports the broker wrote ({"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P}, the listeners that are
+// on), or nothing while the file is not there yet or lacks one of `wanted` (or "amqp" when `amqp` is set, its
+// port then in `amqp_port`).
+std::map<Transport, std::uint16_t> read_ports(const std::filesystem::path& file, const std::set<Transport>& wanted,
+                                              bool amqp, std::uint16_t& amqp_port) {
   std::ifstream in(file);
   if (!in) return {};
   auto json = nlohmann::json::parse(in, nullptr, false);
+  if (amqp && (json.is_discarded() || !json.contains("amqp") || !json.at("amqp").is_number_unsigned())) return {};
+  if (amqp) amqp_port = json.at("amqp").get<std::uint16_t>();
   std::map<Transport, std::uint16_t> ports;
   for (Transport t : wanted) {
     const std::string name(transport_name(t));
@@ -78,8 +82,8 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
   if (ec) return "cannot create " + options.work_dir.string() + ": " + ec.message();
 
   const auto data_dir = options.data_dir.empty() ? options.work_dir / "data" : options.data_dir;
-  // No AMQP listener: the harness has no AMQP cases yet, and 5672 would keep brokers from running side by side.
-  std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1", "--amqp-port", "off",
+  // The AMQP listener, when asked for, on a free port (port_flags): 5672 would keep brokers from running side by side.
+  std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1",
                                    "--port-file", (options.work_dir / "ports.json").string(),
                                    "--data-dir", data_dir.string()};
   if (!options.definitions_file.empty()) args.insert(args.end(), {"--definitions", options.definitions_file});
@@ -87,7 +91,7 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
   if (tls && (options.tls_cert.empty() || options.tls_key.empty())) return std::string("fires and wss need a certificate");
   if (tls) args.insert(args.end(), {"--tls-cert", options.tls_cert.string(), "--tls-key", options.tls_key.string()});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir, options.listeners));
+  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir, options.listeners, options.amqp));
   auto spawned = broker->spawn(options.keep_work_dir);
   if (!spawned) return spawned.error();
   return broker;
@@ -120,7 +124,7 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
 
     bool gone = false;
     while (steady_clock::now() < deadline) {
-      if (auto reported = read_ports(port_file, listeners_); !reported.empty()) {
+      if (auto reported = read_ports(port_file, listeners_, amqp_, amqp_port_); !reported.empty()) {
         pid_ = pid;
         ports_ = std::move(reported);
         return true;
@@ -199,6 +203,7 @@ std::vector<std::string> EmbeddedBroker::port_flags() const {
     flags.push_back(port_flag(t));
     flags.push_back(listeners_.count(t) ? std::to_string(port(t)) : "off");
   }
+  flags.insert(flags.end(), {"--amqp-port", amqp_ ? std::to_string(amqp_port_) : "off"});
   return flags;
 }
 

@@ -31,6 +31,7 @@ struct EmbeddedOptions {
   // (test_certificates.h makes a pair).
   std::set<Transport> listeners = {Transport::fire};
   std::filesystem::path tls_cert, tls_key;
+  bool amqp = true;  // the AMQP 0-9-1 listener, on a free port: the AMQP side of the interop cases
 };
 
 class EmbeddedBroker {
@@ -46,6 +47,8 @@ class EmbeddedBroker {
     auto it = ports_.find(t);
     return it == ports_.end() ? 0 : it->second;
   }
+  // The AMQP listener's port; 0 when it is off.
+  std::uint16_t amqp_port() const { return amqp_port_; }
   const std::filesystem::path& log_file() const { return log_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
   bool running() const { return pid_ > 0; }
@@ -65,9 +68,9 @@ class EmbeddedBroker {
 
  private:
   EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir, std::filesystem::path data_dir,
-                 std::set<Transport> listeners)
+                 std::set<Transport> listeners, bool amqp)
       : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"),
-        data_dir_(std::move(data_dir)), listeners_(std::move(listeners)) {}
+        data_dir_(std::move(data_dir)), listeners_(std::move(listeners)), amqp_(amqp) {}
   // Spawns the broker with args_ (and each listener's port: ports_, or 0 the first time) and waits until it
   // reports them.
   Result<bool, std::string> spawn(bool append_log);
@@ -80,6 +83,8 @@ class EmbeddedBroker {
   std::set<Transport> listeners_;
   pid_t pid_ = 0;
   std::map<Transport, std::uint16_t> ports_;  // empty until the first start reports them; then kept across restarts
+  bool amqp_ = false;
+  std::uint16_t amqp_port_ = 0;  // as ports_
 };
 
 std::string tail_of(const std::filesystem::path& file, std::size_t max_bytes = 2000);

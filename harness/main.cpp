@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "harness/amqp_side.h"
 #include "harness/client_mode.h"
 #include "harness/default_paths.h"
 #include "harness/embedded_broker.h"
@@ -49,6 +50,7 @@ struct Options {
   std::string fault_check;
   std::string restart_command;
   std::string management_url;
+  std::string amqp_url;
   std::string transport = "fire";  // fire, fires, ws, wss or all (the embedded broker); a --url's own scheme
   std::string ca_file;
   bool insecure = false;
@@ -66,6 +68,9 @@ po::options_description describe_flags(Options& o) {
       ("management-url", po::value(&o.management_url),
        "the --url target's management API, http://[user:pass@]host:port (default: the --url's user and password); "
        "declares the feature management, whose cases use it")
+      ("amqp-url", po::value(&o.amqp_url),
+       "the --url target's AMQP 0-9-1 listener, amqp://user:pass@host[:port][/vhost] (port 5672 by default); "
+       "declares the feature amqp, whose cases (interop) use it")
       ("url", po::value(&o.url), "the broker to test: fire://user:pass@host:port/vhost, fires://..., "
                                  "ws://user:pass@host:port/fire?vhost=v or wss://...; default: start the reference "
                                  "broker on free ports")
@@ -254,6 +259,8 @@ std::optional<Embedded> start_embedded(const Options& o, const std::string& run_
     // restarts its broker gets one of its own).
     t.features = {"conform-definitions", "restart", "management"};
     t.management = HttpEndpoint{"127.0.0.1", e.broker->port(Transport::ws), "guest", "guest"};
+    t.amqp = AmqpEndpoint{"127.0.0.1", e.broker->amqp_port(), "guest", "guest", "/"};
+    t.features.insert("amqp");
     e.targets.push_back(t);
   }
   return e;
@@ -302,8 +309,9 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
   Target t = target_at(*url, {o.ca_file, o.insecure});
   t.description = o.url;
   for (const std::string& f : o.features) {
-    if (f == "restart") {
-      std::cerr << "firemq-conform: the feature restart comes with --restart-command, not --features\n";
+    if (f == "restart" || f == "amqp") {
+      std::cerr << "firemq-conform: the feature " << f << " comes with "
+                << (f == "restart" ? "--restart-command" : "--amqp-url") << ", not --features\n";
       return std::nullopt;
     }
     t.features.insert(f);
@@ -317,6 +325,15 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
     }
     t.management = *management;
     t.features.insert("management");
+  }
+  if (!o.amqp_url.empty()) {
+    auto amqp = parse_amqp_url(o.amqp_url);
+    if (!amqp) {
+      std::cerr << "firemq-conform: --amqp-url " << o.amqp_url << ": " << amqp.error() << "\n";
+      return std::nullopt;
+    }
+    t.amqp = *amqp;
+    t.features.insert("amqp");
   }
   return t;
 }

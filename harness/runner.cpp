@@ -42,6 +42,9 @@ std::string missing_requirement(const CaseSpec& spec, const Target& target, cons
       return "restarts the broker: pass --restart-command CMD, a command that restarts the target (README, "
              "'Testing another broker')";
     }
+    if (f == "amqp" && !target.features.count(f)) {
+      return "speaks AMQP 0-9-1 too: pass --amqp-url amqp://user:pass@host:port/vhost, the target's AMQP listener";
+    }
     if (!target.features.count(f)) return "needs the target feature '" + f + "' (declare it with --features " + f + ")";
   }
   for (const std::string& cap : spec.required_caps) {
@@ -74,6 +77,7 @@ CaseResult run_on_own_broker(const CaseSpec& spec, const Target& target, const R
   }
   Target own = target;
   own.port = (*broker)->port(target.transport);
+  if (own.amqp) own.amqp->port = (*broker)->amqp_port();
   own.description = "the case's own reference broker";
   const std::shared_ptr<void> proxy = options.through ? options.through(own) : nullptr;
   Scenario scenario(spec, own, prefix);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "harness/amqp_side.h"
 #include "harness/frame_text.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
@@ -24,16 +25,6 @@ std::optional<std::uint8_t> op_code(const Json& op) {
     if (info.name == op.get<std::string>()) return static_cast<std::uint8_t>(info.code);
   }
   return std::nullopt;
-}
-
-std::vector<std::uint64_t> codes_of(const Json& codes) {
-  std::vector<std::uint64_t> out;
-  if (codes.is_array()) {
-    for (const Json& c : codes) out.push_back(c.get<std::uint64_t>());
-  } else {
-    out.push_back(codes.get<std::uint64_t>());
-  }
-  return out;
 }
 
 std::string join_codes(const std::vector<std::uint64_t>& codes) {
@@ -118,13 +109,25 @@ Result<Bytes, std::string> padded_frame(std::uint8_t op, Map header, ByteView pa
 
 }  // namespace
 
+std::vector<std::uint64_t> codes_of(const Json& codes) {
+  std::vector<std::uint64_t> out;
+  if (codes.is_array()) {
+    for (const Json& c : codes) out.push_back(c.get<std::uint64_t>());
+  } else {
+    out.push_back(codes.get<std::uint64_t>());
+  }
+  return out;
+}
+
 Scenario::Scenario(const CaseSpec& spec, const Target& target, std::string unique_prefix)
-    : spec_(spec), target_(target) {
+    : spec_(spec), target_(target), amqp_(std::make_unique<AmqpSide>(*this, target.amqp)) {
   vars_["user"] = Value(target.user);
   vars_["password"] = Value(target.password);
   vars_["vhost"] = Value(target.vhost);
   vars_["unique"] = Value(std::move(unique_prefix));
 }
+
+Scenario::~Scenario() = default;
 
 CaseResult Scenario::run() {
   CaseResult result = result_for(spec_);
@@ -151,6 +154,7 @@ CaseResult Scenario::run() {
     }
   }
   for (auto& [name, c] : conns_) c->wire.disconnect();
+  amqp_->drop_all();
   result.violations = all_violations();
   result.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
   result.transcript = std::move(transcript_);
@@ -207,6 +211,7 @@ StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
       {"expect_http_status", &Scenario::step_expect_http_status},
       {"http", &Scenario::step_http},
   };
+  if (verb.starts_with("amqp_")) return amqp_->run(verb, args);
   auto it = kSteps.find(verb);
   if (it == kSteps.end()) return StepOutcome::error("unknown verb " + verb);
   return (this->*(it->second))(args);
@@ -219,7 +224,12 @@ const std::vector<std::string>& step_verbs() {
                                                  "check",        "stop_broker",  "restart_broker",
                                                  "ws_send",      "expect_ws_pong", "expect_http_status",
                                                  "http"};
-  return verbs;
+  static const std::vector<std::string> with_amqp = [] {
+    std::vector<std::string> all = verbs;
+    all.insert(all.end(), amqp_step_verbs().begin(), amqp_step_verbs().end());
+    return all;
+  }();
+  return with_amqp;
 }
 
 // Variables ------------------------------------------------------------------------------------------------
@@ -661,6 +671,7 @@ StepOutcome Scenario::step_restart_broker(const Json& args) {
   }
   const bool kill = args.value("kill", false);
   note("", kill ? "restarting the broker: kill -9" : "restarting the broker: SIGTERM");
+  amqp_->drop_all();  // closed first: a later amqp_open with the same name opens a fresh one
   StepOutcome outcome = restart_broker_(kill, case_deadline_, [this] { close_after_shutdown(case_deadline_); });
   // The case's connections went with the old process, whatever it sent them last: a later connect with the
   // same name opens a fresh one.

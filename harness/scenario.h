@@ -30,7 +30,11 @@ struct StepOutcome {
   static StepOutcome error(std::string m) { return {Kind::error, std::move(m)}; }
 };
 
+// A step's code argument: one code or a list of them (expect_error's "code", amqp_*'s "expect_close").
+std::vector<std::uint64_t> codes_of(const nlohmann::json& codes);
+
 class Scenario;
+class AmqpSide;
 // A named check: a property steps cannot express, implemented in C++ (checks.cpp).
 using Check = std::function<StepOutcome(Scenario&, const nlohmann::json& args)>;
 const std::map<std::string, Check>& named_checks();
@@ -38,6 +42,7 @@ const std::map<std::string, Check>& named_checks();
 class Scenario {
  public:
   Scenario(const CaseSpec& spec, const Target& target, std::string unique_prefix);
+  ~Scenario();
   // For cases on a broker of their own: stops it with SIGTERM and returns its exit status (stop_broker step).
   void set_broker_stopper(std::function<int()> stop) { stop_broker_ = std::move(stop); }
   // Restarts the broker (restart_broker step): gracefully (SIGTERM), or at once (kill -9) when `kill`; returns
@@ -121,6 +126,7 @@ class Scenario {
   std::function<int()> stop_broker_;
   Restarter restart_broker_;
   std::vector<MonitorViolation> retired_violations_;  // of connections replaced by one of the same name
+  std::unique_ptr<AmqpSide> amqp_;  // the case's AMQP connections (amqp_* steps, harness/amqp_side.h)
 };
 
 }  // namespace firemq::conform

@@ -12,6 +12,16 @@
 
 namespace firemq::conform {
 
+// Where the target speaks AMQP 0-9-1 (the spec: "FireMQ also speaks AMQP 0-9-1 on port 5672"), as whom: the
+// AMQP side of the interop cases (harness/amqp_side.h) connects there.
+struct AmqpEndpoint {
+  std::string host;
+  std::uint16_t port = 5672;
+  std::string user;
+  std::string password;
+  std::string vhost;
+};
+
 struct Target {
   std::string description;  // for reports: the URL, or the embedded broker and its port
   Transport transport = Transport::fire;
@@ -28,6 +38,8 @@ struct Target {
   // Where the target's management API is (feature "management"): the embedded broker's HTTP listener, or
   // --management-url. The `http` step sends its requests there.
   std::optional<HttpEndpoint> management;
+  // Where the target's AMQP listener is (feature "amqp"): the embedded broker's, or --amqp-url.
+  std::optional<AmqpEndpoint> amqp;
 
   // Where a case's connections go by default: the target's endpoint, with ?vhost= its vhost on WebSocket.
   WireAddress address() const {

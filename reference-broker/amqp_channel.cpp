@@ -62,7 +62,7 @@ const AmqpChannel::Route AmqpChannel::kRoutes[] = {
 
 AmqpChannel::AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, const std::string& connection,
                          TransportHints hints, op::Hello login)
-    : number_(number), host_(host), login_(std::move(login)), max_body_(env.config.max_frame) {
+    : number_(number), host_(host), login_(std::move(login)), max_body_(env.config.max_frame), faults_(env.config.amqp_faults) {
   // The AMQP connection is counted against max-connections once, at connection.open (AmqpConnectionCore), not
   // once per channel; and it owns the channel's exclusive queues, which it deletes when it ends.
   session_.emplace(env, static_cast<Outbox&>(*this), connection + " (" + std::to_string(number) + ")",
@@ -156,7 +156,7 @@ void AmqpChannel::on_body(const amqp::Frame& frame) {
 
 void AmqpChannel::publish(Publishing p) {
   current_ = m::kBasicPublish;
-  auto content = from_amqp_properties(*p.header);
+  auto content = from_amqp_properties(with_faults(*p.header, faults_));
   if (!content) return fail(content.error(), m::kBasicPublish);
   op::Publish publish;
   // "seq: Client-assigned sequence number, starting at 1 ... 0 means no confirm is wanted": in confirm mode,

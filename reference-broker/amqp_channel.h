@@ -178,6 +178,7 @@ class AmqpChannel : private Outbox {
   AmqpChannelHost& host_;
   op::Hello login_;
   std::size_t max_body_;  // the largest message body, as a FireMQ frame's (--max-frame)
+  AmqpFaults faults_;     // testing only (--amqp-fault)
   std::optional<Session> session_;  // reset when the channel closes (its deliveries are requeued then)
   bool release_session_ = false;    // reset once the session's call returns: never inside its own call
   State state_ = State::opening;

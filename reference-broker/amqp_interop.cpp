@@ -135,6 +135,36 @@ Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
   return c;
 }
 
+namespace {
+
+void drop_decimal_scales(amqp::FieldTable& table);
+
+void drop_decimal_scale(FieldValue& value) {
+  if (auto* d = std::get_if<amqp::Decimal>(&value.v)) d->scale = 0;
+  if (auto* t = std::get_if<amqp::FieldTable>(&value.v)) drop_decimal_scales(*t);
+  if (auto* a = std::get_if<amqp::FieldArray>(&value.v)) {
+    for (FieldValue& v : *a) drop_decimal_scale(v);
+  }
+}
+
+void drop_decimal_scales(amqp::FieldTable& table) {
+  for (amqp::FieldEntry& e : table) drop_decimal_scale(e.value);
+}
+
+}  // namespace
+
+amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& faults) {
+  for (std::size_t i = 0; i < amqp::kBasicProperties.size(); ++i) {
+    auto& property = header.properties[i];
+    if (!property) continue;
+    if (faults.drop_delivery_mode && amqp::kBasicProperties[i].name == "delivery_mode") property.reset();
+    if (faults.decimal_ignores_scale && amqp::kBasicProperties[i].name == "headers") {
+      drop_decimal_scales(std::get<amqp::FieldTable>(*property));
+    }
+  }
+  return header;
+}
+
 amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent) {
   amqp::ContentHeader h;
   if (persistent) h.set("delivery_mode", kPersistentDeliveryMode);

@@ -28,6 +28,13 @@ struct WebSocketFaults {
   bool pack_frames = false;       // the frames of one write go out as one message
 };
 
+// Testing only (--amqp-fault): the interop table broken one way on the AMQP side, so that the interop cases can
+// be shown to fail (conformance/amqp_faults.json, conformance/testdata/amqp_faults_check.sh).
+struct AmqpFaults {
+  bool drop_delivery_mode = false;     // an AMQP publish's delivery-mode is ignored: never persistent
+  bool decimal_ignores_scale = false;  // a `D` header value reaches FireMQ as its unscaled value
+};
+
 // The listeners, by the URL scheme clients use, on the spec's default ports. No value: that listener is off.
 // Port 0 picks a free port, reported in the port file and on stdout.
 struct ListenerPorts {
@@ -55,6 +62,7 @@ struct BrokerConfig {
   ListenerPorts ports;
   TlsFiles tls;                  // no certificate: no fires and wss listeners
   WebSocketFaults websocket_faults;
+  AmqpFaults amqp_faults;
   std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P} once bound
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   LoopbackPolicy loopback;       // who may log in only from loopback (RabbitMQ's loopback_users)

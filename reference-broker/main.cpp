@@ -100,6 +100,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "the message store starts a new segment file once the current one holds this many bytes")
       ("websocket-fault", po::value<std::string>(),
        "testing: break the WebSocket transport one way (accept-text, ignore-url-vhost or pack-frames)")
+      ("amqp-fault", po::value<std::string>(),
+       "testing: break the AMQP interop table one way (drop-delivery-mode or decimal-ignores-scale)")
       ("storage-fault", po::value<std::string>(),
        "testing: fail the Nth write or fsync of the data directory (write:N or fsync:N)")
       ("heartbeat", po::value(&c.heartbeat_seconds)->default_value(c.heartbeat_seconds),
@@ -143,6 +145,18 @@ firemq::Result<firemq::WebSocketFaults, std::string> parse_websocket_fault(const
     faults.pack_frames = true;
   } else {
     return "--websocket-fault " + name + ": expected accept-text, ignore-url-vhost or pack-frames";
+  }
+  return faults;
+}
+
+firemq::Result<firemq::AmqpFaults, std::string> parse_amqp_fault(const std::string& name) {
+  firemq::AmqpFaults faults;
+  if (name == "drop-delivery-mode") {
+    faults.drop_delivery_mode = true;
+  } else if (name == "decimal-ignores-scale") {
+    faults.decimal_ignores_scale = true;
+  } else {
+    return "--amqp-fault " + name + ": expected drop-delivery-mode or decimal-ignores-scale";
   }
   return faults;
 }
@@ -260,6 +274,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     config.websocket_faults = *faults;
+  }
+  if (vm.count("amqp-fault")) {
+    auto faults = parse_amqp_fault(vm["amqp-fault"].as<std::string>());
+    if (!faults) {
+      std::cerr << "firemq-broker: " << faults.error() << "\n";
+      return 2;
+    }
+    config.amqp_faults = *faults;
   }
   if (vm.count("storage-fault")) {
     if (firemq::Status bad = firemq::storage_faults().configure(vm["storage-fault"].as<std::string>())) {

@@ -16,7 +16,7 @@ packages=(
   clang libclang-rt-14-dev                      # clang 14 with the libFuzzer and sanitizer runtimes
   python3 python3-msgpack python3-jsonschema    # the independent vector generator and schema checks
   python3-pika amqp-tools                       # a real AMQP 0-9-1 client (pika) and command line for the AMQP tests
-  librabbitmq-dev                               # rabbitmq-c, the AMQP client of firemq-amqp-bench
+  librabbitmq-dev                               # rabbitmq-c: the harness's interop cases and firemq-amqp-bench
   ruby-bunny                                    # Ruby's AMQP client (bunny) for the AMQP smoke test
   rabbitmq-server                               # rabbitmqadmin, RabbitMQ's management CLI, tested against ours
   chromium chromium-driver python3-selenium     # the management UI's tests in a real browser
