@@ -565,8 +565,8 @@ void AmqpChannel::reply(const Method& method) {
 
 void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body,
                                bool persistent) {
-  host_.write(amqp::encode_content(number_, method, to_amqp_properties(props, headers, persistent), body,
-                                   host_.frame_max()));
+  const amqp::ContentHeader header = with_faults(to_amqp_properties(props, headers, persistent), faults_);
+  host_.write(amqp::encode_content(number_, method, header, body, host_.frame_max()));
 }
 
 void AmqpChannel::fail(const Error& error, amqp::MethodId method) {
