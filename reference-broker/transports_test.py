@@ -41,7 +41,7 @@ class Broker:
 
     FREE_PORTS = ["--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0", "--amqp-port", "off"]
 
-    def __init__(self, directory, *extra, definitions=None, ports=FREE_PORTS):
+    def __init__(self, directory, *extra, definitions=None, listeners=FREE_PORTS):
         self.directory = directory
         definitions_file = os.path.join(directory, "definitions.json")
         with open(definitions_file, "w") as f:
@@ -52,7 +52,7 @@ class Broker:
         self.log = open(os.path.join(directory, "broker.log"), "ab")
         c = lambda name: os.path.join(directory, name)
         self.process = subprocess.Popen(
-            [BROKER, "--bind", "127.0.0.1", *ports,
+            [BROKER, "--bind", "127.0.0.1", *listeners,
              "--tls-cert", c("server.pem"), "--tls-key", c("server.key"), "--port-file", ports,
              "--data-dir", c("data"), "--definitions", definitions_file,
              "--handshake-timeout-ms", str(HANDSHAKE_TIMEOUT_MS), *extra],
@@ -420,7 +420,7 @@ class DefaultPortsTest(unittest.TestCase):
             self.skipTest(f"another program listens on {taken} on this machine")
         with tempfile.TemporaryDirectory() as temp:
             make_certificates(temp)
-            broker = Broker(temp, ports=[])
+            broker = Broker(temp, listeners=[])
             try:
                 self.assertEqual(broker.ports, self.DEFAULTS)
                 client = StreamClient(socket.create_connection(("127.0.0.1", 5673), timeout=5))
