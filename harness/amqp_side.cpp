@@ -73,7 +73,11 @@ Result<amqp_field_value_t, std::string> field_from_json(const Json& j, Arena& ar
       case 'T': f.value.u64 = v.get<std::uint64_t>(); break;
       case 'f': f.value.f32 = v.get<float>(); break;
       case 'd': f.value.f64 = v.get<double>(); break;
-      case 'D': f.value.decimal = {v.at("scale").get<std::uint8_t>(), v.at("value").get<std::uint32_t>()}; break;
+      case 'D': {  // the value is signed, as RabbitMQ reads it (and as it is read back below)
+        const auto value = static_cast<std::uint32_t>(v.at("value").get<std::int32_t>());
+        f.value.decimal = {v.at("scale").get<std::uint8_t>(), value};
+        break;
+      }
       case 'S': f.value.bytes = arena.text(v.get<std::string>()); break;
       case 'x': {
         auto b = from_hex(v.get<std::string>());
@@ -528,8 +532,10 @@ StepOutcome judge_reply(StepContext& s, const std::string& what, const amqp_rpc_
   }
   if (reply.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION) {
     const std::string why = reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? library_error(reply.library_error) : "no reply";
-    if (reply.library_error == AMQP_STATUS_TIMEOUT) return StepOutcome::fail(what + ": no reply in time");
+    // After a timeout rabbitmq-c's state is undefined (a late reply could be read as the next step's): the
+    // connection is not used again, as after any other library error.
     s.conn.open = false;
+    if (reply.library_error == AMQP_STATUS_TIMEOUT) return StepOutcome::fail(what + ": no reply in time");
     return StepOutcome::fail(what + ": " + why);
   }
   const bool connection = reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <fstream>
 #include <mutex>
@@ -213,9 +214,14 @@ std::string ClientCase::server_send(const Json& args) {
   if (!header || !header->is<Map>()) return "server_send: the header must be a typed-JSON map";
   const auto op = static_cast<std::uint8_t>(info->code);
   if (const int delay_ms = args.value("delay_ms", 0); delay_ms > 0) {
-    delayed_sends_.emplace_back([this, op, map = *header->get_if<Map>(), delay_ms] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
-      proxy_->send_to_client(op, map);  // a client already gone is for the later steps to find
+    // Not after the case's own deadline, and not at all once the case is over (finish() stops and joins it).
+    const auto at = std::min(Clock::now() + std::chrono::milliseconds(delay_ms), case_deadline_);
+    delayed_sends_.emplace_back([this, op, map = *header->get_if<Map>(), at](std::stop_token stop) {
+      std::mutex mutex;
+      std::condition_variable_any never_notified;
+      std::unique_lock lock(mutex);
+      never_notified.wait_until(lock, stop, at, [] { return false; });
+      if (!stop.stop_requested()) proxy_->send_to_client(op, map);  // a client already gone: later steps see it
     });
     return "";
   }

@@ -333,4 +333,10 @@ void AmqpConnectionCore::close_connection(std::uint16_t code, const std::string&
   wire_.close_after_flush();
 }
 
+std::size_t AmqpConnectionCore::open_channel_count() const {
+  std::size_t n = 0;
+  for (const auto& [number, channel] : channels_) n += channel->state() == AmqpChannel::State::open;
+  return n;
+}
+
 }  // namespace firemq

@@ -65,6 +65,8 @@ class AmqpConnectionCore : private AmqpChannelHost {
   const op::Hello& login() const { return login_; }
   const TransportHints& hints() const { return hints_; }
   const std::map<std::uint16_t, std::unique_ptr<AmqpChannel>>& channels() const { return channels_; }
+  // Those past channel.open-ok and not closing: what the management API lists and counts.
+  std::size_t open_channel_count() const;
 
  private:
   void on_frame(amqp::Frame frame);

@@ -3,6 +3,8 @@
 // RabbitMQ's import merges) and vhosts in the Core; either way the data directory's definitions file is rewritten
 // before the answer, as for a durable declare, so that a restart comes back with them. Passwords are hashed on
 // arrival (password_hash.h): only the salted hash is ever kept.
+#include <map>
+#include <set>
 #include <sstream>
 
 #include "reference-broker/durable_topology.h"
@@ -66,6 +68,52 @@ std::optional<std::string> unsupported_part(const Json& body) {
   }
   for (const char* kind : {"users", "vhosts", "permissions", "parameters", "exchanges", "queues", "bindings"}) {
     if (body.contains(kind) && !body[kind].is_array()) return "'" + std::string(kind) + "' must be a list";
+  }
+  return std::nullopt;
+}
+
+// How many exchanges, queues and bindings an import would leave in one vhost (new names only: one that exists
+// is redeclared), to hold them to the same limits as a client's declares (session_topology.cpp).
+struct TopologyCounts {
+  std::set<std::string> exchanges, queues;
+  std::size_t bindings = 0;  // every entry counts: a binding that exists already only makes this stricter
+};
+
+std::map<std::string, TopologyCounts> counts_after_import(const Json& body, Core& core) {
+  std::map<std::string, TopologyCounts> counts;
+  for (auto& [name, vhost] : core.vhosts()) {
+    for (const auto& [exchange, _] : vhost->exchanges()) counts[name].exchanges.insert(exchange);
+    for (const auto& [queue, _] : vhost->queues()) counts[name].queues.insert(queue);
+    counts[name].bindings = vhost->binding_count();
+  }
+  const auto entries = [&](const char* kind) { return body.value(kind, Json::array()); };
+  const auto vhost_of = [](const Json& e) { return e.is_object() ? e.value("vhost", std::string()) : std::string(); };
+  for (const Json& e : entries("exchanges")) counts[vhost_of(e)].exchanges.insert(e.value("name", std::string()));
+  for (const Json& q : entries("queues")) counts[vhost_of(q)].queues.insert(q.value("name", std::string()));
+  for (const Json& b : entries("bindings")) ++counts[vhost_of(b)].bindings;
+  return counts;
+}
+
+// The first limit the import would pass, as a 506 would name it to a client: the vhost's max-queues, or the
+// broker's --max-queues, --max-exchanges and --max-bindings.
+std::optional<std::string> over_a_limit(const Json& body, Core& core, const Definitions& definitions,
+                                        const ClientBounds& bounds) {
+  for (const auto& [vhost, c] : counts_after_import(body, core)) {
+    const std::string in = "vhost '" + vhost + "' would have ";
+    const auto limit = definitions.vhost_limits(vhost).max_queues;
+    if (limit && c.queues.size() > *limit) {
+      return in + std::to_string(c.queues.size()) + " queues, over its max-queues of " + std::to_string(*limit);
+    }
+    if (c.queues.size() > bounds.queues_per_vhost) {
+      return in + std::to_string(c.queues.size()) + " queues, over --max-queues " + std::to_string(bounds.queues_per_vhost);
+    }
+    if (c.exchanges.size() > bounds.exchanges_per_vhost) {
+      return in + std::to_string(c.exchanges.size()) + " exchanges, over --max-exchanges " +
+             std::to_string(bounds.exchanges_per_vhost);
+    }
+    if (c.bindings > bounds.bindings_per_vhost) {
+      return in + std::to_string(c.bindings) + " bindings, over --max-bindings " + std::to_string(bounds.bindings_per_vhost);
+    }
   }
   return std::nullopt;
 }
@@ -165,6 +213,13 @@ HttpAnswer ManagementApi::import_definitions(const Json& body) {
   // declared as a client's declare would be (an inequivalent one is refused, and reported).
   if (auto bad = env_.definitions.merge(accounts)) return bad_request(*bad);
   for (const std::string& vhost : env_.definitions.vhost_names()) env_.core.add_vhost(vhost);
+  // The topology is held to the limits in force after the accounts (an import may set max-queues), whole: none
+  // of it is declared when any vhost would go over.
+  if (auto over = over_a_limit(body, env_.core, env_.definitions, env_.config.bounds)) {
+    if (HttpAnswer unsaved = saved(http::status::no_content); unsaved.status != http::status::no_content) return unsaved;
+    return bad_request("imported the users, vhosts, permissions and limits, but none of the exchanges, queues and "
+                       "bindings: " + *over);
+  }
   const std::vector<std::string> problems = DurableTopology::restore(body, env_.core, DurableTopology::Arguments::plain);
   HttpAnswer answer = saved(http::status::no_content);
   if (answer.status != http::status::no_content || problems.empty()) return answer;

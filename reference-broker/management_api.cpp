@@ -88,7 +88,7 @@ Json amqp_connection_json(const AmqpConnection& c) {
           {"client_properties", plain_json(core.login().client)},
           {"connected_at", c.connected_at_ms()},
           {"timeout", core.heartbeat().count()},
-          {"channels", core.channels().size()},
+          {"channels", core.open_channel_count()},
           {"auth_mechanism", "PLAIN"},
           {"state", "running"},
           {"type", "network"},

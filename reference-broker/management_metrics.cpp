@@ -92,7 +92,7 @@ std::string ManagementApi::metrics() const {
   for (const AmqpConnection* c : env_.amqp_connections.all()) {
     if (c->core().state() != AmqpConnectionCore::State::open) continue;
     ++connections;
-    for (const auto& [number, channel] : c->core().channels()) channels += channel->state() == AmqpChannel::State::open;
+    channels += c->core().open_channel_count();
   }
   e.single("rabbitmq_connections", "gauge", "Connections currently open (FireMQ and AMQP 0-9-1)",
            static_cast<std::uint64_t>(connections));

@@ -394,6 +394,23 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-iv")[0], 204)
         self.assertEqual(self.call("DELETE", "/api/users/mgmt-imp")[0], 204)
 
+    def test_definitions_import_is_held_to_the_vhosts_max_queues(self):
+        imported = {
+            "vhosts": [{"name": "mgmt-lim"}],
+            "parameters": [{"vhost": "mgmt-lim", "component": "vhost-limits", "name": "limits",
+                            "value": {"max-queues": 2}}],
+            "queues": [{"name": f"lim-{i}", "vhost": "mgmt-lim", "durable": False, "auto_delete": False,
+                        "arguments": {}} for i in range(3)]}
+        status, reply = self.call("POST", "/api/definitions", imported)
+        self.assertEqual(status, 400, reply)
+        self.assertIn("vhost 'mgmt-lim' would have 3 queues, over its max-queues of 2", reply["reason"])
+        self.assertEqual(self.call("GET", "/api/queues/mgmt-lim")[1], [])  # none of the topology, whole
+        self.assertEqual(self.call("GET", "/api/vhosts/mgmt-lim")[1]["limits"], {"max-queues": 2})
+        imported["queues"] = imported["queues"][:2]
+        self.assertEqual(self.call("POST", "/api/definitions", imported)[0], 204)
+        self.assertEqual(len(self.call("GET", "/api/queues/mgmt-lim")[1]), 2)
+        self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-lim")[0], 204)
+
     def test_changes_made_through_the_api_survive_a_restart(self):
         with tempfile.TemporaryDirectory() as temp:
             make_certificates(temp)

@@ -25,7 +25,7 @@ done
 
 # One check at a time on this machine: two test runs (two build trees) would install one package over the other.
 exec 9>/run/lock/firemq-deb-package-check.lock
-flock -w 300 9 || fail "another package check held /run/lock/firemq-deb-package-check.lock for 5 minutes"
+flock -w 120 9 || fail "another package check held /run/lock/firemq-deb-package-check.lock for 2 minutes"
 
 work=$(mktemp -d /tmp/firemq-deb-check.XXXXXX)
 installed=false

@@ -57,6 +57,16 @@ std::string describe(const amqp_rpc_reply_t& reply) {
 Connection::Connection(const BrokerAddress& a) {
   state_ = amqp_new_connection();
   if (state_ == nullptr) throw std::runtime_error("out of memory for a connection");
+  // A constructor that throws runs no destructor: what was opened so far is closed here.
+  try {
+    open(a);
+  } catch (...) {
+    close();
+    throw;
+  }
+}
+
+void Connection::open(const BrokerAddress& a) {
   amqp_socket_t* socket = amqp_tcp_socket_new(state_);
   const std::string where = a.host + ":" + std::to_string(a.port);
   if (socket == nullptr) throw std::runtime_error("no socket for " + where);

@@ -52,6 +52,7 @@ class Connection {
   void check_status(int status, const std::string& doing) const;
 
  private:
+  void open(const BrokerAddress& address);
   void close() noexcept;
 
   amqp_connection_state_t state_ = nullptr;

@@ -249,7 +249,10 @@ export class FireClient {
     if (this.ended) return;  // after the close exchange, nothing more is read
     this.lastReceived = Date.now();
     try {
-      for (const frame of this.reader.feed(bytes)) this.handle(frame);
+      for (const frame of this.reader.feed(bytes)) {
+        if (this.ended) break;  // a close in this chunk ended the connection: the frames after it are not read
+        this.handle(frame);
+      }
     } catch (e) {
       if (!(e instanceof FrameError)) throw e;
       // The server broke the framing: the connection cannot go on. Say why in our close, then end it.
