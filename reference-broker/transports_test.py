@@ -116,6 +116,14 @@ class StreamClient:
         return decode(body)
 
 
+def first_answer_to_hello(sock):
+    """fire:// or fires://: FMQ1 and a hello on `sock`; the op of the broker's first frame."""
+    client = StreamClient(sock)
+    client.sock.sendall(b"FMQ1")
+    client.send(0x01, HELLO)
+    return client.receive()[0]
+
+
 class WsClient:
     """ws:// and wss://: an RFC 6455 client, masked frames, one FireMQ frame per binary message."""
 
@@ -380,12 +388,9 @@ class ClientCertificateTest(unittest.TestCase):
                     if not anonymous.recv(1):
                         raise ConnectionResetError("closed")
                 context.load_cert_chain(os.path.join(temp, "client.pem"), os.path.join(temp, "client.key"))
-                client = StreamClient(context.wrap_socket(
+                self.assertEqual(first_answer_to_hello(context.wrap_socket(
                     socket.create_connection(("127.0.0.1", broker.ports["fires"]), timeout=5),
-                    server_hostname="localhost"))
-                client.sock.sendall(b"FMQ1")
-                client.send(0x01, HELLO)
-                self.assertEqual(client.receive()[0], WELCOME)
+                    server_hostname="localhost")), WELCOME)
             finally:
                 broker.stop()
 
@@ -423,16 +428,11 @@ class DefaultPortsTest(unittest.TestCase):
             broker = Broker(temp, listeners=[])
             try:
                 self.assertEqual(broker.ports, self.DEFAULTS)
-                client = StreamClient(socket.create_connection(("127.0.0.1", 5673), timeout=5))
-                client.sock.sendall(b"FMQ1")
-                client.send(0x01, HELLO)
-                self.assertEqual(client.receive()[0], WELCOME)
+                self.assertEqual(first_answer_to_hello(socket.create_connection(("127.0.0.1", 5673), timeout=5)),
+                                 WELCOME)
                 tls = ssl.create_default_context(cafile=os.path.join(temp, "ca.pem"))
-                secure = StreamClient(tls.wrap_socket(socket.create_connection(("127.0.0.1", 5674), timeout=5),
-                                                      server_hostname="localhost"))
-                secure.sock.sendall(b"FMQ1")
-                secure.send(0x01, HELLO)
-                self.assertEqual(secure.receive()[0], WELCOME)
+                self.assertEqual(first_answer_to_hello(tls.wrap_socket(
+                    socket.create_connection(("127.0.0.1", 5674), timeout=5), server_hostname="localhost")), WELCOME)
             finally:
                 broker.stop()
 
