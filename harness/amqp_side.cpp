@@ -501,6 +501,44 @@ const std::vector<std::string>& amqp_step_verbs() {
   return verbs;
 }
 
+Result<AmqpServer, std::string> probe_amqp(const AmqpEndpoint& endpoint) {
+  amqp_connection_state_t state = amqp_new_connection();
+  struct Closer {  // however the probe ends, the connection is closed and freed
+    amqp_connection_state_t state;
+    bool logged_in = false;
+    ~Closer() {
+      if (logged_in) amqp_connection_close(state, AMQP_REPLY_SUCCESS);
+      amqp_destroy_connection(state);
+    }
+  } closer{state};
+  amqp_socket_t* socket = amqp_tcp_socket_new(state);
+  if (socket == nullptr) return std::string("rabbitmq-c could not make a socket");
+  timeval tv = timeval_until(Clock::now() + std::chrono::seconds(5));
+  if (int status = amqp_socket_open_noblock(socket, endpoint.host.c_str(), endpoint.port, &tv); status != AMQP_STATUS_OK) {
+    return "cannot reach " + endpoint.host + ":" + std::to_string(endpoint.port) + ": " + library_error(status);
+  }
+  amqp_set_handshake_timeout(state, &tv);
+  amqp_set_rpc_timeout(state, &tv);
+  const amqp_rpc_reply_t login = amqp_login(state, endpoint.vhost.c_str(), 0, kDefaultFrameMax, 0,
+                                            AMQP_SASL_METHOD_PLAIN, endpoint.user.c_str(), endpoint.password.c_str());
+  if (login.reply_type != AMQP_RESPONSE_NORMAL) {
+    return "the AMQP handshake of vhost '" + endpoint.vhost + "' as '" + endpoint.user + "' failed (" +
+           (login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? library_error(login.library_error)
+                                                                 : std::string("the server closed the connection")) + ")";
+  }
+  closer.logged_in = true;
+  // connection.start's server-properties: RabbitMQ's product and version, as the welcome's server name.
+  AmqpServer server;
+  const amqp_table_t* properties = amqp_get_server_properties(state);
+  for (int i = 0; properties != nullptr && i < properties->num_entries; ++i) {
+    const amqp_table_entry_t& e = properties->entries[i];
+    if (e.value.kind != AMQP_FIELD_KIND_UTF8 && e.value.kind != AMQP_FIELD_KIND_BYTES) continue;
+    if (text_of(e.key) == "product") server.product = text_of(e.value.value.bytes);
+    if (text_of(e.key) == "version") server.version = text_of(e.value.value.bytes);
+  }
+  return server;
+}
+
 namespace {
 
 // Everything a step needs, for the duration of the step.

@@ -29,6 +29,14 @@ class Scenario;
 // ("%2f" is "/", and no path at all is "/" too); the port defaults to 5672, user and password to guest.
 Result<AmqpEndpoint, std::string> parse_amqp_url(const std::string& text);
 
+// What an AMQP broker says of itself in connection.start's server-properties.
+struct AmqpServer {
+  std::string product;
+  std::string version;
+};
+// Logs in at `endpoint` (5 s at most) and closes again: the run's probe of a --url amqp:// target.
+Result<AmqpServer, std::string> probe_amqp(const AmqpEndpoint& endpoint);
+
 // The verbs of the AMQP side: every one starts with "amqp_".
 const std::vector<std::string>& amqp_step_verbs();
 

@@ -76,6 +76,10 @@ Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group
   }
   c.steps = j.at("steps");
   if (std::string bad = check_steps(c.steps, verbs); !bad.empty()) return c.id + ": " + bad;
+  c.speaks_fire = std::any_of(c.steps.begin(), c.steps.end(), [](const Json& s) {
+    const std::string& verb = s.begin().key();
+    return !verb.starts_with("amqp_") && verb != "sleep";
+  });
   // A case that restarts its broker must say so, so that it runs alone and is skipped where no restart exists.
   const bool restarts = std::any_of(c.steps.begin(), c.steps.end(), [](const Json& s) { return s.contains("restart_broker"); });
   const bool declared = std::count(c.required_features.begin(), c.required_features.end(), "restart") > 0;

@@ -34,6 +34,9 @@ struct CaseSpec {
   // framing's bytes (the preamble, len arithmetic) is stream-only, one about WebSocket messages is ws-only.
   // Over another transport it is skipped.
   std::set<Transport> transports{kAllTransports.begin(), kAllTransports.end()};
+  // The case opens FireMQ connections: a step other than amqp_* and sleep. Only the cases that do not (the
+  // AMQP-only ones) run against a target that speaks AMQP 0-9-1 alone (--url amqp://).
+  bool speaks_fire = true;
   nlohmann::json steps;  // validated by load_cases: every step is one known verb with an object
   std::string file;      // where the case is defined, for error messages
 };

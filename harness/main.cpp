@@ -72,8 +72,9 @@ po::options_description describe_flags(Options& o) {
        "the --url target's AMQP 0-9-1 listener, amqp://user:pass@host[:port][/vhost] (port 5672 by default); "
        "declares the feature amqp, whose cases (interop) use it")
       ("url", po::value(&o.url), "the broker to test: fire://user:pass@host:port/vhost, fires://..., "
-                                 "ws://user:pass@host:port/fire?vhost=v or wss://...; default: start the reference "
-                                 "broker on free ports")
+                                 "ws://user:pass@host:port/fire?vhost=v or wss://...; or amqp://user:pass@host:port/vhost, "
+                                 "a broker that speaks AMQP 0-9-1 only: just the AMQP-only cases run; default: "
+                                 "start the reference broker on free ports")
       ("transport", po::value(&o.transport)->default_value(o.transport),
        "without --url: the reference broker's listener the cases run over: fire, fires, ws, wss, or all (the "
        "whole selection once per transport); with --url the URL's scheme decides")
@@ -295,7 +296,40 @@ firemq::Result<HttpEndpoint, std::string> management_endpoint(const std::string&
   return e;
 }
 
+// --url amqp://...: a target that speaks AMQP 0-9-1 only (RabbitMQ, or another AMQP broker), for the AMQP-only
+// cases; every case that opens a FireMQ connection is skipped, saying so.
+std::optional<Target> amqp_only_target(const Options& o, bool transport_given) {
+  if (!o.fault.empty() || !o.fault_check.empty() || !o.restart_command.empty()) {
+    std::cerr << "firemq-conform: --fault, --fault-check and --restart-command act on FireMQ frames and FireMQ cases; "
+                 "a --url amqp://... target runs the AMQP-only cases alone\n";
+    return std::nullopt;
+  }
+  if (transport_given || !o.amqp_url.empty()) {
+    std::cerr << "firemq-conform: --url amqp://... is the AMQP target itself: give neither --transport nor --amqp-url "
+                 "with it (for a broker that speaks both, give its FireMQ URL as --url and this one as --amqp-url)\n";
+    return std::nullopt;
+  }
+  auto amqp = parse_amqp_url(o.url);
+  if (!amqp) {
+    std::cerr << "firemq-conform: --url " << o.url << ": " << amqp.error() << "\n";
+    return std::nullopt;
+  }
+  Target t;
+  t.description = o.url;
+  t.speaks_fire = false;
+  t.host = amqp->host;
+  t.port = amqp->port;
+  t.user = amqp->user;
+  t.password = amqp->password;
+  t.vhost = amqp->vhost;
+  t.amqp = *amqp;
+  t.features.insert("amqp");
+  for (const std::string& f : o.features) t.features.insert(f);
+  return t;
+}
+
 std::optional<Target> target_from_url(const Options& o, bool transport_given) {
+  if (std::string_view(o.url).starts_with("amqp://")) return amqp_only_target(o, transport_given);
   auto url = firemq::parse_url(o.url);
   if (!url) {
     std::cerr << "firemq-conform: --url " << o.url << ": " << url.error() << "\n";

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <thread>
 
+#include "harness/amqp_side.h"
 #include "harness/scenario.h"
 #include "protocol/msgpack_codec.h"
 
@@ -33,6 +34,10 @@ std::string transports_text(const std::set<Transport>& transports) {
 }
 
 std::string missing_requirement(const CaseSpec& spec, const Target& target, const ServerInfo& server) {
+  if (spec.speaks_fire && !target.speaks_fire) {
+    return "opens FireMQ connections, and the target is AMQP 0-9-1 only (--url amqp://...): give the broker's "
+           "FireMQ URL as --url and this one as --amqp-url to run it";
+  }
   if (!spec.transports.count(target.transport)) {
     return "runs over " + transports_text(spec.transports) + " only; this run is over " +
            std::string(transport_name(target.transport));
@@ -211,6 +216,11 @@ Result<std::vector<std::string>, std::string> load_known_failures(const std::str
 }
 
 Result<ServerInfo, std::string> probe_server(const Target& target) {
+  if (!target.speaks_fire) {
+    auto amqp = probe_amqp(*target.amqp);
+    if (!amqp) return amqp.error();
+    return ServerInfo{amqp->product, amqp->version, {}};
+  }
   WireConnection wire;
   const auto deadline = Clock::now() + std::chrono::seconds(5);
   auto connected = wire.connect(target.address(), deadline);
@@ -262,7 +272,7 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
       }
       r = scenario.run();
     }
-    r.transport = transport_name(target.transport);
+    r.transport = target.speaks_fire ? std::string(transport_name(target.transport)) : "amqp";
     apply_known_failures(r, options.known_failures);
     results[i] = std::move(r);
     std::lock_guard lock(progress);

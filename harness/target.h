@@ -38,8 +38,11 @@ struct Target {
   // Where the target's management API is (feature "management"): the embedded broker's HTTP listener, or
   // --management-url. The `http` step sends its requests there.
   std::optional<HttpEndpoint> management;
-  // Where the target's AMQP listener is (feature "amqp"): the embedded broker's, or --amqp-url.
+  // Where the target's AMQP listener is (feature "amqp"): the embedded broker's, --amqp-url, or --url amqp://.
   std::optional<AmqpEndpoint> amqp;
+  // False for --url amqp://: the target speaks AMQP 0-9-1 only (RabbitMQ, or this broker's 5672 alone), so
+  // only the cases that open no FireMQ connection run; the others are skipped with the reason.
+  bool speaks_fire = true;
 
   // Where a case's connections go by default: the target's endpoint, with ?vhost= its vhost on WebSocket.
   WireAddress address() const {
