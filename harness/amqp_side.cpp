@@ -497,7 +497,8 @@ const std::vector<std::string>& amqp_step_verbs() {
       "amqp_open",          "amqp_channel", "amqp_declare_queue", "amqp_declare_exchange", "amqp_bind",
       "amqp_delete_queue",  "amqp_publish", "amqp_confirm_select", "amqp_qos",            "amqp_consume",
       "amqp_cancel",        "amqp_get",     "amqp_expect",        "amqp_expect_none",      "amqp_ack",
-      "amqp_nack",          "amqp_reject",  "amqp_close"};
+      "amqp_nack",          "amqp_reject",  "amqp_close",         "amqp_tx_select",        "amqp_tx_commit",
+      "amqp_tx_rollback"};
   return verbs;
 }
 
@@ -723,6 +724,20 @@ StepOutcome step_confirm_select(StepContext& s) {
   return judge_rpc(s, "confirm.select");
 }
 
+// tx.select, tx.commit, tx.rollback: RabbitMQ's transactions (publishes and settlements held until commit).
+StepOutcome step_tx(StepContext& s, const std::string& verb) {
+  if (verb == "amqp_tx_select") {
+    amqp_tx_select(s.conn.state, s.channel);
+    return judge_rpc(s, "tx.select");
+  }
+  if (verb == "amqp_tx_commit") {
+    amqp_tx_commit(s.conn.state, s.channel);
+    return judge_rpc(s, "tx.commit");
+  }
+  amqp_tx_rollback(s.conn.state, s.channel);
+  return judge_rpc(s, "tx.rollback");
+}
+
 StepOutcome step_qos(StepContext& s) {
   amqp_basic_qos(s.conn.state, s.channel, 0, s.args.value("prefetch_count", 0), s.args.value("global", false));
   return judge_rpc(s, "basic.qos");
@@ -856,6 +871,8 @@ StepOutcome AmqpSide::run(const std::string& verb, const Json& args) {
   StepOutcome outcome;
   if (verb == "amqp_ack" || verb == "amqp_nack" || verb == "amqp_reject") {
     outcome = step_settle(s, verb);
+  } else if (verb.starts_with("amqp_tx_")) {
+    outcome = step_tx(s, verb);
   } else if (auto step = kSteps.find(verb); step != kSteps.end()) {
     outcome = step->second(s);
   } else {
