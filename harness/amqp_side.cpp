@@ -312,6 +312,10 @@ Value fields_of(const amqp_method_t& m) {
       const auto* x = static_cast<const amqp_basic_consume_ok_t*>(d);
       return Value(Map{{Value("consumer_tag"), str(x->consumer_tag)}});
     }
+    case AMQP_CONNECTION_BLOCKED_METHOD: {
+      const auto* x = static_cast<const amqp_connection_blocked_t*>(d);
+      return Value(Map{{Value("reason"), str(x->reason)}});
+    }
     default:
       return Value(Map{});
   }
@@ -646,13 +650,17 @@ StepOutcome step_open(Scenario& scenario, AmqpSide::Conn& c, const AmqpEndpoint&
   const std::string pass = args.value("pass", endpoint.password);
   StepContext s{scenario, c, args, 0, {}};
   // The capabilities clients such as pika and the Java client announce, beside rabbitmq-c's own: with
-  // consumer_cancel_notify a consumer whose queue is deleted is told with basic.cancel.
-  amqp_table_entry_t capability{amqp_cstring_bytes("consumer_cancel_notify"), {}};
-  capability.value.kind = AMQP_FIELD_KIND_BOOLEAN;
-  capability.value.value.boolean = 1;
+  // consumer_cancel_notify a consumer whose queue is deleted is told with basic.cancel; with connection.blocked
+  // a publisher is told when a resource alarm stops the broker reading it.
+  amqp_table_entry_t capability[2] = {{amqp_cstring_bytes("consumer_cancel_notify"), {}},
+                                      {amqp_cstring_bytes("connection.blocked"), {}}};
+  for (amqp_table_entry_t& entry : capability) {
+    entry.value.kind = AMQP_FIELD_KIND_BOOLEAN;
+    entry.value.value.boolean = 1;
+  }
   amqp_table_entry_t capabilities{amqp_cstring_bytes("capabilities"), {}};
   capabilities.value.kind = AMQP_FIELD_KIND_TABLE;
-  capabilities.value.value.table = {1, &capability};
+  capabilities.value.value.table = {2, capability};
   const amqp_table_t client_properties{1, &capabilities};
   const amqp_rpc_reply_t login =
       amqp_login_with_properties(c.state, vhost.c_str(), 0, args.value("frame_max", kDefaultFrameMax), 0,

@@ -44,10 +44,12 @@ done
 (echo >/dev/tcp/127.0.0.1/"$amqp_port") 2>/dev/null || { echo "RabbitMQ did not start:"; tail -20 "$work/rabbitmq.out"; exit 1; }
 
 "$conform" --url "amqp://guest:guest@127.0.0.1:$amqp_port/" --reports "$work/reports" "$@"
-/usr/bin/python3 - "$work/reports/latest/report.json" <<'PY'
+/usr/bin/python3 - "$work/reports/latest/report.json" "$(dirname "$0")/../cases/amqp.json" <<'PY'
 import json, sys
 cases = json.load(open(sys.argv[1]))["cases"]
-amqp = [c for c in cases if c["group"] == "amqp"]
+# A case with broker_args needs a reference broker started with its own flags: it cannot run against RabbitMQ.
+own_broker = {c["id"] for c in json.load(open(sys.argv[2]))["cases"] if "broker_args" in c}
+amqp = [c for c in cases if c["group"] == "amqp" and c["id"] not in own_broker]
 not_run = [c["id"] for c in amqp if c["verdict"] not in ("pass", "fail", "error")]
 if not amqp or not_run:
     sys.exit(f"the amqp group did not run whole against RabbitMQ: {len(amqp)} cases, not run: {not_run}")
