@@ -69,6 +69,9 @@ class ClientCase {
   std::string expect_event(const Json& args);
   std::string server_send(const Json& args);
   std::string expect_client_frame(const Json& args);
+  std::string idle(const Json& args);
+  std::string server_quirks(const Json& args);
+  std::string within_silence_window(const Json& window, Clock::time_point at);
   std::string url_vectors(const Json& args);
   // The reply to command `id`; events that come first are kept for expect_event. Empty: see `why`.
   std::optional<Json> reply_to(int id, std::string& why);
@@ -86,7 +89,8 @@ class ClientCase {
   Clock::time_point case_deadline_ = origin_ + std::chrono::milliseconds(spec_.timeout_ms);
   std::unique_ptr<ClientProxy> proxy_;
   std::unique_ptr<DriverProcess> driver_;
-  std::deque<Json> events_;  // events the driver reported that no step has matched yet
+  // Events the driver reported that no step has matched yet, with when the harness read each.
+  std::deque<std::pair<Json, Clock::time_point>> events_;
   int next_id_ = 1;
   std::vector<TranscriptLine> notes_;
   // server_send with delay_ms: sent from these threads while later steps run; declared last, so they are
@@ -158,7 +162,7 @@ bool ClientCase::start() {
 std::optional<Json> ClientCase::reply_to(int id, std::string& why) {
   while (auto line = next_line(case_deadline_, why)) {
     if (line->contains("event")) {
-      events_.push_back(std::move(*line));
+      events_.emplace_back(std::move(*line), Clock::now());
       continue;
     }
     if (line->value("id", -1) == id) return line;
@@ -185,22 +189,41 @@ std::string ClientCase::command(const Json& args) {
   return "";
 }
 
-// {"match": {pattern}, "timeout_ms"?}: an event the driver reports, earlier or within the time.
+// {"match": {pattern}, "timeout_ms"?, "after_server_silent_ms"?: {"min", "max"}}: an event the driver reports,
+// earlier or within the time; with after_server_silent_ms, it must come that long after the last byte the
+// client got before the server went silent (a dead server declared neither early nor late).
 std::string ClientCase::expect_event(const Json& args) {
   const Json& pattern = args.at("match");
   const auto matches = [&](const Json& e) { return subset_mismatch(pattern, e).empty(); };
-  if (auto it = std::find_if(events_.begin(), events_.end(), matches); it != events_.end()) {
+  const auto timed = [&](Clock::time_point at) -> std::string {
+    return args.contains("after_server_silent_ms") ? within_silence_window(args.at("after_server_silent_ms"), at) : "";
+  };
+  if (auto it = std::find_if(events_.begin(), events_.end(), [&](const auto& e) { return matches(e.first); }); it != events_.end()) {
+    const std::string late_or_early = timed(it->second);
     events_.erase(it);
-    return "";
+    return late_or_early;
   }
   std::string why;
   const auto until = deadline(args);
   while (auto line = next_line(until, why)) {
-    if (line->contains("event") && matches(*line)) return "";
-    if (line->contains("event")) events_.push_back(std::move(*line));
+    if (line->contains("event") && matches(*line)) return timed(Clock::now());
+    if (line->contains("event")) events_.emplace_back(std::move(*line), Clock::now());
     else return "the driver wrote a reply no command awaits: " + line->dump();
   }
   return "no event " + pattern.dump() + " from the driver: " + why;
+}
+
+std::string ClientCase::within_silence_window(const Json& window, Clock::time_point at) {
+  const auto since = proxy_->silent_since();
+  if (!since) return "after_server_silent_ms: the server is not silent (server_quirks silent first)";
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - *since).count();
+  const auto min = window.value("min", 0), max = window.value("max", 0);
+  if (ms >= min && ms <= max) {
+    note("the event came " + std::to_string(ms) + " ms into the server's silence");
+    return "";
+  }
+  return "the event came " + std::to_string(ms) + " ms after the last byte the client got from the server, outside " +
+         std::to_string(min) + " to " + std::to_string(max) + " ms";
 }
 
 // {"op": "ping"|"close"|..., "header": {typed JSON}, "delay_ms"?}: the proxy sends it to the client as the
@@ -242,6 +265,21 @@ std::string ClientCase::expect_client_frame(const Json& args) {
   return "";
 }
 
+// {"ms": N}: the harness sends the driver nothing for N ms (within the case's time) while the proxy watches the
+// client: what an idle application's connection does on its own (heartbeats).
+std::string ClientCase::idle(const Json& args) {
+  const auto until = std::min(case_deadline_, Clock::now() + std::chrono::milliseconds(args.at("ms").get<int>()));
+  std::this_thread::sleep_until(until);
+  return "";
+}
+
+// How the server behaves from now on (client_proxy.h, ServerQuirks); every quirk not given is off.
+std::string ClientCase::server_quirks(const Json& args) {
+  proxy_->set_quirks({args.value("single_bytes", false), args.value("unknown_header_keys", false),
+                      args.value("max_frame", std::uint64_t{0}), args.value("no_pings", false), args.value("silent", false)});
+  return "";
+}
+
 // {"file": "urls.json", "valid": true|false}: every valid vector parses to its expect, every invalid one is
 // refused. One command per vector; the first mismatch fails the step.
 std::string ClientCase::url_vectors(const Json& args) {
@@ -269,11 +307,8 @@ std::string ClientCase::run_step(const Json& step) {
   if (verb == "expect_event") return expect_event(args);
   if (verb == "server_send") return server_send(args);
   if (verb == "expect_client_frame") return expect_client_frame(args);
-  if (verb == "server_quirks") {
-    proxy_->set_quirks({args.value("single_bytes", false), args.value("unknown_header_keys", false),
-                        args.value("max_frame", std::uint64_t{0})});
-    return "";
-  }
+  if (verb == "server_quirks") return server_quirks(args);
+  if (verb == "idle") return idle(args);
   if (verb == "url_vectors") return url_vectors(args);
   return "unknown verb " + verb;  // load_cases refuses these; kept for a case built by hand
 }
@@ -330,7 +365,7 @@ CaseResult ClientCase::run() {
 
 const std::vector<std::string>& client_step_verbs() {
   static const std::vector<std::string> verbs = {"command", "expect_event", "server_send", "expect_client_frame",
-                                                 "server_quirks", "url_vectors"};
+                                                 "server_quirks", "url_vectors", "idle"};
   return verbs;
 }
 

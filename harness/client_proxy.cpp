@@ -55,6 +55,7 @@ struct ClientProxy::Connection {
   bool framing_lost = false;
   std::vector<std::uint8_t> client_ops;  // ops the client sent since the last send_to_client
   bool server_closed = false;            // the proxy sent close as the server: the broker is let go
+  Clock::time_point last_to_client{};    // when the client was last written to (the silent quirk counts from it)
   std::thread up, down;
 };
 
@@ -156,6 +157,11 @@ void ClientProxy::client_to_broker(Connection& c) {
   std::lock_guard lock(mutex_);
   const auto now = Clock::now();
   if (c.first_bytes.size() < 4 && !c.first_bytes.empty()) c.rules.observe_preamble(c.first_bytes, now);
+  if (!stopping_) {
+    // The client ended it: its end proves its silence up to now, and may be its verdict on a silent server.
+    c.monitor.observe_quiet(Side::client, now);
+    c.rules.observe_client_end(now);
+  }
   c.monitor.observe_end(Side::client, now);
   c.rules.finish(now);
   ::shutdown(c.broker, SHUT_WR);
@@ -178,6 +184,7 @@ void ClientProxy::broker_to_client(Connection& c) {
       if (step.state == FrameDecoder::State::error) return (void)::shutdown(c.client, SHUT_RDWR);
       if (step.state != FrameDecoder::State::frame) continue;
       const RawFrame original = decoder.take_frame();
+      if (quirks_.silent || (quirks_.no_pings && original.op() == static_cast<std::uint8_t>(OpCode::ping))) continue;
       const Bytes out = through_quirks(original, quirks_);
       seen(c, Side::server, RawFrame(Bytes(out.begin() + 4, out.end())));
       write_to_client(c, out);
@@ -185,10 +192,12 @@ void ClientProxy::broker_to_client(Connection& c) {
   }
   std::lock_guard lock(mutex_);
   // A broker the proxy let go after its own close leaves the client to close its socket, as the spec asks.
-  if (!c.server_closed) ::shutdown(c.client, SHUT_WR);
+  // A silent server stays silent, its end included.
+  if (!c.server_closed && !quirks_.silent) ::shutdown(c.client, SHUT_WR);
 }
 
 bool ClientProxy::write_to_client(Connection& c, ByteView bytes) {
+  c.last_to_client = Clock::now();  // a moment before the client gets it: its silence is never counted short
   if (!quirks_.single_bytes) return write_all(c.client, bytes);
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (!write_all(c.client, bytes.subspan(i, 1))) return false;
@@ -198,7 +207,18 @@ bool ClientProxy::write_to_client(Connection& c, ByteView bytes) {
 
 void ClientProxy::set_quirks(ServerQuirks quirks) {
   std::lock_guard lock(mutex_);
+  if (quirks.silent && !quirks_.silent) {
+    // The silence counts from the last byte each client got, not from this call.
+    silent_since_ = connections_.empty() ? Clock::now() : connections_.back()->last_to_client;
+    for (auto& c : connections_) c->rules.server_silent(c->last_to_client);
+  }
+  if (!quirks.silent) silent_since_.reset();
   quirks_ = quirks;
+}
+
+std::optional<Clock::time_point> ClientProxy::silent_since() {
+  std::lock_guard lock(mutex_);
+  return silent_since_;
 }
 
 bool ClientProxy::send_to_client(std::uint8_t op, const Map& header) {

@@ -3,7 +3,7 @@
 // applied to the client side (wire_monitor.h, Side::client) and the client-only rules of client_rules.h, and
 // records the transcript both ways. It can also play a server that is awkward but within the spec: split its
 // frames into single bytes, add header keys the client does not know, lower welcome.max_frame, ping the client,
-// close with 320, send a fatal error.
+// close with 320, send a fatal error, keep its pings to itself, go silent.
 //
 // Two threads per proxied connection (one a direction), blocking sockets; one mutex guards the monitors, the
 // transcript and writes to the client. stop() (or the destructor) ends and joins everything.
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +32,12 @@ struct ServerQuirks {
   bool single_bytes = false;         // each frame written one byte at a time (TCP may deliver any split)
   bool unknown_header_keys = false;  // "Implementations ignore header keys they do not know."
   std::uint64_t max_frame = 0;       // welcome.max_frame lowered to this (0: as the broker says)
+  // The broker's own pings are held back: the client hears the server's heartbeat only as pongs to its pings,
+  // so a client that does not ping after h / 2 of its silence cannot hide behind its pongs.
+  bool no_pings = false;
+  // Nothing more reaches the client (the client's frames still reach the broker, which stays alive): with a
+  // heartbeat the client must consider the server dead 2 x h after the last byte it got (client_rules.h).
+  bool silent = false;
 };
 
 class ClientProxy {
@@ -42,8 +49,12 @@ class ClientProxy {
   ~ClientProxy();
   std::uint16_t port() const { return port_; }
 
-  // Changes how the server behaves from the next frame the broker sends (a case sets it before connecting).
+  // Changes how the server behaves from the next frame the broker sends (a case sets it before connecting;
+  // `silent` after).
   void set_quirks(ServerQuirks quirks);
+  // When the client last got a byte before the server went silent (on its latest connection); nullopt while
+  // the server is not silent.
+  std::optional<Clock::time_point> silent_since();
   // Sends a frame to the client on its latest connection, as the server: a ping; a close, after which the
   // proxy stops forwarding and lets the broker go, as a server that closed would; an error with fatal: true,
   // after which it also closes the client's socket ("the server closes the connection after this frame").
@@ -75,6 +86,7 @@ class ClientProxy {
   std::string upstream_host_;
   std::uint16_t upstream_port_;
   ServerQuirks quirks_;
+  std::optional<Clock::time_point> silent_since_;
   Clock::time_point origin_;
   std::atomic<bool> stopping_{false};
   std::thread acceptor_;

@@ -14,6 +14,7 @@ constexpr const char* kRid = "design.request.rid";
 constexpr const char* kSeq = "publish.seq.numbering";
 constexpr const char* kPong = "heartbeat.pong";
 constexpr const char* kFlow = "flow.client-stops-publishing";
+constexpr const char* kDeadPeer = "heartbeat.dead-peer";
 
 bool is(std::uint8_t op, OpCode code) { return op == static_cast<std::uint8_t>(code); }
 
@@ -47,6 +48,7 @@ const std::vector<MonitorRule>& client_rules() {
       {kSeq, "Publishing / publish", "Client-assigned sequence number, starting at 1 and increasing by 1.", false},
       {kPong, "Heartbeats", "A peer that receives ping replies pong.", false},
       {kFlow, "Replies / flow", "Clients stop publishing until pause: false.", false},
+      {kDeadPeer, "Heartbeats", "Each side considers the peer dead when it has received nothing for 2 × h seconds.", false},
   };
   return rules;
 }
@@ -79,6 +81,7 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
   if (from == Side::server) {
     if (is(op, OpCode::ping) && !closing_) pings_unanswered_.push_back(at);
     if (is(op, OpCode::close)) closing_ = true;
+    if (is(op, OpCode::welcome)) heartbeat_s_ = uint_field(*header, "heartbeat").value_or(0);
     if (is(op, OpCode::flow)) paused_since_ = pause_of(*header) ? std::optional(at) : std::nullopt;
     const bool reply = is(op, OpCode::ok) || is(op, OpCode::get_ok) || is(op, OpCode::error);
     if (const auto rid = uint_field(*header, "rid"); reply && rid) rids_awaiting_reply_.erase(*rid);
@@ -128,10 +131,38 @@ void ClientRules::check_pongs_owed(Clock::time_point at) {
 }
 
 void ClientRules::finish(Clock::time_point at) {
+  check_dead_peer(at, false);
   if (pings_unanswered_.empty()) return;
   // At the end nothing more can come: an unanswered ping is a missing pong however recent.
   pings_unanswered_.front() = std::min(pings_unanswered_.front(), at - kPongTolerance - std::chrono::milliseconds(1));
   check_pongs_owed(at);
+}
+
+// Heartbeats: "Each side considers the peer dead when it has received nothing for 2 x h seconds." Seen on the
+// wire, a client that considers its server dead ends the connection (docs/spec-notes.md, Q14): not before 2h
+// of the server's silence, and not long after.
+void ClientRules::server_silent(Clock::time_point since) {
+  if (!silent_since_) silent_since_ = since;
+}
+
+void ClientRules::observe_client_end(Clock::time_point at) { check_dead_peer(at, true); }
+
+void ClientRules::check_dead_peer(Clock::time_point at, bool ended) {
+  if (!silent_since_ || heartbeat_s_ == 0 || dead_peer_judged_) return;
+  const auto silent = at - *silent_since_;
+  const std::chrono::milliseconds dead_at(heartbeat_s_ * 2000);
+  const auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
+  const std::string when = " ms of the server's silence (heartbeat " + std::to_string(heartbeat_s_) + " s: dead after " +
+                           ms(dead_at) + " ms; " + ms(kDeadPeerEarly) + " ms early or " + ms(kDeadPeerLate) + " ms late allowed)";
+  if (ended && silent < dead_at - kDeadPeerEarly) {
+    violation(kDeadPeer, "ended the connection after only " + ms(silent) + when, at);
+  } else if (silent > dead_at + kDeadPeerLate) {
+    violation(kDeadPeer, std::string(ended ? "ended the connection only after " : "still had the connection open after ") +
+                             ms(silent) + when, at);
+  } else if (!ended) {
+    return;  // the case ended before the client owed anything: nothing to judge
+  }
+  dead_peer_judged_ = true;
 }
 
 }  // namespace firemq::conform

@@ -2,7 +2,7 @@
 // sends when the harness plays its server (client mode, docs/client-certification.md). The monitor's rules
 // that bind both sides (framing, limits, directions, the close reply, heartbeats) run beside these on the same
 // frames; these are the sentences of the spec that only a client's frames can break, plus the pong, which
-// broker mode leaves to its heartbeat cases.
+// broker mode leaves to its heartbeat cases, and the dead peer, seen when the proxy makes the server silent.
 //
 // No I/O and no clock of its own: the caller says when each thing happened. One connection, one thread.
 #pragma once
@@ -26,6 +26,11 @@ const std::vector<MonitorRule>& client_rules();
 
 // How long a client may take to answer a ping before the check says it never did.
 inline constexpr std::chrono::milliseconds kPongTolerance{2000};
+// How far from 2 x h of the server's silence a client may end the connection: a little early for timer
+// granularity (the broker's heartbeat_dead_peer check allows as much), and later by the wire monitor's
+// heartbeat tolerance.
+inline constexpr std::chrono::milliseconds kDeadPeerEarly{300};
+inline constexpr std::chrono::milliseconds kDeadPeerLate = kHeartbeatTolerance;
 
 class ClientRules {
  public:
@@ -37,6 +42,11 @@ class ClientRules {
   void observe(Side from, const RawFrame& frame, Clock::time_point at);
   // Nothing more will be seen (the connection ended, or the case is over): owed pongs are judged now.
   void finish(Clock::time_point at);
+  // The server went silent (the proxy passes the client nothing more) after its last byte at `since`: with a
+  // negotiated heartbeat the client must end the connection 2 x h after it, neither much before nor after.
+  void server_silent(Clock::time_point since);
+  // The client ended its side of the connection (not the proxy stopping).
+  void observe_client_end(Clock::time_point at);
 
   const std::vector<MonitorViolation>& violations() const { return violations_; }
 
@@ -45,6 +55,7 @@ class ClientRules {
   void check_rid(std::uint8_t op, const Map& header, Clock::time_point at);
   void check_seq(const Map& header, Clock::time_point at);
   void check_pongs_owed(Clock::time_point at);
+  void check_dead_peer(Clock::time_point at, bool ended);
 
   std::string connection_;
   Clock::time_point origin_;
@@ -57,6 +68,9 @@ class ClientRules {
   // rule counts from the moment the proxy wrote the pause: the flow case sends it while the client is idle, so
   // no publish can be already on its way.
   std::optional<Clock::time_point> paused_since_;
+  std::uint64_t heartbeat_s_ = 0;                     // welcome.heartbeat, as the client got it
+  std::optional<Clock::time_point> silent_since_;    // the server's last byte before it went silent
+  bool dead_peer_judged_ = false;
 };
 
 }  // namespace firemq::conform

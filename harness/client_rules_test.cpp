@@ -145,5 +145,49 @@ TEST_F(ClientRulesTest, OtherFramesWhilePausedAreQuiet) {
   EXPECT_TRUE(broken().empty());
 }
 
+// The dead peer: with heartbeat 1 s and a server silent since its welcome, the client ends the connection
+// between 2 s less kDeadPeerEarly and 2 s plus kDeadPeerLate.
+class DeadPeerTest : public ClientRulesTest {
+ protected:
+  void SetUp() override {
+    server(OpCode::welcome, with("heartbeat", 1));
+    silent_since_ = now_;
+    rules_.server_silent(silent_since_);
+  }
+  Clock::time_point silent_since_;
+};
+
+TEST_F(DeadPeerTest, EndAfterTwiceTheIntervalIsQuiet) {
+  client(OpCode::ping);
+  rules_.observe_client_end(silent_since_ + milliseconds(2050));
+  rules_.finish(silent_since_ + milliseconds(9000));
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(DeadPeerTest, EndBeforeTwiceTheIntervalIsFlagged) {
+  rules_.observe_client_end(silent_since_ + milliseconds(1500));
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.dead-peer"});
+}
+
+TEST_F(DeadPeerTest, EndLongAfterTwiceTheIntervalIsFlagged) {
+  rules_.observe_client_end(silent_since_ + milliseconds(2000) + kDeadPeerLate + milliseconds(100));
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.dead-peer"});
+}
+
+TEST_F(DeadPeerTest, StillConnectedWhenTheCaseEndsLateIsFlaggedButNotEarly) {
+  rules_.finish(silent_since_ + milliseconds(1000));
+  EXPECT_TRUE(broken().empty());
+  rules_.finish(silent_since_ + milliseconds(2000) + kDeadPeerLate + milliseconds(100));
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.dead-peer"});
+}
+
+TEST_F(ClientRulesTest, SilentServerWithoutHeartbeatIsOwedNothing) {
+  server(OpCode::welcome, with("heartbeat", 0));
+  rules_.server_silent(now_);
+  rules_.observe_client_end(now_ + milliseconds(100));
+  rules_.finish(now_ + milliseconds(60000));
+  EXPECT_TRUE(broken().empty());
+}
+
 }  // namespace
 }  // namespace firemq::conform

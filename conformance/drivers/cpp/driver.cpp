@@ -3,7 +3,8 @@
 // in your SDK, your public API), and writes replies and events as JSON lines on stdout. Copy it, replace
 // FireClient with your SDK, keep the JSON.
 //
-//   firemq-example-driver [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused]
+//   firemq-example-driver [--break NAME], NAME one of seq-from-2, no-pong, no-close-reply, no-rid,
+//                         publish-while-paused, no-ping, never-declares-dead
 //
 // --break makes the client break one rule on purpose, to show that the client cases catch it
 // (conformance/client-breaks.json lists the cases each must fail).
@@ -67,7 +68,7 @@ class Driver {
   explicit Driver(firemq::example::Breaks breaks) : client_(breaks, write_line) {}
 
   // Runs until stdin ends: one command at a time; between commands, what the server sends is handled (pings
-  // answered, deliveries reported).
+  // answered, deliveries reported) and the heartbeat kept (pings sent, a silent server declared dead).
   void run() {
     write_line({{"event", "ready"}, {"protocol", kProtocolVersion}, {"client", {{"name", "firemq-example-cpp"}, {"version", "0.1.0"}}}});
     std::string line;
@@ -91,13 +92,16 @@ class Driver {
  private:
   static FireClient::Clock::time_point deadline() { return FireClient::Clock::now() + kCommandTime; }
 
-  // True when stdin has a line; meanwhile the connection is served.
+  // True when stdin has a line; meanwhile the connection is served. The wait ends when stdin or the socket has
+  // something, or when a heartbeat falls due: an idle application's client still pings, and still notices a
+  // dead server.
   bool wait_for_stdin() {
     if (std::cin.rdbuf()->in_avail() > 0) return true;
     pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {client_.fd(), POLLIN, 0}};
-    ::poll(fds, client_.connected() ? 2 : 1, -1);
-    if (client_.connected() && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
-      // A connection the server broke is reported as a closed event; anything else goes to stderr.
+    ::poll(fds, client_.connected() ? 2 : 1, client_.connected() ? client_.heartbeat_wait_ms() : -1);
+    if (client_.connected()) {
+      // A connection the server broke, or a server gone silent, is reported as a closed event; anything else
+      // goes to stderr.
       if (auto pumped = client_.pump(FireClient::Clock::now()); !pumped) std::cerr << pumped.error() << "\n";
     }
     return (fds[0].revents & (POLLIN | POLLHUP)) != 0;
@@ -213,8 +217,11 @@ int main(int argc, char** argv) {
     else if (name == "no-close-reply") breaks.no_close_reply = true;
     else if (name == "no-rid") breaks.no_rid = true;
     else if (name == "publish-while-paused") breaks.publish_while_paused = true;
+    else if (name == "no-ping") breaks.no_ping = true;
+    else if (name == "never-declares-dead") breaks.never_declares_dead = true;
     else {
-      std::cerr << "usage: " << argv[0] << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused]\n";
+      std::cerr << "usage: " << argv[0]
+                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead]\n";
       return 2;
     }
   }

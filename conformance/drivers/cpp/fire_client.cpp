@@ -41,7 +41,8 @@ int open_tcp(const std::string& host, std::uint16_t port) {
 }
 
 int ms_left(FireClient::Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - FireClient::Clock::now()).count();
+  // Rounded up: a wait that ends before its deadline would find nothing due and wait again.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - FireClient::Clock::now()).count();
   return left < 0 ? 0 : static_cast<int>(left);
 }
 
@@ -72,6 +73,7 @@ bool FireClient::write(const Bytes& bytes) {
     if (n <= 0) return false;
     sent += static_cast<std::size_t>(n);
   }
+  last_sent_ = Clock::now();  // for the heartbeat: anything sent counts
   return fd_ >= 0;
 }
 
@@ -83,6 +85,8 @@ Result<bool, std::string> FireClient::send(const Message& message) {
 // Transports: "Client first sends the 4 ASCII bytes `FMQ1`, then length-prefixed frames."
 Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, Clock::time_point deadline) {
   if (url.tls || url.websocket) return std::string("this example client speaks fire:// only");
+  closing_ = false;
+  heartbeat_ = {};  // until this connection's welcome says
   fd_ = open_tcp(url.host, url.port);
   if (fd_ < 0) return "cannot connect to " + url.host + ":" + std::to_string(url.port);
   op::Hello hello;
@@ -103,6 +107,7 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   const op::Welcome welcome = std::get<op::Welcome>(*reply_);
   // "After welcome, the limit is welcome.max_frame": what the server sends stays within it too.
   max_frame_ = welcome.max_frame != 0 ? welcome.max_frame : kDefaultMaxFrame;
+  heartbeat_ = std::chrono::seconds(welcome.heartbeat);
   reply_.reset();
   return welcome;
 }
@@ -182,7 +187,8 @@ Result<bool, std::string> FireClient::wait_until(Done done, Clock::time_point de
 
 Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
   pollfd pfd{fd_, POLLIN, 0};
-  if (::poll(&pfd, 1, ms_left(deadline)) <= 0) return true;
+  // A heartbeat falling due ends the wait early (wait_until pumps again until its own deadline).
+  if (::poll(&pfd, 1, ms_left(std::min(deadline, heartbeat_due().value_or(deadline)))) <= 0) return keep_heartbeat();
   std::array<std::uint8_t, 64 * 1024> buffer;
   const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
   if (n <= 0) {
@@ -190,6 +196,7 @@ Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
     drop_connection();
     return true;
   }
+  last_received_ = Clock::now();  // for the heartbeat: any byte counts
   ByteView rest(buffer.data(), static_cast<std::size_t>(n));
   while (!rest.empty() && fd_ >= 0) {
     const auto step = decoder_.feed(rest);
@@ -199,6 +206,35 @@ Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
       return "the server sent bytes that are no frame: " + decoder_.error().msg;
     }
     if (step.state == FrameDecoder::State::frame) handle(decoder_.take_frame());
+  }
+  return keep_heartbeat();
+}
+
+// Heartbeats: "each side sends ping when it has sent nothing for h / 2 seconds. Each side considers the peer
+// dead when it has received nothing for 2 × h seconds." A dead server is reported and its connection dropped
+// (without close: it would not read one).
+std::optional<FireClient::Clock::time_point> FireClient::heartbeat_due() const {
+  if (fd_ < 0 || heartbeat_.count() == 0) return std::nullopt;
+  std::optional<Clock::time_point> due;
+  if (!breaks_.no_ping && !closing_) due = last_sent_ + heartbeat_ / 2;
+  if (!breaks_.never_declares_dead) due = std::min(due.value_or(Clock::time_point::max()), last_received_ + 2 * heartbeat_);
+  return due;
+}
+
+int FireClient::heartbeat_wait_ms() const {
+  const auto due = heartbeat_due();
+  return due ? ms_left(*due) : -1;
+}
+
+Result<bool, std::string> FireClient::keep_heartbeat() {
+  const auto now = Clock::now();
+  if (!heartbeat_due() || now < *heartbeat_due()) return true;
+  if (!breaks_.never_declares_dead && now - last_received_ >= 2 * heartbeat_) {
+    const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_received_).count();
+    emit_closed("heartbeat", 0, "nothing from the server for " + std::to_string(silent) + " ms: it is dead");
+    drop_connection();
+  } else if (!write(encode_frame(op::Ping{}))) {
+    return std::string("cannot send ping");
   }
   return true;
 }

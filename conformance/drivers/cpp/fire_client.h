@@ -3,8 +3,11 @@
 // sketch of what a client owes the server; the rules it keeps are named beside the code that keeps them.
 //
 // Single-threaded and blocking: every wait has a deadline and pumps the socket, so pings are answered and
-// deliveries reported while the client waits for a reply. Frames that are not replies become events, given to
-// the `on_event` callback as JSON (the driver protocol's events).
+// deliveries reported while the client waits for a reply. With a negotiated heartbeat a wait also ends when a
+// heartbeat falls due; an application waiting for something else (the driver, for its next command) polls the
+// socket with heartbeat_wait_ms() and pumps, so that the client pings and notices a dead server meanwhile.
+// Frames that are not replies become events, given to the `on_event` callback as JSON (the driver protocol's
+// events).
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -29,6 +32,8 @@ struct Breaks {
   bool no_close_reply = false;  // closes the socket on the server's close without its own close
   bool no_rid = false;          // sends requests without a rid ("Requests carry a request id (rid)")
   bool publish_while_paused = false;  // ignores flow ("Clients stop publishing until pause: false.")
+  bool no_ping = false;               // never pings ("each side sends ping when it has sent nothing for h / 2")
+  bool never_declares_dead = false;   // waits on a silent server forever ("considers the peer dead ... 2 x h")
 };
 
 class FireClient {
@@ -52,8 +57,11 @@ class FireClient {
 
   bool connected() const { return fd_ >= 0; }
   int fd() const { return fd_; }
-  // Reads and handles what the server sent, waiting at most until `deadline` for something to come.
+  // Reads and handles what the server sent, waiting at most until `deadline` for something to come; then
+  // keeps the heartbeat (a ping, or a dead server closed).
   Result<bool, std::string> pump(Clock::time_point deadline);
+  // How long until the heartbeat needs pump() again, in milliseconds for poll(); -1 without heartbeats.
+  int heartbeat_wait_ms() const;
   // The body of the last get_ok (requests return the header only).
   const std::string& last_get_body() const { return last_get_body_; }
 
@@ -66,6 +74,9 @@ class FireClient {
   Result<bool, std::string> await_reply(Clock::time_point deadline);
   template <class Done>
   Result<bool, std::string> wait_until(Done done, Clock::time_point deadline);
+  // When the next heartbeat duty falls due: a ping, or declaring the server dead.
+  std::optional<Clock::time_point> heartbeat_due() const;
+  Result<bool, std::string> keep_heartbeat();
 
   Breaks breaks_;
   EventSink on_event_;
@@ -82,6 +93,9 @@ class FireClient {
   bool close_replied_ = false;                // the server's close after ours
   bool paused_ = false;                       // the server's last flow said pause: true
   std::string last_get_body_;
+  std::chrono::milliseconds heartbeat_{0};    // welcome.heartbeat; 0: no heartbeats
+  Clock::time_point last_sent_{};
+  Clock::time_point last_received_{};
 };
 
 }  // namespace firemq::example

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
-"""The TypeScript driver's client keeps spec rules that no client case checks yet, seen from a fake server on a
-local socket (it reads FMQ1 and hello, sends welcome, then does what the check needs):
+"""The TypeScript driver's client keeps the heartbeat and flow rules (which client cases check through the
+broker too), seen from a fake server on a local socket (it reads FMQ1 and hello, sends welcome, then does what
+the check needs):
 
 - heartbeats: with a negotiated interval h, "each side sends ping when it has sent nothing for h / 2 seconds.
   Each side considers the peer dead when it has received nothing for 2 x h seconds." (the driver reports the
-  connection closed by the socket);
+  connection closed, by heartbeat);
 - flow: "Clients stop publishing until pause: false."
 
 Usage: fake_server_check.py NODE DRIVER_JS

@@ -37,7 +37,7 @@ export interface Delivery extends Message {
 export type ClientEvent =
   | { event: "delivered"; subscription: number; delivery: Delivery }
   | { event: "returned"; code: number; msg: string; message: Message }
-  | { event: "closed"; by: "server" | "socket"; code: number; msg: string }
+  | { event: "closed"; by: "server" | "socket" | "heartbeat"; code: number; msg: string }
   | { event: "error"; code: number; msg: string; fatal: boolean }
   | { event: "flow"; pause: boolean }
   | { event: "cancelled"; subscription: number; code: number; msg: string };
@@ -87,6 +87,7 @@ export class FireClient {
   private lastSent = 0;
   private lastReceived = 0;
   private endReason = "the connection ended without close";
+  private serverDead = false;  // the heartbeat ended the connection: nothing from the server for 2 × h
 
   constructor(private readonly onEvent: (event: ClientEvent) => void) {}
 
@@ -380,8 +381,9 @@ export class FireClient {
       if (!this.connected) return;
       const now = Date.now();
       if (now - this.lastReceived >= 2 * h * 1000) {
-        this.endReason = `nothing from the server for ${2 * h} s: it is dead`;
-        this.socket?.destroy();  // reported as closed by the socket
+        this.endReason = `nothing from the server for ${now - this.lastReceived} ms: it is dead`;
+        this.serverDead = true;
+        this.socket?.destroy();  // without close: a dead server would not read it. Reported as closed by heartbeat
       } else if (now - this.lastSent >= (h * 1000) / 2) {
         this.sendFrame(Op.ping, {});
       }
@@ -406,7 +408,7 @@ export class FireClient {
     for (const p of [this.handshake, this.closeReply, this.flowResumed, ...this.replies.values(), ...this.confirms.values()]) p?.reject(gone);
     this.replies.clear();
     this.confirms.clear();
-    if (!wasEnded) this.onEvent({ event: "closed", by: "socket", code: 0, msg: this.endReason });
+    if (!wasEnded) this.onEvent({ event: "closed", by: this.serverDead ? "heartbeat" : "socket", code: 0, msg: this.endReason });
   }
 }
 
