@@ -6,7 +6,8 @@
 //
 // Values: null, boolean, number (an int within +-(2^53-1)), bigint (an int beyond it), string, Uint8Array
 // (bin), Float32, Float64, Ext, arrays, plain objects (maps whose keys are all str) and MsgMap (any other map).
-// The reader never trusts a declared length before checking it against the bytes left, and bounds nesting.
+// The reader never trusts a declared length before checking it against the bytes left, and bounds nesting and
+// the number of values.
 
 export class Float32 {
   constructor(readonly value: number) {}
@@ -27,6 +28,9 @@ export type Value = null | boolean | number | bigint | string | Uint8Array | Flo
 
 // "Application headers nested deeper than 64 levels are 502" (vectors/README.md); the header map is level 1.
 export const MAX_NESTING = 64;
+// Values in one header, the reference decoder's bound (docs/spec-notes.md, "Nesting depth and item count"): a
+// 16 MiB frame of one-byte items would otherwise become millions of JS values.
+export const MAX_ITEMS = 65536;
 
 export class MsgpackError extends Error {}
 
@@ -42,6 +46,7 @@ const utf8 = new TextDecoder("utf-8");  // not fatal: the reference decoder does
 
 class Reader {
   pos = 0;
+  private items = 0;
   private readonly view: DataView;
 
   constructor(private readonly bytes: Uint8Array) {
@@ -49,6 +54,7 @@ class Reader {
   }
 
   value(depth: number): Value {
+    if (++this.items > MAX_ITEMS) throw new MsgpackError(`more than ${MAX_ITEMS} values`);
     const b = this.u8();
     if (b <= 0x7f) return b;
     if (b >= 0xe0) return b - 0x100;
