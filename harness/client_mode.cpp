@@ -286,10 +286,13 @@ std::optional<Json> ClientCase::reply_to(int id, std::string& why) {
 // {"send": {command}, "expect": {pattern of the reply}}: the reply must have what expect has; without expect,
 // {"ok": true}.
 std::string ClientCase::command(const Json& args) {
-  const Json& cmd = args.at("send");
+  const int id = next_id_++;
+  Json cmd = args.at("send");
+  cmd["id"] = id;
+  if (!send(cmd)) return "the driver no longer reads its stdin";
   std::string why;
-  auto reply = ask(cmd, why);
-  if (!reply) return why;
+  auto reply = reply_to(id, why);
+  if (!reply) return "no reply to " + cmd.value("cmd", "?") + ": " + why;
   const Json expected = args.value("expect", Json{{"ok", true}});
   if (std::string bad = subset_mismatch(expected, *reply); !bad.empty()) {
     return cmd.value("cmd", "?") + ": the reply " + reply->dump() + " does not match " + expected.dump() + ": " + bad;
