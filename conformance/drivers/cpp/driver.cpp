@@ -78,15 +78,17 @@ class CodecCommands {
     if (!bytes) return error_json("bytes must be hex");
     const std::size_t max_frame = c.value("max_frame", std::uint64_t{firemq::kDefaultMaxFrame});
     std::vector<firemq::RawFrame> raws;
-    if (auto refused = c.value("framing", "stream") == "message" ? cut_message(*bytes, max_frame, raws)
-                                                                 : cut_stream(*bytes, max_frame, c.value("end_of_stream", false), raws)) {
-      return refusal(*refused);
-    }
+    const bool message_framing = c.value("framing", "stream") == "message";
+    const firemq::Status refused = message_framing ? cut_message(*bytes, max_frame, raws)
+                                                   : cut_stream(*bytes, max_frame, c.value("end_of_stream", false), raws);
+    if (refused) return refusal(*refused);
     Json frames = Json::array();
     for (const firemq::RawFrame& raw : raws) {
       auto message = firemq::decode_frame(raw);
       if (!message) return refusal(message.error());
-      frames.push_back({{"op", raw.op()}, {"header", firemq::typed_json_from_value(as_codec_keeps(firemq::header_to_map(*message)))},
+      // A typed decoder's view: the op's fields, zero ones left out, unknown keys ignored (vectors/README.md)
+      const firemq::Value header = as_codec_keeps(firemq::header_to_map(*message));
+      frames.push_back({{"op", raw.op()}, {"header", firemq::typed_json_from_value(header)},
                         {"payload", firemq::to_hex(raw.payload())}});
     }
     return {{"ok", true}, {"frames", frames}};
