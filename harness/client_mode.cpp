@@ -12,6 +12,9 @@
 #include "harness/client_rules.h"
 #include "harness/driver_process.h"
 #include "harness/runner.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+#include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 #include "protocol/typed_json.h"
 
@@ -55,6 +58,112 @@ std::string ms_since(Clock::time_point origin) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - origin).count());
 }
 
+// How many failing vectors a codec step's message explains; the rest are named only.
+constexpr std::size_t kFailuresInFull = 5;
+
+// A typed-JSON header read as op's message, as the project's codec reads it.
+Result<Message, std::string> message_of(std::uint8_t op, const Json& header) {
+  auto value = value_from_typed_json(header);
+  if (!value) return std::string("not typed JSON: ") + value.error();
+  if (!value->is<Map>()) return std::string("not a map");
+  Bytes bytes;
+  encode_map(*value->get_if<Map>(), bytes);
+  auto message = decode_header(op, bytes);
+  if (!message) return message.error().msg;
+  return std::move(*message);
+}
+
+// The names of op's fields (its fields() list in messages.h), to tell them from keys the spec does not define.
+std::vector<std::string> field_names(const Message& message) {
+  std::vector<std::string> names;
+  std::visit([&names](const auto& m) {
+    std::decay_t<decltype(m)>::fields(m, [&names](std::string_view name, const auto&) { names.emplace_back(name); });
+  }, message);
+  return names;
+}
+
+// A typed-JSON tag ({"$float32": 1.5}, ...): compared whole, never key by key.
+bool is_tag(const Json& j) {
+  return j.is_object() && j.size() == 1 && j.begin().key().starts_with("$");
+}
+
+std::string shown(const Json& j) {
+  return j.is_null() ? "absent" : j.dump();
+}
+
+// The first place where two typed-JSON values differ, as "path is X, expected Y" (null standing for absent), so
+// that a failure inside a large map names the one entry; empty when they are equal.
+std::string json_difference(const std::string& path, const Json& want, const Json& got) {
+  if (want == got) return "";
+  if (want.is_object() && got.is_object() && !is_tag(want) && !is_tag(got)) {
+    for (const auto& [key, value] : want.items()) {
+      if (std::string bad = json_difference(path + "/" + key, value, got.value(key, Json())); !bad.empty()) return bad;
+    }
+    for (const auto& [key, value] : got.items()) {
+      if (!want.contains(key)) return path + "/" + key + " is " + value.dump() + ", expected absent";
+    }
+  }
+  if (want.is_array() && got.is_array() && want.size() == got.size()) {
+    for (std::size_t i = 0; i < want.size(); ++i) {
+      if (std::string bad = json_difference(path + "/" + std::to_string(i), want[i], got[i]); !bad.empty()) return bad;
+    }
+  }
+  return path + " is " + shown(got) + ", expected " + shown(want);
+}
+
+// How the header a codec made (`actual`) differs from the vector's (`expected`), in the ways vectors/README.md
+// does not allow: a field of the op must hold the same value, where absent and its zero value are the same (a
+// typed decoder may drop zero fields, an encoder may leave them out); a key the op does not define may be absent
+// (a typed decoder ignores it) but when present must be the vector's. Values compare as typed JSON: type and
+// value, so a float32 is not a float64 nor 2.0 the int 2 (the spec: "Decoders must decode every vector to the
+// listed header"); key order counts only inside $map. Empty when they agree.
+std::string header_difference(std::uint8_t op, const Json& expected, const Json& actual) {
+  auto want = message_of(op, expected);
+  if (!want) return "the vector's header does not read as its op: " + want.error();
+  auto got = message_of(op, actual);
+  if (!got) return "the header " + actual.dump() + " does not read as its op: " + got.error();
+  const Json want_fields = typed_json_from_value(Value(header_to_map(*want)));
+  const Json got_fields = typed_json_from_value(Value(header_to_map(*got)));
+  const std::vector<std::string> fields = field_names(*want);
+  for (const std::string& field : fields) {
+    if (std::string bad = json_difference(field, want_fields.value(field, Json()), got_fields.value(field, Json()));
+        !bad.empty()) {
+      return bad;
+    }
+  }
+  for (const auto& [key, value] : actual.items()) {
+    if (std::find(fields.begin(), fields.end(), key) != fields.end()) continue;
+    if (!expected.contains(key)) return "the key " + key + " is not in the frame";
+    if (std::string bad = json_difference(key, expected.at(key), value); !bad.empty()) return bad;
+  }
+  return "";
+}
+
+// A frame a codec reported (decoded, or decoded back from its encoding) against the vector's.
+std::string frame_difference(const Json& vector, int op, const std::string& payload, const Json& header) {
+  if (op != vector.at("op").get<int>()) return "op is " + std::to_string(op) + ", expected " + vector.at("op").dump();
+  std::string want_payload = vector.at("payload").get<std::string>(), got_payload = payload;
+  std::transform(got_payload.begin(), got_payload.end(), got_payload.begin(), [](unsigned char c) { return std::tolower(c); });
+  if (got_payload != want_payload) return "payload is " + payload + ", expected " + want_payload;
+  return header_difference(static_cast<std::uint8_t>(op), vector.at("header"), header);
+}
+
+// Whether a driver's reply says ok. A reply is only read through checks like this one: a driver may write any
+// JSON, and nlohmann's value() throws on a field of another type than asked.
+bool said_ok(const Json& reply) {
+  return reply.value("ok", Json()) == true;
+}
+
+// Exactly one frame in `bytes`, as a client reads a server's stream.
+Result<RawFrame> one_stream_frame(const Bytes& bytes) {
+  FrameDecoder decoder(StreamSide::client, kDefaultMaxFrame);
+  const auto step = decoder.feed(bytes);
+  if (step.state == FrameDecoder::State::error) return decoder.error();
+  if (step.state != FrameDecoder::State::frame) return Error{0, "the bytes end inside a frame"};
+  if (step.consumed != bytes.size()) return Error{0, std::to_string(bytes.size() - step.consumed) + " byte(s) after the frame"};
+  return decoder.take_frame();
+}
+
 // One client case: its driver, its proxy, its steps.
 class ClientCase {
  public:
@@ -73,6 +182,12 @@ class ClientCase {
   std::string server_quirks(const Json& args);
   std::string within_silence_window(const Json& window, Clock::time_point at);
   std::string url_vectors(const Json& args);
+  std::string codec_vectors(const Json& args);
+  std::string decoded(const Json& vector, const std::string& framing, std::string& driver_gone);
+  std::string encoded(const Json& vector, const std::string& framing, std::string& driver_gone);
+  std::string refused(const Json& vector, bool exact_code, std::string& driver_gone);
+  // One command and its reply, whatever it says; empty when the driver gave none (`why` says why).
+  std::optional<Json> ask(Json command, std::string& why);
   // The reply to command `id`; events that come first are kept for expect_event. Empty: see `why`.
   std::optional<Json> reply_to(int id, std::string& why);
   std::optional<Json> next_line(Clock::time_point deadline, std::string& why);
@@ -299,6 +414,109 @@ std::string ClientCase::url_vectors(const Json& args) {
   return checked == 0 ? "no vector checked" : "";
 }
 
+std::optional<Json> ClientCase::ask(Json cmd, std::string& why) {
+  const int id = next_id_++;
+  cmd["id"] = id;
+  if (!send(cmd)) {
+    why = "the driver no longer reads its stdin";
+    return std::nullopt;
+  }
+  auto reply = reply_to(id, why);
+  if (!reply) why = "no reply to " + cmd.value("cmd", "?") + ": " + why;
+  return reply;
+}
+
+// {"file", "direction": "decode"|"encode", "framing": "stream"|"message", "basis", "exact_code"}: every vector of
+// the file through the driver's codec (docs/client-certification.md, "Codec cases"). Valid files (frames.json,
+// encodings.json): decode_frame must give the vector's op, header and payload, or encode_frame bytes that the
+// project's decoder reads back to them. invalid.json (the vectors of `basis`, preamble ones aside: a client
+// never reads a preamble): decode_frame must refuse, with the listed code when exact_code. Every vector is
+// tried; the failure lists each one that failed.
+std::string ClientCase::codec_vectors(const Json& args) {
+  const std::string file_name = args.at("file").get<std::string>();
+  std::ifstream in(options_.vectors_dir / file_name);
+  const Json file = Json::parse(in, nullptr, false);
+  if (file.is_discarded()) return "cannot read the vector file " + file_name;
+  const bool invalid = args.contains("basis");
+  const std::string framing = args.value("framing", "stream");
+  const bool encode = args.value("direction", "decode") == "encode";
+  std::vector<std::string> failures;
+  int checked = 0;
+  for (const Json& vector : file.at("vectors")) {
+    if (invalid && (vector.value("includes_preamble", false) || vector.value("basis", "") != args.at("basis"))) continue;
+    std::string driver_gone;
+    const std::string bad = invalid ? refused(vector, args.value("exact_code", true), driver_gone)
+                            : encode ? encoded(vector, framing, driver_gone) : decoded(vector, framing, driver_gone);
+    if (!driver_gone.empty()) return vector.at("name").get<std::string>() + ": " + driver_gone;
+    if (!bad.empty()) failures.push_back(vector.at("name").get<std::string>() + ": " + bad);
+    ++checked;
+  }
+  note(std::to_string(checked) + " vectors of " + file_name + " checked, " + std::to_string(failures.size()) + " failed");
+  if (checked == 0) return "no vector checked";
+  if (failures.empty()) return "";
+  std::string message = std::to_string(failures.size()) + " of " + std::to_string(checked) + " vectors of " + file_name + " failed";
+  for (std::size_t i = 0; i < failures.size(); ++i) {
+    message += (i == 0 ? ": " : "; ") + (i < kFailuresInFull ? failures[i] : failures[i].substr(0, failures[i].find(':')));
+  }
+  return message;
+}
+
+// decode_frame of a valid vector: one frame, the vector's op, header and payload.
+std::string ClientCase::decoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
+  const std::string hex = vector.at("frame").get<std::string>();
+  auto reply = ask({{"cmd", "decode_frame"}, {"bytes", framing == "message" ? hex.substr(2 * kLenSize) : hex},
+                    {"framing", framing}, {"max_frame", kDefaultMaxFrame}},
+                   driver_gone);
+  if (!reply) return driver_gone;
+  if (!said_ok(*reply)) return "refused: " + reply->value("error", Json()).dump();
+  const Json frames = reply->value("frames", Json());
+  if (!frames.is_array() || frames.size() != 1) return "expected one frame, got " + frames.dump();
+  const Json& frame = frames[0];
+  if (!frame.is_object() || !frame.value("op", Json()).is_number_integer() || !frame.value("payload", Json()).is_string()) {
+    return "the frame is not {op, header, payload}: " + frame.dump();
+  }
+  return frame_difference(vector, frame.at("op").get<int>(), frame.at("payload").get<std::string>(), frame.value("header", Json()));
+}
+
+// encode_frame of a valid vector's op, header and payload: the project's decoder must read the bytes back to
+// them ("Encoders do not have to reproduce the bytes exactly").
+std::string ClientCase::encoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
+  auto reply = ask({{"cmd", "encode_frame"}, {"op", vector.at("op")}, {"header", vector.at("header")},
+                    {"payload", vector.at("payload")}, {"framing", framing}},
+                   driver_gone);
+  if (!reply) return driver_gone;
+  if (!said_ok(*reply)) return "refused: " + reply->value("error", Json()).dump();
+  const Json hex = reply->value("bytes", Json());
+  const auto bytes = hex.is_string() ? from_hex(hex.get<std::string>()) : std::nullopt;
+  if (!bytes) return "bytes is not hex: " + hex.dump();
+  auto raw = framing == "message" ? decode_message_frame(*bytes, kDefaultMaxFrame) : one_stream_frame(*bytes);
+  if (!raw) return "the bytes " + to_hex(*bytes) + " are no frame: " + raw.error().msg;
+  if (auto message = decode_frame(*raw); !message) return "the header of " + to_hex(*bytes) + " does not decode: " + message.error().msg;
+  auto header = raw->header().empty() ? Result<Value>(Value(Map{})) : decode_value(raw->header());
+  if (!header) return "the header does not decode: " + header.error().msg;
+  return frame_difference(vector, raw->op(), to_hex(raw->payload()), typed_json_from_value(*header));
+}
+
+// decode_frame of an invalid vector: refused, with its code (and its fatality, if the driver says).
+std::string ClientCase::refused(const Json& vector, bool exact_code, std::string& driver_gone) {
+  auto reply = ask({{"cmd", "decode_frame"}, {"bytes", vector.at("input")}, {"framing", vector.at("framing")},
+                    {"max_frame", vector.at("max_frame")}, {"end_of_stream", vector.at("end_of_stream")}},
+                   driver_gone);
+  if (!reply) return driver_gone;
+  if (said_ok(*reply)) return "not refused: decoded to " + reply->value("frames", Json()).dump();
+  if (!exact_code) return "";
+  const Json error = reply->value("error", Json());
+  if (!error.is_object()) return "refused without an error object: " + reply->dump();
+  if (error.value("code", Json()) != vector.at("code")) {
+    return "refused with " + (error.contains("code") ? "code " + error.at("code").dump() : std::string("no code")) +
+           ", expected " + vector.at("code").dump();
+  }
+  if (error.contains("fatal") && error.at("fatal") != vector.at("fatal")) {
+    return "refused with fatal " + error.at("fatal").dump() + ", expected " + vector.at("fatal").dump();
+  }
+  return "";
+}
+
 std::string ClientCase::run_step(const Json& step) {
   const std::string verb = step.begin().key();
   const Json args = substituted(step.begin().value(), {{"url", "fire://guest:guest@127.0.0.1:" + std::to_string(proxy_->port()) + "/"},
@@ -310,6 +528,7 @@ std::string ClientCase::run_step(const Json& step) {
   if (verb == "server_quirks") return server_quirks(args);
   if (verb == "idle") return idle(args);
   if (verb == "url_vectors") return url_vectors(args);
+  if (verb == "codec_vectors") return codec_vectors(args);
   return "unknown verb " + verb;  // load_cases refuses these; kept for a case built by hand
 }
 
@@ -365,7 +584,7 @@ CaseResult ClientCase::run() {
 
 const std::vector<std::string>& client_step_verbs() {
   static const std::vector<std::string> verbs = {"command", "expect_event", "server_send", "expect_client_frame",
-                                                 "server_quirks", "url_vectors", "idle"};
+                                                 "server_quirks", "url_vectors", "idle", "codec_vectors"};
   return verbs;
 }
 

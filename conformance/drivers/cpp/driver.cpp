@@ -4,10 +4,11 @@
 // FireClient with your SDK, keep the JSON.
 //
 //   firemq-example-driver [--break NAME], NAME one of seq-from-2, no-pong, no-close-reply, no-rid,
-//                         publish-while-paused, no-ping, never-declares-dead
+//                         publish-while-paused, no-ping, never-declares-dead, float32-as-float64
 //
 // --break makes the client break one rule on purpose, to show that the client cases catch it
-// (conformance/client-breaks.json lists the cases each must fail).
+// (conformance/client-breaks.json lists the cases each must fail). float32-as-float64 breaks the codec, not
+// the client: decode_frame and encode_frame then treat every float32 as a float64.
 #include <poll.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include <string>
 
 #include "fire_client.h"
+#include "protocol/msgpack_codec.h"
 #include "protocol/typed_json.h"
 
 namespace {
@@ -63,9 +65,95 @@ Json reply_json(const firemq::Message& reply) {
   return {{"ok", true}};
 }
 
+// decode_frame and encode_frame: the codec on its own (docs/client-certification.md, "Codec commands"). A
+// codec in a language without a float32 type would widen every float32 to a float64, which the codec cases must
+// catch: --break float32-as-float64 does that.
+class CodecCommands {
+ public:
+  explicit CodecCommands(bool float32_as_float64) : float32_as_float64_(float32_as_float64) {}
+
+  // The bytes cut into frames as the client reads a server's (stream: no preamble; message: one WebSocket
+  // message), each header decoded for its op. The first refusal is the reply, with the codec's code.
+  Json decode(const Json& c) const {
+    auto bytes = firemq::from_hex(c.value("bytes", ""));
+    if (!bytes) return error_json("bytes must be hex");
+    const std::size_t max_frame = c.value("max_frame", std::uint64_t{firemq::kDefaultMaxFrame});
+    std::vector<firemq::RawFrame> raws;
+    const bool message_framing = c.value("framing", "stream") == "message";
+    const firemq::Status refused = message_framing ? cut_message(*bytes, max_frame, raws)
+                                                   : cut_stream(*bytes, max_frame, c.value("end_of_stream", false), raws);
+    if (refused) return refusal(*refused);
+    Json frames = Json::array();
+    for (const firemq::RawFrame& raw : raws) {
+      auto message = firemq::decode_frame(raw);
+      if (!message) return refusal(message.error());
+      // A typed decoder's view: the op's fields, zero ones left out, unknown keys ignored (vectors/README.md)
+      const firemq::Value header = as_codec_keeps(firemq::header_to_map(*message));
+      frames.push_back({{"op", raw.op()}, {"header", firemq::typed_json_from_value(header)},
+                        {"payload", firemq::to_hex(raw.payload())}});
+    }
+    return {{"ok", true}, {"frames", frames}};
+  }
+
+  // A header in typed JSON, read as the op's message (so held to its field types), then written as a frame.
+  Json encode(const Json& c) const {
+    auto header = firemq::value_from_typed_json(c.value("header", Json::object()));
+    if (!header || !header->is<firemq::Map>()) return error_json("header must be a typed-JSON map");
+    auto payload = firemq::from_hex(c.value("payload", ""));
+    if (!payload) return error_json("payload must be hex");
+    firemq::Bytes header_bytes;
+    firemq::encode_value(as_codec_keeps(*header->get_if<firemq::Map>()), header_bytes);
+    auto message = firemq::decode_header(c.at("op").get<std::uint8_t>(), header_bytes);
+    if (!message) return refusal(message.error());
+    const firemq::Bytes frame = c.value("framing", "stream") == "message" ? firemq::encode_message_frame(*message, *payload)
+                                                                          : firemq::encode_frame(*message, *payload);
+    return {{"ok", true}, {"bytes", firemq::to_hex(frame)}};
+  }
+
+ private:
+  static firemq::Status cut_stream(const firemq::Bytes& bytes, std::size_t max_frame, bool end_of_stream,
+                                   std::vector<firemq::RawFrame>& out) {
+    firemq::FrameDecoder decoder(firemq::StreamSide::client, max_frame);
+    for (firemq::ByteView rest(bytes); !rest.empty();) {
+      const auto step = decoder.feed(rest);
+      rest = rest.subspan(step.consumed);
+      if (step.state == firemq::FrameDecoder::State::error) return decoder.error();
+      if (step.state == firemq::FrameDecoder::State::frame) out.push_back(decoder.take_frame());
+    }
+    return end_of_stream ? decoder.finish() : std::nullopt;  // "then the peer closes": inside a frame, a 501
+  }
+
+  static firemq::Status cut_message(const firemq::Bytes& bytes, std::size_t max_frame, std::vector<firemq::RawFrame>& out) {
+    auto raw = firemq::decode_message_frame(bytes, max_frame);
+    if (!raw) return raw.error();
+    out.push_back(std::move(*raw));
+    return std::nullopt;
+  }
+
+  static Json refusal(const firemq::Error& e) {
+    return {{"ok", false}, {"error", {{"code", e.code}, {"msg", e.msg}, {"fatal", e.fatal}}}};
+  }
+
+  firemq::Value as_codec_keeps(firemq::Value v) const {
+    if (!float32_as_float64_) return v;
+    if (const auto* f = v.get_if<float>()) return firemq::Value(static_cast<double>(*f));
+    if (auto* items = std::get_if<firemq::Array>(&v.v)) {
+      for (firemq::Value& item : *items) item = as_codec_keeps(std::move(item));
+    }
+    if (auto* map = std::get_if<firemq::Map>(&v.v)) return as_codec_keeps(std::move(*map));
+    return v;
+  }
+  firemq::Map as_codec_keeps(firemq::Map map) const {
+    for (firemq::MapEntry& e : map) e = {as_codec_keeps(std::move(e.key)), as_codec_keeps(std::move(e.value))};
+    return map;
+  }
+
+  bool float32_as_float64_;
+};
+
 class Driver {
  public:
-  explicit Driver(firemq::example::Breaks breaks) : client_(breaks, write_line) {}
+  Driver(firemq::example::Breaks breaks, bool float32_as_float64) : client_(breaks, write_line), codec_(float32_as_float64) {}
 
   // Runs until stdin ends: one command at a time; between commands, what the server sends is handled (pings
   // answered, deliveries reported) and the heartbeat kept (pings sent, a silent server declared dead).
@@ -118,6 +206,8 @@ class Driver {
       auto url = firemq::parse_url(c.at("url").get<std::string>());
       return url ? Json{{"ok", true}, {"url", url_json(*url)}} : error_json(url.error());
     }
+    if (cmd == "decode_frame") return codec_.decode(c);
+    if (cmd == "encode_frame") return codec_.encode(c);
     if (cmd == "connect") return connect(c);
     if (!client_.connected()) return error_json("not connected");
     if (cmd == "declare_queue") return request(declare_queue(c));
@@ -202,6 +292,7 @@ class Driver {
   }
 
   FireClient client_;
+  CodecCommands codec_;
   std::uint64_t next_sub_ = 1;  // "Client-chosen subscription id, unique on the connection."
 };
 
@@ -209,6 +300,7 @@ class Driver {
 
 int main(int argc, char** argv) {
   firemq::example::Breaks breaks;
+  bool float32_as_float64 = false;  // a codec break: CodecCommands
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string name = arg == "--break" && i + 1 < argc ? argv[++i] : "";
@@ -219,13 +311,14 @@ int main(int argc, char** argv) {
     else if (name == "publish-while-paused") breaks.publish_while_paused = true;
     else if (name == "no-ping") breaks.no_ping = true;
     else if (name == "never-declares-dead") breaks.never_declares_dead = true;
+    else if (name == "float32-as-float64") float32_as_float64 = true;
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead]\n";
+                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead|float32-as-float64]\n";
       return 2;
     }
   }
   std::ios::sync_with_stdio(false);
-  Driver(breaks).run();
+  Driver(breaks, float32_as_float64).run();
   return 0;
 }

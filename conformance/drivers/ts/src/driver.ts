@@ -7,7 +7,10 @@
 import * as readline from "node:readline";
 
 import { ClientEvent, Delivery, FireClient, ServerError } from "./client.js";
-import { Header } from "./codec.js";
+import {
+  DEFAULT_MAX_FRAME, Frame, FrameError, FrameReader, Header, checkHeader, decodeMessageFrame, encodeFrame,
+} from "./codec.js";
+import { Ext, Float32, Float64, MsgMap } from "./msgpack.js";
 import { fromTypedJson, toTypedJson } from "./typed_json.js";
 import { parseUrl } from "./url.js";
 
@@ -45,11 +48,42 @@ function deliveryJson(d: Delivery): Reply {
            props: toTypedJson(d.props), headers: toTypedJson(d.headers), body: d.body.toString("utf8") };
 }
 
-// A typed-JSON map of the command (props, headers, args) as MessagePack values.
+// A typed-JSON map of the command (props, headers, args) as MessagePack values; a map with non-str keys is
+// a MsgMap, which the encoder takes where a Header goes.
 function mapArg(c: Command, key: string): Header {
   const value = c[key] === undefined ? {} : fromTypedJson(c[key]);
-  if (typeof value !== "object" || value === null || Array.isArray(value)) throw new Error(`${key} must be a typed-JSON map`);
+  const isObject = typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
+  if (!isObject || value instanceof Float32 || value instanceof Float64 || value instanceof Ext) {
+    throw new Error(`${key} must be a typed-JSON map`);
+  }
   return value as Header;
+}
+
+// decode_frame: the bytes through the codec, as the client reads a server's frames: cut into frames (stream)
+// or taken as one WebSocket message (message), each header held to its op. A refusal is the FrameError's code.
+function decodeFrames(c: Command): Reply {
+  const bytes = Buffer.from(String(c.bytes ?? ""), "hex");
+  const maxFrame = Number(c.max_frame ?? DEFAULT_MAX_FRAME);
+  let frames: Frame[];
+  if (c.framing === "message") {
+    frames = [decodeMessageFrame(bytes, maxFrame)];
+  } else {
+    const reader = new FrameReader(maxFrame);
+    frames = reader.feed(bytes);
+    if (c.end_of_stream === true) reader.finish();
+  }
+  for (const frame of frames) checkHeader(frame.op, frame.header);
+  return { frames: frames.map((f) => ({ op: f.op, header: toTypedJson(f.header), payload: f.payload.toString("hex") })) };
+}
+
+// encode_frame: a header given in typed JSON, held to its op as the decoder would hold it, then encoded.
+function encodeFrameCommand(c: Command): Reply {
+  const op = Number(c.op);
+  const header = mapArg(c, "header");
+  if (header instanceof MsgMap) throw new FrameError(502, "a header's keys must all be str");
+  checkHeader(op, header);
+  const frame = encodeFrame(op, header, Buffer.from(String(c.payload ?? ""), "hex"));
+  return { bytes: (c.framing === "message" ? frame.subarray(4) : frame).toString("hex") };
 }
 
 function connected(): FireClient {
@@ -61,6 +95,10 @@ async function perform(c: Command): Promise<Reply> {
   switch (c.cmd) {
     case "parse_url":
       return { url: parseUrl(String(c.url)) };
+    case "decode_frame":
+      return decodeFrames(c);
+    case "encode_frame":
+      return encodeFrameCommand(c);
     case "connect": {
       client?.destroy();
       client = new FireClient(reportEvent);
@@ -120,7 +158,8 @@ async function replyTo(line: string): Promise<Reply> {
   try {
     return { id: command.id, ok: true, ...(await withDeadline(perform(command), COMMAND_MS)) };
   } catch (e) {
-    const error = e instanceof ServerError ? { code: e.code, msg: e.message } : { msg: (e as Error).message };
+    const error = e instanceof ServerError ? { code: e.code, msg: e.message }
+      : e instanceof FrameError ? { code: e.code, msg: e.message, fatal: e.fatal } : { msg: (e as Error).message };
     return { id: command.id, ok: false, error };
   }
 }
