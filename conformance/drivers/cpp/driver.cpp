@@ -3,7 +3,7 @@
 // in your SDK, your public API), and writes replies and events as JSON lines on stdout. Copy it, replace
 // FireClient with your SDK, keep the JSON.
 //
-//   firemq-example-driver [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused]
+//   firemq-example-driver [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|fmq1-on-websocket]
 //
 // --break makes the client break one rule on purpose, to show that the client cases catch it
 // (conformance/client-breaks.json lists the cases each must fail).
@@ -69,7 +69,9 @@ class Driver {
   // Runs until stdin ends: one command at a time; between commands, what the server sends is handled (pings
   // answered, deliveries reported).
   void run() {
-    write_line({{"event", "ready"}, {"protocol", kProtocolVersion}, {"client", {{"name", "firemq-example-cpp"}, {"version", "0.1.0"}}}});
+    // "transports": what the harness runs the client cases over (fire alone when a driver names none).
+    write_line({{"event", "ready"}, {"protocol", kProtocolVersion}, {"client", {{"name", "firemq-example-cpp"}, {"version", "0.1.0"}}},
+                {"transports", {"fire", "fires", "ws", "wss"}}});
     std::string line;
     while (true) {
       if (!wait_for_stdin()) continue;
@@ -131,7 +133,7 @@ class Driver {
   Json connect(const Json& c) {
     auto url = firemq::parse_url(c.at("url").get<std::string>());
     if (!url) return error_json(url.error());
-    auto welcome = client_.connect(*url, c.value("heartbeat", std::uint64_t{0}), deadline());
+    auto welcome = client_.connect(*url, c.value("heartbeat", std::uint64_t{0}), c.value("ca_file", ""), deadline());
     if (!welcome) return error_json(welcome.error());
     return {{"ok", true}, {"server", {{"name", welcome->server.name}, {"version", welcome->server.version}}},
             {"heartbeat", welcome->heartbeat}, {"max_frame", welcome->max_frame}, {"caps", welcome->caps}};
@@ -213,8 +215,10 @@ int main(int argc, char** argv) {
     else if (name == "no-close-reply") breaks.no_close_reply = true;
     else if (name == "no-rid") breaks.no_rid = true;
     else if (name == "publish-while-paused") breaks.publish_while_paused = true;
+    else if (name == "fmq1-on-websocket") breaks.fmq1_on_websocket = true;
     else {
-      std::cerr << "usage: " << argv[0] << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused]\n";
+      std::cerr << "usage: " << argv[0]
+                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|fmq1-on-websocket]\n";
       return 2;
     }
   }

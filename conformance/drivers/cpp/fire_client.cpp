@@ -1,15 +1,5 @@
 #include "fire_client.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstring>
 
 #include "protocol/typed_json.h"
 
@@ -17,33 +7,6 @@ namespace firemq::example {
 namespace {
 
 using Json = nlohmann::json;
-
-int open_tcp(const std::string& host, std::uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd >= 0) {
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
-}
-
-int ms_left(FireClient::Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - FireClient::Clock::now()).count();
-  return left < 0 ? 0 : static_cast<int>(left);
-}
 
 Json typed(const Map& map) { return typed_json_from_value(Value(map)); }
 std::string text(ByteView bytes) { return std::string(bytes.begin(), bytes.end()); }
@@ -60,31 +23,21 @@ std::optional<std::uint64_t> reply_rid(const Message& m) {
 
 FireClient::~FireClient() { drop_connection(); }
 
-void FireClient::drop_connection() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
+void FireClient::drop_connection() { link_.reset(); }
 
-bool FireClient::write(const Bytes& bytes) {
-  std::size_t sent = 0;
-  while (fd_ >= 0 && sent < bytes.size()) {
-    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<std::size_t>(n);
-  }
-  return fd_ >= 0;
-}
+// One frame, in its TCP form: the link sends it as its transport carries frames.
+bool FireClient::write(const Bytes& frame) { return link_ != nullptr && link_->send_frame(frame); }
 
 Result<bool, std::string> FireClient::send(const Message& message) {
   if (!write(encode_frame(message))) return std::string("not connected");
   return true;
 }
 
-// Transports: "Client first sends the 4 ASCII bytes `FMQ1`, then length-prefixed frames."
-Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, Clock::time_point deadline) {
-  if (url.tls || url.websocket) return std::string("this example client speaks fire:// only");
-  fd_ = open_tcp(url.host, url.port);
-  if (fd_ < 0) return "cannot connect to " + url.host + ":" + std::to_string(url.port);
+Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, const std::string& ca_file,
+                                                    Clock::time_point deadline) {
+  auto link = Link::open(url, ca_file, breaks_.fmq1_on_websocket, deadline);  // FMQ1 included on TCP and TLS
+  if (!link) return link.error();
+  link_ = std::move(*link);
   op::Hello hello;
   hello.ver = 1;  // "Protocol major version. Must be `1`."
   hello.vhost = url.vhost;
@@ -92,10 +45,7 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   hello.heartbeat = heartbeat;
   hello.client = {{Value("name"), Value("firemq-example-cpp")}, {Value("lang"), Value("c++")}};
   hello.caps = {"confirms", "credit", "mandatory"};
-  Bytes bytes = {'F', 'M', 'Q', '1'};
-  const Bytes frame = encode_frame(hello);
-  bytes.insert(bytes.end(), frame.begin(), frame.end());
-  if (!write(bytes)) return std::string("cannot send hello");
+  if (!write(encode_frame(hello))) return std::string("cannot send hello");
   auto got = await_reply(deadline);
   if (!got) return got.error();
   if (const auto* error = std::get_if<op::Error>(&*reply_)) return "refused: " + std::to_string(error->code) + " " + error->msg;
@@ -172,7 +122,7 @@ Result<bool, std::string> FireClient::await_reply(Clock::time_point deadline) {
 template <class Done>
 Result<bool, std::string> FireClient::wait_until(Done done, Clock::time_point deadline) {
   while (!done()) {
-    if (fd_ < 0) return std::string("the connection is closed");
+    if (!link_) return std::string("the connection is closed");
     if (Clock::now() >= deadline) return std::string("timed out");
     auto pumped = pump(deadline);
     if (!pumped) return pumped.error();
@@ -181,17 +131,16 @@ Result<bool, std::string> FireClient::wait_until(Done done, Clock::time_point de
 }
 
 Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
-  pollfd pfd{fd_, POLLIN, 0};
-  if (::poll(&pfd, 1, ms_left(deadline)) <= 0) return true;
-  std::array<std::uint8_t, 64 * 1024> buffer;
-  const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
-  if (n <= 0) {
+  Bytes received;
+  const Link::Read read = link_->read(received, deadline);
+  if (read == Link::Read::nothing) return true;
+  if (read == Link::Read::ended) {
     emit_closed("socket", 0, "the connection ended without close");
     drop_connection();
     return true;
   }
-  ByteView rest(buffer.data(), static_cast<std::size_t>(n));
-  while (!rest.empty() && fd_ >= 0) {
+  ByteView rest(received);
+  while (!rest.empty() && link_) {
     const auto step = decoder_.feed(rest);
     rest = rest.subspan(step.consumed);
     if (step.state == FrameDecoder::State::error) {
