@@ -430,7 +430,8 @@ std::string per_transport_summary(const std::vector<RunResult>& runs) {
     for (const auto& [verdict, n] : run.counts()) {
       if (n > 0 || verdict == Verdict::pass || verdict == Verdict::fail) out << "  " << n << " " << verdict_name(verdict);
     }
-    out << (run.passed() ? "  PASSED" : "  FAILED") << "\n";
+    out << (run.passed() ? "  PASSED" : "  FAILED") << "  (" << std::fixed << std::setprecision(1) << run.duration_ms / 1000
+        << " s)\n";
   }
   return out.str();
 }
