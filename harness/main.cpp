@@ -614,7 +614,8 @@ std::vector<RunResult> run_client_mode(const Options& o, const Suite& suite, con
     auto certificates = make_test_certificates(tls_dir);
     auto tls = certificates ? ProxyTls::load(*certificates) : firemq::Result<std::shared_ptr<ProxyTls>, std::string>(certificates.error());
     if (!tls) {
-      std::cerr << "firemq-conform: the client proxy's TLS: " << tls.error() << "\n";
+      std::cerr << "firemq-conform: the client proxy's TLS (fires, wss): " << tls.error()
+                << "\n(--transport fire or --transport ws runs without TLS)\n";
       return {};
     }
     co.tls = *tls;
