@@ -129,7 +129,7 @@ Clock::time_point ClientCase::deadline(const Json& args) const {
   return std::min(case_deadline_, Clock::now() + std::chrono::milliseconds(args.at("timeout_ms").get<int>()));
 }
 
-// `${url}`: the proxy's URL for the run's transport, user guest, vhost / (by default on WebSocket).
+// `${url}`: the proxy's URL for the run's transport, user guest, vhost / (on WebSocket: no ?vhost=, so /).
 std::string proxy_url(Transport transport, std::uint16_t port) {
   return std::string(transport_name(transport)) + "://guest:guest@127.0.0.1:" + std::to_string(port) +
          (is_websocket(transport) ? "/fire" : "/");
@@ -196,7 +196,9 @@ std::string ClientCase::command(const Json& args) {
   Json cmd = args.at("send");
   cmd["id"] = id;
   // Over TLS the proxy's certificate is the harness's own: the driver is told which CA to trust.
-  if (cmd.value("cmd", "") == "connect" && uses_tls(options_.transport) && !cmd.contains("ca_file")) cmd["ca_file"] = options_.ca_file;
+  if (cmd.value("cmd", "") == "connect" && uses_tls(options_.transport) && !cmd.contains("ca_file")) {
+    cmd["ca_file"] = options_.ca_file;
+  }
   if (!send(cmd)) return "the driver no longer reads its stdin";
   std::string why;
   auto reply = reply_to(id, why);

@@ -1,6 +1,5 @@
 #include "fire_client.h"
 
-
 #include "protocol/typed_json.h"
 
 namespace firemq::example {

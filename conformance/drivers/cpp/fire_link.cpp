@@ -126,6 +126,8 @@ Result<bool, std::string> Link::start_tls(const std::string& host, const std::st
   if (ctx == nullptr) return "TLS: " + openssl_error();
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  // A record that is no data (a TLS 1.3 session ticket) makes SSL_read return instead of blocking for more.
+  SSL_CTX_clear_mode(ctx, SSL_MODE_AUTO_RETRY);
   const int trusted = ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx) : SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
   ssl_ = SSL_new(ctx);
   SSL_CTX_free(ctx);  // the SSL keeps its own reference
@@ -163,7 +165,8 @@ Result<bool, std::string> Link::upgrade(const Url& url, Clock::time_point deadli
   std::array<std::uint8_t, 4096> buffer;
   while (head.find("\r\n\r\n") == std::string::npos) {
     const long n = read_bytes(buffer.data(), buffer.size(), deadline);
-    if (n <= 0 || head.size() > 16 * 1024) return std::string("no answer to the WebSocket upgrade");
+    const bool late = n == 0 && Clock::now() >= deadline;  // 0 alone: a TLS record that was no data yet
+    if (n < 0 || late || head.size() > 16 * 1024) return std::string("no answer to the WebSocket upgrade");
     head.append(buffer.begin(), buffer.begin() + n);
   }
   const auto end = head.find("\r\n\r\n") + 4;
@@ -191,6 +194,7 @@ long Link::read_bytes(std::uint8_t* into, std::size_t size, Clock::time_point de
   const bool buffered = ssl_ != nullptr && SSL_pending(ssl_) > 0;  // decrypted already: poll() cannot see it
   if (!buffered && ::poll(&pfd, 1, ms_left(deadline)) <= 0) return 0;
   const long n = ssl_ != nullptr ? SSL_read(ssl_, into, static_cast<int>(size)) : ::recv(fd_, into, size, 0);
+  if (n <= 0 && ssl_ != nullptr && SSL_get_error(ssl_, static_cast<int>(n)) == SSL_ERROR_WANT_READ) return 0;
   return n > 0 ? n : -1;
 }
 

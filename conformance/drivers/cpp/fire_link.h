@@ -10,7 +10,8 @@
 //
 // FireClient sees one shape whatever the transport: it sends frames in their TCP form (len first) and reads
 // bytes in the TCP framing; over WebSocket the link takes the len off each frame it sends and puts it back on
-// each message it receives. Blocking, single-threaded: every read waits in poll() until a deadline.
+// each message it receives. Blocking, single-threaded: every read waits in poll() until a deadline (the TLS
+// handshake and writes block without one: the harness ends a driver that hangs).
 #pragma once
 
 #include <chrono>
