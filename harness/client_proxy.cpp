@@ -41,6 +41,11 @@ Bytes through_quirks(const RawFrame& frame, const ServerQuirks& quirks) {
   return frame_stream(frame.op(), encoded, frame.payload());
 }
 
+// A server's WebSocket close frame (unmasked), with its code (RFC 6455 5.5.1).
+Bytes ws_close(std::uint16_t code, std::string_view reason) {
+  return encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::close), close_payload(code, reason), {});
+}
+
 }  // namespace
 
 struct ClientProxy::Connection {
@@ -208,7 +213,7 @@ bool ClientProxy::upgrade(Connection& c, ByteView& bytes) {
 bool ClientProxy::on_websocket_frame(Connection& c, WsFrame frame, Bytes& to_broker) {
   const auto refuse = [&](const std::string& why) {
     c.monitor.observe_unframeable(Side::client, why, true, Clock::now());
-    write_to_client(c, encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::close), close_payload(1002, "protocol error"), {}));
+    write_to_client(c, ws_close(1002, "protocol error"));
     c.ws_close_sent = true;
     return false;
   };
@@ -226,7 +231,7 @@ bool ClientProxy::on_websocket_frame(Connection& c, WsFrame frame, Bytes& to_bro
   if (opcode != WsOpcode::close) return true;
   if (!c.ws_close_sent) {
     const WsClose close = parse_close_payload(control->frame.payload);
-    write_to_client(c, encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::close), close_payload(close.code.value_or(1000), ""), {}));
+    write_to_client(c, ws_close(close.code.value_or(1000), ""));
     c.ws_close_sent = true;
   }
   return false;  // the client's WebSocket close ends its side of the conversation
@@ -342,7 +347,7 @@ bool ClientProxy::write_to_client(Connection& c, ByteView bytes) {
 
 void ClientProxy::end_to_client(Connection& c) {
   if (websocket() && c.upgraded && !c.ws_close_sent) {
-    c.client->write_all(encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::close), close_payload(1000, ""), {}));
+    c.client->write_all(ws_close(1000, ""));
     c.ws_close_sent = true;
   }
   c.client->shutdown_write();

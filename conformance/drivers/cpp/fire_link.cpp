@@ -128,7 +128,8 @@ Result<bool, std::string> Link::start_tls(const std::string& host, const std::st
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
   // A record that is no data (a TLS 1.3 session ticket) makes SSL_read return instead of blocking for more.
   SSL_CTX_clear_mode(ctx, SSL_MODE_AUTO_RETRY);
-  const int trusted = ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx) : SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
+  const int trusted = ca_file.empty() ? SSL_CTX_set_default_verify_paths(ctx)
+                                      : SSL_CTX_load_verify_locations(ctx, ca_file.c_str(), nullptr);
   ssl_ = SSL_new(ctx);
   SSL_CTX_free(ctx);  // the SSL keeps its own reference
   if (trusted != 1 || ssl_ == nullptr) return "TLS: cannot load the CA file '" + ca_file + "': " + openssl_error();

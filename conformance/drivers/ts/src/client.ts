@@ -472,7 +472,11 @@ function openWebSocket(url: FireUrl, ca: Buffer | undefined, events: LinkEvents)
         len.writeUInt32BE(data.length);
         events.bytes(Buffer.concat([len, data]));
       });
-      resolve({ send: (frame) => ws.send(frame.subarray(4), { binary: true }), end: () => ws.close(1000), destroy: () => ws.terminate() });
+      resolve({
+        send: (frame) => ws.send(frame.subarray(4), { binary: true }),  // "without the length prefix"
+        end: () => ws.close(1000),
+        destroy: () => ws.terminate(),
+      });
     });
   });
 }
