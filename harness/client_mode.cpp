@@ -54,6 +54,12 @@ const OpInfo* find_op_by_name(std::string_view name) {
   return nullptr;
 }
 
+std::string transports_text(const std::set<Transport>& transports) {
+  std::string out;
+  for (Transport t : transports) out += (out.empty() ? "" : ", ") + std::string(transport_name(t));
+  return out;
+}
+
 std::string ms_since(Clock::time_point origin) {
   return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - origin).count());
 }
@@ -242,9 +248,16 @@ Clock::time_point ClientCase::deadline(const Json& args) const {
   return std::min(case_deadline_, Clock::now() + std::chrono::milliseconds(args.at("timeout_ms").get<int>()));
 }
 
+// `${url}`: the proxy's URL for the run's transport, user guest, vhost / (on WebSocket: no ?vhost=, so /).
+std::string proxy_url(Transport transport, std::uint16_t port) {
+  return std::string(transport_name(transport)) + "://guest:guest@127.0.0.1:" + std::to_string(port) +
+         (is_websocket(transport) ? "/fire" : "/");
+}
+
 // The driver starts, says it is ready and which protocol version it speaks; the proxy listens.
 bool ClientCase::start() {
-  auto proxy = ClientProxy::start(options_.broker_host, options_.broker_port, {}, origin_);
+  auto proxy = ClientProxy::start(options_.broker_host, options_.broker_port, {options_.transport, options_.tls}, {},
+                                  origin_);
   if (!proxy) {
     result_.verdict = Verdict::error;
     result_.message = proxy.error();
@@ -271,6 +284,14 @@ bool ClientCase::start() {
                       std::to_string(kDriverProtocolVersion) + "}, got " + ready->dump();
     return false;
   }
+  // A run over a transport the driver does not declare (--transport named it) tests nothing of the client.
+  const Json declared = ready->value("transports", Json::array({"fire"}));
+  if (declared.is_array() && std::find(declared.begin(), declared.end(), result_.transport) == declared.end()) {
+    result_.verdict = Verdict::skipped;
+    result_.message = "the driver does not declare " + result_.transport + " in its ready line (\"transports\": " +
+                      declared.dump() + ")";
+    return false;
+  }
   return true;
 }
 
@@ -293,6 +314,10 @@ std::string ClientCase::command(const Json& args) {
   const int id = next_id_++;
   Json cmd = args.at("send");
   cmd["id"] = id;
+  // Over TLS the proxy's certificate is the harness's own: the driver is told which CA to trust.
+  if (cmd.value("cmd", "") == "connect" && uses_tls(options_.transport) && !cmd.contains("ca_file")) {
+    cmd["ca_file"] = options_.ca_file;
+  }
   if (!send(cmd)) return "the driver no longer reads its stdin";
   std::string why;
   auto reply = reply_to(id, why);
@@ -519,7 +544,7 @@ std::string ClientCase::refused(const Json& vector, bool exact_code, std::string
 
 std::string ClientCase::run_step(const Json& step) {
   const std::string verb = step.begin().key();
-  const Json args = substituted(step.begin().value(), {{"url", "fire://guest:guest@127.0.0.1:" + std::to_string(proxy_->port()) + "/"},
+  const Json args = substituted(step.begin().value(), {{"url", proxy_url(options_.transport, proxy_->port())},
                                                       {"unique", unique_}});
   if (verb == "command") return command(args);
   if (verb == "expect_event") return expect_event(args);
@@ -563,6 +588,12 @@ void ClientCase::finish() {
 }
 
 CaseResult ClientCase::run() {
+  result_.transport = std::string(transport_name(options_.transport));
+  if (!spec_.transports.count(options_.transport)) {
+    result_.verdict = Verdict::skipped;
+    result_.message = "runs over " + transports_text(spec_.transports) + " only; this run is over " + result_.transport;
+    return result_;
+  }
   if (start()) {
     for (std::size_t i = 0; i < spec_.steps.size(); ++i) {
       const std::string bad = run_step(spec_.steps[i]);
@@ -576,7 +607,6 @@ CaseResult ClientCase::run() {
   }
   finish();
   result_.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - origin_).count();
-  result_.transport = "fire";
   return result_;
 }
 
@@ -619,6 +649,23 @@ std::string subset_mismatch(const Json& pattern, const Json& actual, const std::
     return pattern.get<double>() == actual.get<double>() ? "" : where + " is " + actual.dump() + ", expected " + pattern.dump();
   }
   return pattern == actual ? "" : where + " is " + actual.dump() + ", expected " + pattern.dump();
+}
+
+std::optional<std::set<Transport>> driver_transports(const std::vector<std::string>& driver) {
+  auto process = DriverProcess::start(driver);
+  if (!process) return std::nullopt;
+  const auto ready = (*process)->next_line(Clock::now() + kDriverStartTime);
+  (*process)->finish(Clock::now() + kDriverExitTime);
+  if (!ready.json || ready.json->value("event", "") != "ready") return std::nullopt;
+  const Json declared = ready.json->value("transports", Json::array({"fire"}));
+  if (!declared.is_array()) return std::nullopt;
+  std::set<Transport> transports;
+  for (const Json& name : declared) {
+    const auto t = name.is_string() ? transport_from_name(name.get<std::string>()) : std::nullopt;
+    if (!t) return std::nullopt;  // the schema's four names only: the cases' ready check says the rest
+    transports.insert(*t);
+  }
+  return transports;
 }
 
 std::vector<CaseResult> run_client_cases(const std::vector<const CaseSpec*>& cases, const ClientRunOptions& options) {

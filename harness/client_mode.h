@@ -8,12 +8,16 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "harness/case_model.h"
+#include "harness/client_proxy_stream.h"
 #include "harness/run_result.h"
 #include "harness/wire_monitor.h"
 
@@ -32,12 +36,22 @@ struct ClientRunOptions {
   std::vector<std::string> driver;  // the driver's command line: the program and its arguments
   std::string broker_host = "127.0.0.1";
   std::uint16_t broker_port = 0;     // the reference broker's fire listener
+  // The transport the driver connects over, to the proxy (the proxy speaks fire:// to the broker). A case
+  // whose "transports" leave it out is skipped.
+  Transport transport = Transport::fire;
+  std::shared_ptr<ProxyTls> tls;     // fires and wss: the proxy's certificate
+  std::string ca_file;               // fires and wss: the CA that signed it, given to the driver on connect
   std::filesystem::path vectors_dir; // urls.json is read from here
   int jobs = 2;
   std::vector<std::string> known_failures;
   std::string run_id;                // makes the names cases create unique
   std::function<void(const CaseResult&, std::size_t done, std::size_t total)> on_case_done;
 };
+
+// The transports the driver declares in its ready line ("transports"; fire alone when it names none), asked
+// of a driver started for the purpose. None when it did not start or said no valid ready line: its cases
+// will fail and say why.
+std::optional<std::set<Transport>> driver_transports(const std::vector<std::string>& driver);
 
 std::vector<CaseResult> run_client_cases(const std::vector<const CaseSpec*>& cases, const ClientRunOptions& options);
 

@@ -10,6 +10,7 @@ namespace firemq::conform {
 namespace {
 
 constexpr const char* kPreamble = "transport.tcp.preamble";
+constexpr const char* kNoPreambleOnWebSocket = "transport.websocket.no-preamble";
 constexpr const char* kRid = "design.request.rid";
 constexpr const char* kSeq = "publish.seq.numbering";
 constexpr const char* kPong = "heartbeat.pong";
@@ -49,6 +50,8 @@ const std::vector<MonitorRule>& client_rules() {
       {kPong, "Heartbeats", "A peer that receives ping replies pong.", false},
       {kFlow, "Replies / flow", "Clients stop publishing until pause: false.", false},
       {kDeadPeer, "Heartbeats", "Each side considers the peer dead when it has received nothing for 2 × h seconds.", false},
+      {kNoPreambleOnWebSocket, "Transports",
+       "One binary WebSocket message per frame, without the length prefix and without `FMQ1`.", false},
   };
   return rules;
 }
@@ -72,6 +75,14 @@ void ClientRules::observe_preamble(ByteView first_bytes, Clock::time_point at) {
   static constexpr std::string_view kFmq1 = "FMQ1";
   const std::string got(first_bytes.begin(), first_bytes.end());
   if (got != kFmq1) violation(kPreamble, "began the connection with " + preview(first_bytes) + " instead of FMQ1", at);
+}
+
+// Transports: on WebSocket there is no FMQ1, in a message of its own or before the first frame.
+void ClientRules::observe_first_message(ByteView message, Clock::time_point at) {
+  static constexpr std::string_view kFmq1 = "FMQ1";
+  if (std::string_view(reinterpret_cast<const char*>(message.data()), std::min(message.size(), kFmq1.size())) == kFmq1) {
+    violation(kNoPreambleOnWebSocket, "began its WebSocket messages with FMQ1, which only TCP and TLS have", at);
+  }
 }
 
 void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at) {

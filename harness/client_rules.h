@@ -38,6 +38,8 @@ class ClientRules {
 
   // The first bytes the client sent on a TCP connection, as soon as there are 4 (or fewer, at its end).
   void observe_preamble(ByteView first_bytes, Clock::time_point at);
+  // The first message the client sent on a WebSocket connection, whatever it holds.
+  void observe_first_message(ByteView message, Clock::time_point at);
   // A complete frame from `from`, decodable or not.
   void observe(Side from, const RawFrame& frame, Clock::time_point at);
   // Nothing more will be seen (the connection ended, or the case is over): owed pongs are judged now.

@@ -50,6 +50,23 @@ TEST_F(ClientRulesTest, Fmq1PreambleIsQuiet) {
   EXPECT_TRUE(broken().empty());
 }
 
+TEST_F(ClientRulesTest, Fmq1OnWebSocketIsFlaggedAloneOrBeforeTheFirstFrame) {
+  const std::string alone = "FMQ1";
+  rules_.observe_first_message(Bytes(alone.begin(), alone.end()), now_);
+  EXPECT_EQ(broken(), std::vector<std::string>{"transport.websocket.no-preamble"});
+  ClientRules glued("c", now_);
+  const Bytes hello = frame_message(static_cast<std::uint8_t>(OpCode::hello), {}, {});
+  Bytes message = {'F', 'M', 'Q', '1'};
+  message.insert(message.end(), hello.begin(), hello.end());
+  glued.observe_first_message(message, now_);
+  EXPECT_EQ(glued.violations().size(), 1u);
+}
+
+TEST_F(ClientRulesTest, WebSocketFirstFrameWithoutFmq1IsQuiet) {
+  rules_.observe_first_message(frame_message(static_cast<std::uint8_t>(OpCode::hello), {}, {}), now_);
+  EXPECT_TRUE(broken().empty());
+}
+
 TEST_F(ClientRulesTest, SequenceNumbersFromOneByOneAreQuietAndSeqZeroDoesNotCount) {
   client(OpCode::publish, with("seq", 0));
   client(OpCode::publish, with("seq", 1));

@@ -77,7 +77,8 @@ po::options_description describe_flags(Options& o) {
                                  "start the reference broker on free ports")
       ("transport", po::value(&o.transport)->default_value(o.transport),
        "without --url: the reference broker's listener the cases run over: fire, fires, ws, wss, or all (the "
-       "whole selection once per transport); with --url the URL's scheme decides")
+       "whole selection once per transport); with --url the URL's scheme decides; with --driver, the transports "
+       "the client connects over (default: every one the driver declares)")
       ("ca-file", po::value(&o.ca_file), "fires and wss: trust the CA certificates of this PEM file instead of "
                                          "the system's store")
       ("insecure", po::bool_switch(&o.insecure), "fires and wss: do not check the broker's certificate or name")
@@ -463,7 +464,8 @@ std::string per_transport_summary(const std::vector<RunResult>& runs) {
     for (const auto& [verdict, n] : run.counts()) {
       if (n > 0 || verdict == Verdict::pass || verdict == Verdict::fail) out << "  " << n << " " << verdict_name(verdict);
     }
-    out << (run.passed() ? "  PASSED" : "  FAILED") << "\n";
+    out << (run.passed() ? "  PASSED" : "  FAILED") << "  (" << std::fixed << std::setprecision(1) << run.duration_ms / 1000
+        << " s)\n";
   }
   return out.str();
 }
@@ -590,18 +592,49 @@ std::string command_line_of(int argc, char** argv) {
   return command.str();
 }
 
-// Client mode: the selected client cases, each with the driver against the reference broker behind the
-// harness's proxy; the same verdicts, known failures and reports as broker mode.
-RunResult run_client_mode(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
-                          const std::string& run_id, const std::vector<std::string>& known) {
+// Client mode's transports: every one the driver declares in its ready line (asked of it once, before the
+// cases), or the one --transport names (each case then checks the driver's ready line, and is skipped when
+// the driver does not declare it). Empty after a usage error, which is printed.
+std::vector<Transport> client_transports(const Options& o, const std::vector<std::string>& driver, bool transport_given) {
+  if (transport_given && o.transport != "all") {
+    const auto named = transport_from_name(o.transport);
+    if (!named) std::cerr << "firemq-conform: --transport " << o.transport << ": one of fire, fires, ws, wss, all\n";
+    return named ? std::vector<Transport>{*named} : std::vector<Transport>{};
+  }
+  const auto declared = driver_transports(driver);
+  if (!declared) {
+    std::cerr << "firemq-conform: the driver gave no valid ready line when asked which transports it declares: "
+                 "running over fire; its cases say what went wrong\n";
+    return {Transport::fire};
+  }
+  return {declared->begin(), declared->end()};
+}
+
+// One client run over one transport.
+RunResult run_client_transport(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
+                               const std::string& run_id, const ClientRunOptions& co) {
   RunResult result;
   result.run_id = run_id;
   result.started_at = iso_now();
   result.harness_version = kVersion;
   result.requirements = suite.requirements;
   for (const MonitorRule& rule : rules_judging_clients()) result.monitor_rules.emplace_back(rule.id);
+  result.target = "client driver " + o.driver + " over " + std::string(transport_name(co.transport)) +
+                  ", through the client proxy, against the embedded reference broker (" + url_of(Transport::fire, co.broker_port) + ")";
+  const auto started = std::chrono::steady_clock::now();
+  result.cases = run_client_cases(selected, co);
+  result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  return result;
+}
+
+// Client mode: the selected client cases once per transport, each with the driver against the reference
+// broker behind the harness's proxy; the same verdicts, known failures and reports as broker mode. The proxy
+// serves the client's transport and always speaks fire:// to the broker.
+std::vector<RunResult> run_client_mode(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
+                                       const std::string& run_id, const std::vector<std::string>& known,
+                                       const std::vector<Transport>& transports) {
   auto embedded = start_embedded(o, run_id, {Transport::fire});
-  if (!embedded) return result;  // no case executed: the run fails
+  if (!embedded) return {};  // no case executed: the run fails
   ClientRunOptions co;
   co.driver = {o.driver};
   co.driver.insert(co.driver.end(), o.driver_args.begin(), o.driver_args.end());
@@ -609,14 +642,30 @@ RunResult run_client_mode(const Options& o, const Suite& suite, const std::vecto
   co.vectors_dir = fs::path(o.conformance_dir).parent_path() / "vectors";
   co.jobs = o.jobs;
   co.known_failures = known;
-  co.run_id = run_id.substr(run_id.rfind('-') + 1);
   co.on_case_done = [&](const CaseResult& r, std::size_t d, std::size_t n) { print_progress(r, d, n, o.verbose); };
-  result.target = "client driver " + o.driver + " against the embedded reference broker (" + url_of(Transport::fire, co.broker_port) + ")";
-  const auto started = std::chrono::steady_clock::now();
-  result.cases = run_client_cases(selected, co);
-  result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  const fs::path tls_dir = fs::temp_directory_path() / ("firemq-conform-" + run_id + "-tls");
+  if (std::any_of(transports.begin(), transports.end(), uses_tls)) {
+    auto certificates = make_test_certificates(tls_dir);
+    auto tls = certificates ? ProxyTls::load(*certificates) : firemq::Result<std::shared_ptr<ProxyTls>, std::string>(certificates.error());
+    if (!tls) {
+      std::cerr << "firemq-conform: the client proxy's TLS (fires, wss): " << tls.error()
+                << "\n(--transport fire or --transport ws runs without TLS)\n";
+      return {};
+    }
+    co.tls = *tls;
+    co.ca_file = certificates->ca_file.string();
+  }
+  std::vector<RunResult> runs;
+  for (Transport transport : transports) {
+    if (transports.size() > 1) std::cerr << "firemq-conform: client cases over " << transport_name(transport) << "\n";
+    co.transport = transport;
+    co.run_id = run_id.substr(run_id.rfind('-') + 1) + "-" + std::string(transport_name(transport));
+    runs.push_back(run_client_transport(o, suite, selected, run_id, co));
+  }
   embedded->broker->stop();
-  return result;
+  std::error_code ignored;
+  fs::remove_all(tls_dir, ignored);  // the throwaway CA and key: nothing trusts them after the run
+  return runs;
 }
 
 }  // namespace
@@ -672,9 +721,16 @@ int main(int argc, char** argv) {
                    "--fault or --fault-check\n";
       return kExitUsage;
     }
-    RunResult result = run_client_mode(o, *suite, selected, run_id_now(), known);
+    std::vector<std::string> driver = {o.driver};
+    driver.insert(driver.end(), o.driver_args.begin(), o.driver_args.end());
+    const std::vector<Transport> transports = client_transports(o, driver, !vm["transport"].defaulted());
+    if (transports.empty()) return kExitUsage;
+    const std::vector<RunResult> runs = run_client_mode(o, *suite, selected, run_id_now(), known, transports);
+    if (runs.empty()) return kExitUsage;
+    RunResult result = combine_runs(runs);
     result.command_line = command_line_of(argc, argv);
     std::cout << console_summary(result);
+    if (runs.size() > 1) std::cout << per_transport_summary(runs);
     const bool written = write_all_reports(result, o.reports_dir);
     if (result.cases.empty()) return kExitUsage;
     return result.passed() && written ? kExitPassed : kExitFailed;

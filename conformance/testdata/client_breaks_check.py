@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Proof that the client cases can fail: for each entry of conformance/client-breaks.json, the client cases run
-with the example driver broken one way (--break NAME), and exactly the listed cases must fail, each naming the
-entry's rule among the violations the proxy found.
+with the example driver broken one way (--break NAME), over each of the entry's transports (fire when it names
+none), and exactly the listed cases must fail, each naming the entry's rule among the violations the proxy found.
 
 Usage: client_breaks_check.py CONFORM DRIVER BREAKS_JSON
 
@@ -15,12 +15,12 @@ import sys
 import tempfile
 
 
-def failures(conform, driver, name, reports):
+def failures(conform, driver, name, transport, reports):
     """The run's exit status and its failing cases: id -> the rules they broke."""
     run = subprocess.run([conform, "--driver", driver, "--driver-arg=--break", f"--driver-arg={name}",
-                          "--reports", str(reports)], capture_output=True, text=True)
+                          "--transport", transport, "--reports", str(reports)], capture_output=True, text=True)
     report = json.loads((reports / "latest" / "report.json").read_text(encoding="utf-8"))
-    failed = {c["id"]: {v["rule"] for v in c["violations"]} for c in report["cases"] if c["verdict"] != "pass"}
+    failed = {c["id"]: {v["rule"] for v in c["violations"]} for c in report["cases"] if c["verdict"] not in ("pass", "skipped")}
     for case in report["cases"]:  # what a codec break's entry names, beside the rules
         if case["id"] in failed:
             failed[case["id"]].add("message: " + case["message"])
@@ -39,10 +39,10 @@ def main():
     entries = json.loads(pathlib.Path(breaks_file).read_text(encoding="utf-8"))["breaks"]
     ok = True
     with tempfile.TemporaryDirectory() as work:
-        for entry in entries:
+        for entry, transport in [(e, t) for e in entries for t in e.get("transports", ["fire"])]:
             name, must_fail = entry["break"], set(entry["must_fail"])
             rule = entry["rule"] if "rule" in entry else "message: " + entry["message"]
-            status, failed = failures(conform, driver, name, pathlib.Path(work) / name)
+            status, failed = failures(conform, driver, name, transport, pathlib.Path(work) / f"{name}-{transport}")
             problems = [f"should have failed but passed: {i}" for i in sorted(must_fail - failed.keys())]
             problems += [f"failed but is not listed: {i}" for i in sorted(failed.keys() - must_fail)]
             problems += [f"{i} failed without naming {rule} (it names {sorted(r) or 'no rule'})"
@@ -50,7 +50,8 @@ def main():
             if status == 0:
                 problems.append("the run passed")
             ok = ok and not problems
-            print(f"{'ok   ' if not problems else 'WRONG'} --break {name}: {len(failed)} case(s) fail, naming {rule}")
+            print(f"{'ok   ' if not problems else 'WRONG'} --break {name} over {transport}: {len(failed)} case(s) fail, "
+                  f"naming {rule}")
             for p in problems:
                 print(f"      {p}")
     print("client breaks: every break is caught by exactly its listed cases" if ok else "client breaks: FAILED")

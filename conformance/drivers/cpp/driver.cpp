@@ -4,7 +4,7 @@
 // FireClient with your SDK, keep the JSON.
 //
 //   firemq-example-driver [--break NAME], NAME one of seq-from-2, no-pong, no-close-reply, no-rid,
-//                         publish-while-paused, no-ping, never-declares-dead, float32-as-float64
+//                         publish-while-paused, no-ping, never-declares-dead, float32-as-float64, fmq1-on-websocket
 //
 // --break makes the client break one rule on purpose, to show that the client cases catch it
 // (conformance/client-breaks.json lists the cases each must fail). float32-as-float64 breaks the codec, not
@@ -158,7 +158,9 @@ class Driver {
   // Runs until stdin ends: one command at a time; between commands, what the server sends is handled (pings
   // answered, deliveries reported) and the heartbeat kept (pings sent, a silent server declared dead).
   void run() {
-    write_line({{"event", "ready"}, {"protocol", kProtocolVersion}, {"client", {{"name", "firemq-example-cpp"}, {"version", "0.1.0"}}}});
+    // "transports": what the harness runs the client cases over (fire alone when a driver names none).
+    write_line({{"event", "ready"}, {"protocol", kProtocolVersion}, {"client", {{"name", "firemq-example-cpp"}, {"version", "0.1.0"}}},
+                {"transports", {"fire", "fires", "ws", "wss"}}});
     std::string line;
     while (true) {
       if (!wait_for_stdin()) continue;
@@ -225,7 +227,7 @@ class Driver {
   Json connect(const Json& c) {
     auto url = firemq::parse_url(c.at("url").get<std::string>());
     if (!url) return error_json(url.error());
-    auto welcome = client_.connect(*url, c.value("heartbeat", std::uint64_t{0}), deadline());
+    auto welcome = client_.connect(*url, c.value("heartbeat", std::uint64_t{0}), c.value("ca_file", ""), deadline());
     if (!welcome) return error_json(welcome.error());
     return {{"ok", true}, {"server", {{"name", welcome->server.name}, {"version", welcome->server.version}}},
             {"heartbeat", welcome->heartbeat}, {"max_frame", welcome->max_frame}, {"caps", welcome->caps}};
@@ -312,9 +314,10 @@ int main(int argc, char** argv) {
     else if (name == "no-ping") breaks.no_ping = true;
     else if (name == "never-declares-dead") breaks.never_declares_dead = true;
     else if (name == "float32-as-float64") float32_as_float64 = true;
+    else if (name == "fmq1-on-websocket") breaks.fmq1_on_websocket = true;
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead|float32-as-float64]\n";
+                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead|float32-as-float64|fmq1-on-websocket]\n";
       return 2;
     }
   }

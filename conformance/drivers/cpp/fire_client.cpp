@@ -1,50 +1,11 @@
 #include "fire_client.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <array>
-#include <cstring>
-
 #include "protocol/typed_json.h"
 
 namespace firemq::example {
 namespace {
 
 using Json = nlohmann::json;
-
-int open_tcp(const std::string& host, std::uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* found = nullptr;
-  if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found) != 0) return -1;
-  int fd = -1;
-  for (addrinfo* a = found; a != nullptr && fd < 0; a = a->ai_next) {
-    fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd >= 0 && ::connect(fd, a->ai_addr, a->ai_addrlen) != 0) {
-      ::close(fd);
-      fd = -1;
-    }
-  }
-  ::freeaddrinfo(found);
-  if (fd >= 0) {
-    int one = 1;
-    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  }
-  return fd;
-}
-
-int ms_left(FireClient::Clock::time_point deadline) {
-  // Rounded up: a wait that ends before its deadline would find nothing due and wait again.
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - FireClient::Clock::now()).count();
-  return left < 0 ? 0 : static_cast<int>(left);
-}
 
 Json typed(const Map& map) { return typed_json_from_value(Value(map)); }
 std::string text(ByteView bytes) { return std::string(bytes.begin(), bytes.end()); }
@@ -61,20 +22,13 @@ std::optional<std::uint64_t> reply_rid(const Message& m) {
 
 FireClient::~FireClient() { drop_connection(); }
 
-void FireClient::drop_connection() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
+void FireClient::drop_connection() { link_.reset(); }
 
-bool FireClient::write(const Bytes& bytes) {
-  std::size_t sent = 0;
-  while (fd_ >= 0 && sent < bytes.size()) {
-    const ssize_t n = ::send(fd_, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) return false;
-    sent += static_cast<std::size_t>(n);
-  }
+// One frame, in its TCP form: the link sends it as its transport carries frames.
+bool FireClient::write(const Bytes& frame) {
+  if (link_ == nullptr || !link_->send_frame(frame)) return false;
   last_sent_ = Clock::now();  // for the heartbeat: anything sent counts
-  return fd_ >= 0;
+  return true;
 }
 
 Result<bool, std::string> FireClient::send(const Message& message) {
@@ -82,13 +36,13 @@ Result<bool, std::string> FireClient::send(const Message& message) {
   return true;
 }
 
-// Transports: "Client first sends the 4 ASCII bytes `FMQ1`, then length-prefixed frames."
-Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, Clock::time_point deadline) {
-  if (url.tls || url.websocket) return std::string("this example client speaks fire:// only");
+Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, const std::string& ca_file,
+                                                    Clock::time_point deadline) {
+  auto link = Link::open(url, ca_file, breaks_.fmq1_on_websocket, deadline);  // FMQ1 included on TCP and TLS
+  if (!link) return link.error();
+  link_ = std::move(*link);
   closing_ = false;
   heartbeat_ = {};  // until this connection's welcome says
-  fd_ = open_tcp(url.host, url.port);
-  if (fd_ < 0) return "cannot connect to " + url.host + ":" + std::to_string(url.port);
   op::Hello hello;
   hello.ver = 1;  // "Protocol major version. Must be `1`."
   hello.vhost = url.vhost;
@@ -96,10 +50,7 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   hello.heartbeat = heartbeat;
   hello.client = {{Value("name"), Value("firemq-example-cpp")}, {Value("lang"), Value("c++")}};
   hello.caps = {"confirms", "credit", "mandatory"};
-  Bytes bytes = {'F', 'M', 'Q', '1'};
-  const Bytes frame = encode_frame(hello);
-  bytes.insert(bytes.end(), frame.begin(), frame.end());
-  if (!write(bytes)) return std::string("cannot send hello");
+  if (!write(encode_frame(hello))) return std::string("cannot send hello");
   auto got = await_reply(deadline);
   if (!got) return got.error();
   if (const auto* error = std::get_if<op::Error>(&*reply_)) return "refused: " + std::to_string(error->code) + " " + error->msg;
@@ -177,7 +128,7 @@ Result<bool, std::string> FireClient::await_reply(Clock::time_point deadline) {
 template <class Done>
 Result<bool, std::string> FireClient::wait_until(Done done, Clock::time_point deadline) {
   while (!done()) {
-    if (fd_ < 0) return std::string("the connection is closed");
+    if (!link_) return std::string("the connection is closed");
     if (Clock::now() >= deadline) return std::string("timed out");
     auto pumped = pump(deadline);
     if (!pumped) return pumped.error();
@@ -186,19 +137,18 @@ Result<bool, std::string> FireClient::wait_until(Done done, Clock::time_point de
 }
 
 Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
-  pollfd pfd{fd_, POLLIN, 0};
+  Bytes received;
   // A heartbeat falling due ends the wait early (wait_until pumps again until its own deadline).
-  if (::poll(&pfd, 1, ms_left(std::min(deadline, heartbeat_due().value_or(deadline)))) <= 0) return keep_heartbeat();
-  std::array<std::uint8_t, 64 * 1024> buffer;
-  const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), 0);
-  if (n <= 0) {
+  const Link::Read read = link_->read(received, std::min(deadline, heartbeat_due().value_or(deadline)));
+  if (read == Link::Read::nothing) return keep_heartbeat();
+  if (read == Link::Read::ended) {
     emit_closed("socket", 0, "the connection ended without close");
     drop_connection();
     return true;
   }
   last_received_ = Clock::now();  // for the heartbeat: any byte counts
-  ByteView rest(buffer.data(), static_cast<std::size_t>(n));
-  while (!rest.empty() && fd_ >= 0) {
+  ByteView rest(received);
+  while (!rest.empty() && link_) {
     const auto step = decoder_.feed(rest);
     rest = rest.subspan(step.consumed);
     if (step.state == FrameDecoder::State::error) {
@@ -214,12 +164,20 @@ Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
 // dead when it has received nothing for 2 × h seconds." A dead server is reported and its connection dropped
 // (without close: it would not read one).
 std::optional<FireClient::Clock::time_point> FireClient::heartbeat_due() const {
-  if (fd_ < 0 || heartbeat_.count() == 0) return std::nullopt;
+  if (link_ == nullptr || heartbeat_.count() == 0) return std::nullopt;
   std::optional<Clock::time_point> due;
   if (!breaks_.no_ping && !closing_) due = last_sent_ + heartbeat_ / 2;
   if (!breaks_.never_declares_dead) due = std::min(due.value_or(Clock::time_point::max()), last_received_ + 2 * heartbeat_);
   return due;
 }
+
+namespace {
+int ms_left(FireClient::Clock::time_point deadline) {
+  // Rounded up: a wait that ends before its deadline would find nothing due and wait again.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - FireClient::Clock::now()).count();
+  return left < 0 ? 0 : static_cast<int>(left);
+}
+}  // namespace
 
 int FireClient::heartbeat_wait_ms() const {
   const auto due = heartbeat_due();

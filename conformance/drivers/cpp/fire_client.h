@@ -1,4 +1,5 @@
-// A small FireMQ client over TCP (fire://), written for the example driver (driver.cpp): enough of the
+// A small FireMQ client over fire://, fires://, ws:// and wss:// (fire_link.h carries the frames over each),
+// written for the example driver (driver.cpp): enough of the
 // protocol to pass every client case, and short enough to read in one sitting. An SDK author reads it as a
 // sketch of what a client owes the server; the rules it keeps are named beside the code that keeps them.
 //
@@ -15,10 +16,12 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
 
+#include "fire_link.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "protocol/url.h"
@@ -34,6 +37,7 @@ struct Breaks {
   bool publish_while_paused = false;  // ignores flow ("Clients stop publishing until pause: false.")
   bool no_ping = false;               // never pings ("each side sends ping when it has sent nothing for h / 2")
   bool never_declares_dead = false;   // waits on a silent server forever ("considers the peer dead ... 2 x h")
+  bool fmq1_on_websocket = false;     // sends FMQ1 over ws and wss too ("without `FMQ1`")
 };
 
 class FireClient {
@@ -44,8 +48,10 @@ class FireClient {
   FireClient(Breaks breaks, EventSink on_event) : breaks_(breaks), on_event_(std::move(on_event)) {}
   ~FireClient();
 
-  // FMQ1, hello, then welcome or error. The error says what went wrong.
-  Result<op::Welcome, std::string> connect(const Url& url, std::uint64_t heartbeat, Clock::time_point deadline);
+  // The transport (fire_link.h), hello, then welcome or error. `ca_file`: the CAs a TLS server's certificate
+  // must chain to (PEM; empty: the system's). The error says what went wrong.
+  Result<op::Welcome, std::string> connect(const Url& url, std::uint64_t heartbeat, const std::string& ca_file,
+                                           Clock::time_point deadline);
   // A request (its rid is set here) and its one reply: ok, error or get_ok.
   Result<Message, std::string> request(Message request, Clock::time_point deadline);
   // A publish; with `confirm`, waits for its confirm and returns whether it was confirmed (true) or nacked.
@@ -55,8 +61,8 @@ class FireClient {
   // close 200 and the server's close in reply.
   Result<bool, std::string> close(Clock::time_point deadline);
 
-  bool connected() const { return fd_ >= 0; }
-  int fd() const { return fd_; }
+  bool connected() const { return link_ != nullptr; }
+  int fd() const { return link_ ? link_->fd() : -1; }
   // Reads and handles what the server sent, waiting at most until `deadline` for something to come; then
   // keeps the heartbeat (a ping, or a dead server closed).
   Result<bool, std::string> pump(Clock::time_point deadline);
@@ -80,7 +86,7 @@ class FireClient {
 
   Breaks breaks_;
   EventSink on_event_;
-  int fd_ = -1;
+  std::unique_ptr<Link> link_;  // null when not connected
   FrameDecoder decoder_{StreamSide::client, kDefaultMaxFrame};
   std::size_t max_frame_ = kMaxFrameBeforeWelcome;  // the largest frame the server accepts: welcome.max_frame
   std::uint64_t next_rid_ = 1;

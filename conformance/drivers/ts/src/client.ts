@@ -1,11 +1,15 @@
-// A small FireMQ client for Node over TCP (fire://), written for the example driver (driver.ts): enough of the
-// protocol to pass every client case, short enough to read in one sitting. The rules a client owes the server
-// are quoted from the spec beside the code that keeps them.
+// A small FireMQ client for Node over fire://, fires://, ws:// and wss://, written for the example driver
+// (driver.ts): enough of the protocol to pass every client case, short enough to read in one sitting. The rules
+// a client owes the server are quoted from the spec beside the code that keeps them.
 //
 // Everything is event-driven: socket data is cut into frames as it comes, pings are answered at once, replies
 // settle the promise of their request, and what is not a reply (deliveries, returns, a server's close, ...)
 // goes to the onEvent callback.
+import * as fs from "node:fs";
 import * as net from "node:net";
+import * as tls from "node:tls";
+
+import { WebSocket } from "ws";
 
 import {
   DEFAULT_MAX_FRAME, Frame, FrameError, FrameReader, Header, MAX_FRAME_BEFORE_WELCOME, Op,
@@ -70,7 +74,7 @@ interface Subscription {
 }
 
 export class FireClient {
-  private socket: net.Socket | null = null;
+  private link: Link | null = null;
   private ended = false;  // this side ended the connection (its close was answered, or it answered the server's)
   private reader = new FrameReader(MAX_FRAME_BEFORE_WELCOME);
   private maxFrame = MAX_FRAME_BEFORE_WELCOME;  // the largest frame the server accepts
@@ -92,18 +96,14 @@ export class FireClient {
   constructor(private readonly onEvent: (event: ClientEvent) => void) {}
 
   get connected(): boolean {
-    return this.socket !== null && !this.ended;
+    return this.link !== null && !this.ended;
   }
 
-  // Transports: "Client first sends the 4 ASCII bytes `FMQ1`, then length-prefixed frames."
-  async connect(url: FireUrl, heartbeat = 0): Promise<Welcome> {
-    if (url.tls || url.websocket) throw new Error("this example client speaks fire:// only");
-    this.socket = await openSocket(url.host, url.port);
-    this.socket.on("data", (bytes: Buffer) => this.receive(bytes));
-    this.socket.on("close", () => this.socketClosed());
-    this.socket.on("error", (e) => process.stderr.write(`socket: ${e.message}\n`));  // "close" follows
+  // The transport (openLink, below), hello, then welcome. `caFile`: the CAs a TLS server's certificate must
+  // chain to (PEM; none: Node's own list).
+  async connect(url: FireUrl, heartbeat = 0, caFile?: string): Promise<Welcome> {
+    this.link = await openLink(url, caFile, { bytes: (bytes) => this.receive(bytes), closed: () => this.socketClosed() });
     this.handshake = pending<Frame>();
-    this.write(Buffer.from("FMQ1"));
     this.sendFrame(Op.hello, {
       ver: 1,  // "Protocol major version. Must be `1`."
       vhost: url.vhost,
@@ -242,7 +242,7 @@ export class FireClient {
 
   private write(bytes: Buffer): void {
     if (!this.connected) throw new Error("not connected");
-    this.socket!.write(bytes);
+    this.link!.send(bytes);
     this.lastSent = Date.now();
   }
 
@@ -259,7 +259,7 @@ export class FireClient {
       // The server broke the framing: the connection cannot go on. Say why in our close, then end it.
       this.endReason = `the server sent a bad frame: ${e.message}`;
       this.write(encodeFrame(Op.close, { code: e.code, msg: e.message }));
-      this.socket!.end();
+      this.link!.end();
     }
   }
 
@@ -383,7 +383,7 @@ export class FireClient {
       if (now - this.lastReceived >= 2 * h * 1000) {
         this.endReason = `nothing from the server for ${now - this.lastReceived} ms: it is dead`;
         this.serverDead = true;
-        this.socket?.destroy();  // without close: a dead server would not read it. Reported as closed by heartbeat
+        this.link?.destroy();  // without close: a dead server would not read it. Reported as closed by heartbeat
       } else if (now - this.lastSent >= (h * 1000) / 2) {
         this.sendFrame(Op.ping, {});
       }
@@ -394,9 +394,9 @@ export class FireClient {
   // Ends our side; the socket is gone for good a moment later even if the server does not end its side.
   private end(): void {
     this.ended = true;
-    const socket = this.socket;
-    socket?.end();
-    setTimeout(() => socket?.destroy(), 1000).unref();
+    const link = this.link;
+    link?.end();
+    setTimeout(() => link?.destroy(), 1000).unref();
   }
 
   // The socket is gone: every awaited reply fails, and an end the client did not ask for is an event.
@@ -416,10 +416,69 @@ function serverError(h: Header): ServerError {
   return new ServerError(uintField(h, "code"), strField(h, "msg"));
 }
 
-function openSocket(host: string, port: number): Promise<net.Socket> {
+// How frames travel (spec "Transports"). TCP and TLS: "Client first sends the 4 ASCII bytes `FMQ1`, then
+// length-prefixed frames." WebSocket: "One binary WebSocket message per frame, without the length prefix and
+// without `FMQ1`." The client above sees one shape whatever the transport: it sends frames in their TCP form
+// (len first) and is given bytes in the TCP framing; over WebSocket the link takes the len off each frame it
+// sends and puts it back on each message it receives.
+interface Link {
+  send(frame: Buffer): void;
+  end(): void;      // ends our side: TLS close_notify and FIN, or a WebSocket close
+  destroy(): void;  // at once
+}
+
+interface LinkEvents {
+  bytes: (bytes: Buffer) => void;  // in the TCP framing
+  closed: () => void;              // once, when the connection is gone
+}
+
+function openLink(url: FireUrl, caFile: string | undefined, events: LinkEvents): Promise<Link> {
+  const ca = caFile === undefined ? undefined : fs.readFileSync(caFile);  // trusted instead of Node's CA list
+  return url.websocket ? openWebSocket(url, ca, events) : openStream(url, ca, events);
+}
+
+// fire and fires. Node checks a TLS server's certificate against `ca` and the host name or IP address.
+function openStream(url: FireUrl, ca: Buffer | undefined, events: LinkEvents): Promise<Link> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect({ host, port, noDelay: true });
-    socket.once("connect", () => resolve(socket));
-    socket.once("error", (e) => reject(new Error(`cannot connect to ${host}:${port}: ${e.message}`)));
+    const socket = url.tls ? tls.connect({ host: url.host, port: url.port, ca }) : net.connect({ host: url.host, port: url.port });
+    const fail = (e: Error) => reject(new Error(`cannot connect to ${url.host}:${url.port}: ${e.message}`));
+    socket.once("error", fail);
+    socket.once(url.tls ? "secureConnect" : "connect", () => {
+      socket.off("error", fail);
+      socket.setNoDelay(true);
+      socket.on("data", events.bytes);
+      socket.on("close", events.closed);
+      socket.on("error", (e) => process.stderr.write(`socket: ${e.message}\n`));  // "close" follows
+      socket.write("FMQ1");
+      resolve({ send: (frame) => void socket.write(frame), end: () => void socket.end(), destroy: () => socket.destroy() });
+    });
+  });
+}
+
+// ws and wss, with the `ws` package: the upgrade on the URL's path, the vhost in the query as the URL rule
+// says (and in hello too), one binary message a frame.
+function openWebSocket(url: FireUrl, ca: Buffer | undefined, events: LinkEvents): Promise<Link> {
+  return new Promise((resolve, reject) => {
+    const host = url.host.includes(":") ? `[${url.host}]` : url.host;
+    const target = `${url.scheme}://${host}:${url.port}${url.path || "/fire"}?vhost=${encodeURIComponent(url.vhost)}`;
+    const ws = new WebSocket(target, { ca, perMessageDeflate: false });
+    const fail = (e: Error) => reject(new Error(`cannot open ${target}: ${e.message}`));
+    ws.once("error", fail);
+    ws.once("open", () => {
+      ws.off("error", fail);
+      ws.on("error", (e) => process.stderr.write(`websocket: ${e.message}\n`));  // "close" follows
+      ws.on("close", events.closed);
+      ws.on("message", (data: Buffer, isBinary: boolean) => {
+        if (!isBinary) return void process.stderr.write("a text message from the server, ignored\n");
+        const len = Buffer.alloc(4);
+        len.writeUInt32BE(data.length);
+        events.bytes(Buffer.concat([len, data]));
+      });
+      resolve({
+        send: (frame) => ws.send(frame.subarray(4), { binary: true }),  // "without the length prefix"
+        end: () => ws.close(1000),
+        destroy: () => ws.terminate(),
+      });
+    });
   });
 }

@@ -102,7 +102,8 @@ async function perform(c: Command): Promise<Reply> {
     case "connect": {
       client?.destroy();
       client = new FireClient(reportEvent);
-      const welcome = await client.connect(parseUrl(String(c.url)), Number(c.heartbeat ?? 0));
+      const welcome = await client.connect(parseUrl(String(c.url)), Number(c.heartbeat ?? 0),
+                                           c.ca_file === undefined ? undefined : String(c.ca_file));
       return { server: welcome.server, heartbeat: welcome.heartbeat, max_frame: welcome.maxFrame, caps: welcome.caps };
     }
     case "declare_queue":
@@ -166,7 +167,9 @@ async function replyTo(line: string): Promise<Reply> {
 
 // One command at a time, in order; events are written whenever they happen, between and during commands.
 function main(): void {
-  writeLine({ event: "ready", protocol: PROTOCOL_VERSION, client: { name: "firemq-example-ts", version: "0.1.0" } });
+  // "transports": what the harness runs the client cases over (fire alone when a driver names none).
+  writeLine({ event: "ready", protocol: PROTOCOL_VERSION, client: { name: "firemq-example-ts", version: "0.1.0" },
+              transports: ["fire", "fires", "ws", "wss"] });
   let queue = Promise.resolve();
   const input = readline.createInterface({ input: process.stdin, crlfDelay: Infinity });
   input.on("line", (line) => (queue = queue.then(async () => writeLine(await replyTo(line)))));
