@@ -22,6 +22,56 @@ std::uint8_t message_priority(const BrokerMessage& m, std::uint8_t max_priority)
 
 }  // namespace
 
+// ---- ReadyMessages ----
+
+void ReadyMessages::push(QueuedMessage m) {
+  Level& level = levels_[m.priority];
+  Entry e{std::move(m.message), m.position, m.expires_at_ms.value_or(kNever), m.redelivered};
+  if (level.published.empty() || e.position > level.published.back().position) {
+    level.published.push_back(std::move(e));
+  } else {
+    level.returned.emplace(e.position, std::move(e));
+  }
+  ++size_;
+}
+
+const ReadyMessages::Level* ReadyMessages::head_level() const {
+  for (const auto& [priority, level] : levels_) {
+    if (!level.empty()) return &level;
+  }
+  return nullptr;
+}
+
+QueuedMessage ReadyMessages::pop() {
+  auto it = levels_.begin();
+  while (it->second.empty()) ++it;
+  Level& level = it->second;
+  Entry e;
+  if (level.head_is_returned()) {
+    e = std::move(level.returned.begin()->second);
+    level.returned.erase(level.returned.begin());
+  } else {
+    e = std::move(level.published.front());
+    level.published.pop_front();
+  }
+  --size_;
+  QueuedMessage m;
+  m.message = std::move(e.message);
+  m.position = e.position;
+  m.redelivered = e.redelivered;
+  m.priority = it->first;
+  if (e.expires_at_ms != kNever) m.expires_at_ms = e.expires_at_ms;
+  return m;
+}
+
+std::optional<std::uint64_t> ReadyMessages::head_expires_at() const {
+  const Level* level = head_level();
+  if (level == nullptr || level->head().expires_at_ms == kNever) return std::nullopt;
+  return level->head().expires_at_ms;
+}
+
+// ---- Queue ----
+
 Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal)
     : settings_(std::move(settings)),
       store_key_(queue_store_key(settings_.vhost, settings_.name)),
@@ -48,13 +98,11 @@ QueuedMessage Queue::make_queued(MessagePtr message) {
 
 void Queue::insert_ready(QueuedMessage message) {
   ready_bytes_ += message.message->body.size();
-  const ReadyKey key{message.priority, message.position};
-  ready_.emplace(key, std::move(message));
+  ready_.push(std::move(message));
 }
 
 QueuedMessage Queue::pop_head() {
-  QueuedMessage head = std::move(ready_.begin()->second);
-  ready_.erase(ready_.begin());
+  QueuedMessage head = ready_.pop();
   ready_bytes_ -= head.message->body.size();
   return head;
 }
@@ -105,8 +153,8 @@ void Queue::expire_messages() {
   const std::uint64_t now = time_.now_ms();
   // "Expired messages are never delivered or returned by get", removed from the head.
   while (!ready_.empty()) {
-    const QueuedMessage& head = ready_.begin()->second;
-    if (!head.expires_at_ms || *head.expires_at_ms > now) break;
+    const std::optional<std::uint64_t> expires_at = ready_.head_expires_at();
+    if (!expires_at || *expires_at > now) break;
     QueuedMessage expired = pop_head();
     dead_letter_then_leave(expired, DeathReason::expired);
   }
@@ -159,8 +207,7 @@ std::optional<QueuedMessage> Queue::take_next() {
 
 std::size_t Queue::purge() {
   const std::size_t purged = ready_.size();
-  for (const auto& [key, message] : ready_) leave_for_good(message);
-  ready_.clear();
+  while (!ready_.empty()) leave_for_good(ready_.pop());  // in delivery order, as the store's removals go
   ready_bytes_ = 0;
   return purged;
 }
