@@ -26,11 +26,10 @@ std::uint8_t message_priority(const BrokerMessage& m, std::uint8_t max_priority)
 
 void ReadyMessages::push(QueuedMessage m) {
   Level& level = levels_[m.priority];
-  Entry e{std::move(m.message), m.position, m.expires_at_ms.value_or(kNever), m.redelivered};
-  if (level.published.empty() || e.position > level.published.back().position) {
-    level.published.push_back(std::move(e));
+  if (!m.redelivered && (level.published.empty() || m.position > level.published.back().position)) {
+    level.published.push_back({std::move(m.message), m.position, m.expires_at_ms.value_or(kNever)});
   } else {
-    level.returned.emplace(e.position, std::move(e));
+    level.returned.emplace(m.position, std::move(m));
   }
   ++size_;
 }
@@ -46,28 +45,28 @@ QueuedMessage ReadyMessages::pop() {
   auto it = levels_.begin();
   while (it->second.empty()) ++it;
   Level& level = it->second;
-  Entry e;
-  if (level.head_is_returned()) {
-    e = std::move(level.returned.begin()->second);
-    level.returned.erase(level.returned.begin());
-  } else {
-    e = std::move(level.published.front());
-    level.published.pop_front();
-  }
   --size_;
+  if (level.head_is_returned()) {
+    QueuedMessage m = std::move(level.returned.begin()->second);
+    level.returned.erase(level.returned.begin());
+    return m;
+  }
+  Published& head = level.published.front();
   QueuedMessage m;
-  m.message = std::move(e.message);
-  m.position = e.position;
-  m.redelivered = e.redelivered;
+  m.message = std::move(head.message);
+  m.position = head.position;
   m.priority = it->first;
-  if (e.expires_at_ms != kNever) m.expires_at_ms = e.expires_at_ms;
+  if (head.expires_at_ms != kNever) m.expires_at_ms = head.expires_at_ms;
+  level.published.pop_front();
   return m;
 }
 
 std::optional<std::uint64_t> ReadyMessages::head_expires_at() const {
   const Level* level = head_level();
-  if (level == nullptr || level->head().expires_at_ms == kNever) return std::nullopt;
-  return level->head().expires_at_ms;
+  if (level == nullptr) return std::nullopt;
+  if (level->head_is_returned()) return level->returned.begin()->second.expires_at_ms;
+  const std::uint64_t at = level->published.front().expires_at_ms;
+  return at == kNever ? std::nullopt : std::optional<std::uint64_t>(at);
 }
 
 // ---- Queue ----

@@ -35,10 +35,10 @@ struct QueuedMessage {
 
 // A queue's ready messages in delivery order: higher priority first, then by position (FIFO within a priority).
 // What it costs per message is a few words and no allocation of its own: each priority level appends publishes to
-// a deque. A message put back (requeued, or restored out of its order) whose position is below the last published
-// one goes to the level's `returned`, a map by position that is empty but for the messages in that state; they
-// were delivered from the head, so their positions are almost always below every published one, and the level's
-// head is whichever of the two comes first by position.
+// a deque. A message delivered before (requeued, or restored as delivered), or one that comes out of position
+// order, goes to the level's `returned` instead, a map by position that is empty but for the messages in that
+// state; they were delivered from the head, so their positions are almost always below every published one, and
+// the level's head is whichever of the two comes first by position.
 class ReadyMessages {
  public:
   void push(QueuedMessage message);
@@ -51,21 +51,20 @@ class ReadyMessages {
 
  private:
   static constexpr std::uint64_t kNever = UINT64_MAX;  // expires_at_ms of a message without expiry
-  // QueuedMessage without its priority (the level's) and with expiry in one word: 40 bytes.
-  struct Entry {
+  // A message never delivered: a QueuedMessage without its priority (the level's), its redelivered flag (false)
+  // and with its expiry in one word, 32 bytes.
+  struct Published {
     MessagePtr message;
     std::uint64_t position;
     std::uint64_t expires_at_ms;
-    bool redelivered;
   };
   struct Level {
-    std::deque<Entry> published;             // by position, appended to
-    std::map<std::uint64_t, Entry> returned;  // by position
+    std::deque<Published> published;                 // by position, appended to
+    std::map<std::uint64_t, QueuedMessage> returned;  // by position
     bool empty() const { return published.empty() && returned.empty(); }
     bool head_is_returned() const {
       return !returned.empty() && (published.empty() || returned.begin()->first < published.front().position);
     }
-    const Entry& head() const { return head_is_returned() ? returned.begin()->second : published.front(); }
   };
   const Level* head_level() const;
 

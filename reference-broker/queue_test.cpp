@@ -134,9 +134,13 @@ TEST(QueueDispatch, RequeuedIntoAnEmptyQueueKeepsPositionOrder) {
   q.requeue(taken[0]);
   q.enqueue(message("4"));
   q.requeue(taken[1]);
-  std::string order;
-  while (auto m = q.take_next()) order += body(*m);
+  std::string order, redelivered;
+  while (auto m = q.take_next()) {
+    order += body(*m);
+    redelivered += m->redelivered ? "r" : "-";
+  }
   EXPECT_EQ(order, "1234");
+  EXPECT_EQ(redelivered, "rrr-");
 }
 
 // The set alone: priority first, then position, and the head's expiry is the message that comes first, wherever
