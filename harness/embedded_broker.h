@@ -52,6 +52,7 @@ class EmbeddedBroker {
   const std::filesystem::path& log_file() const { return log_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }  // for a tool that reads the broker's /proc/PID/status
   // SIGTERM, then SIGKILL after `grace_ms`; returns the exit status as `wait` reports it (-1 if killed).
   // `signalled`, when given, runs once SIGTERM is sent (a client answering the broker's close, say).
   int stop(int grace_ms = 10'000, const std::function<void()>& signalled = {});

@@ -22,6 +22,55 @@ std::uint8_t message_priority(const BrokerMessage& m, std::uint8_t max_priority)
 
 }  // namespace
 
+// ---- ReadyMessages ----
+
+void ReadyMessages::push(QueuedMessage m) {
+  Level& level = levels_[m.priority];
+  if (!m.redelivered && (level.published.empty() || m.position > level.published.back().position)) {
+    level.published.push_back({std::move(m.message), m.position, m.expires_at_ms.value_or(kNever)});
+  } else {
+    level.returned.emplace(m.position, std::move(m));
+  }
+  ++size_;
+}
+
+const ReadyMessages::Level* ReadyMessages::head_level() const {
+  for (const auto& [priority, level] : levels_) {
+    if (!level.empty()) return &level;
+  }
+  return nullptr;
+}
+
+QueuedMessage ReadyMessages::pop() {
+  auto it = levels_.begin();
+  while (it->second.empty()) ++it;
+  Level& level = it->second;
+  --size_;
+  if (level.head_is_returned()) {
+    QueuedMessage m = std::move(level.returned.begin()->second);
+    level.returned.erase(level.returned.begin());
+    return m;
+  }
+  Published& head = level.published.front();
+  QueuedMessage m;
+  m.message = std::move(head.message);
+  m.position = head.position;
+  m.priority = it->first;
+  if (head.expires_at_ms != kNever) m.expires_at_ms = head.expires_at_ms;
+  level.published.pop_front();
+  return m;
+}
+
+std::optional<std::uint64_t> ReadyMessages::head_expires_at() const {
+  const Level* level = head_level();
+  if (level == nullptr) return std::nullopt;
+  if (level->head_is_returned()) return level->returned.begin()->second.expires_at_ms;
+  const std::uint64_t at = level->published.front().expires_at_ms;
+  return at == kNever ? std::nullopt : std::optional<std::uint64_t>(at);
+}
+
+// ---- Queue ----
+
 Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal)
     : settings_(std::move(settings)),
       store_key_(queue_store_key(settings_.vhost, settings_.name)),
@@ -48,13 +97,11 @@ QueuedMessage Queue::make_queued(MessagePtr message) {
 
 void Queue::insert_ready(QueuedMessage message) {
   ready_bytes_ += message.message->body.size();
-  const ReadyKey key{message.priority, message.position};
-  ready_.emplace(key, std::move(message));
+  ready_.push(std::move(message));
 }
 
 QueuedMessage Queue::pop_head() {
-  QueuedMessage head = std::move(ready_.begin()->second);
-  ready_.erase(ready_.begin());
+  QueuedMessage head = ready_.pop();
   ready_bytes_ -= head.message->body.size();
   return head;
 }
@@ -105,8 +152,8 @@ void Queue::expire_messages() {
   const std::uint64_t now = time_.now_ms();
   // "Expired messages are never delivered or returned by get", removed from the head.
   while (!ready_.empty()) {
-    const QueuedMessage& head = ready_.begin()->second;
-    if (!head.expires_at_ms || *head.expires_at_ms > now) break;
+    const std::optional<std::uint64_t> expires_at = ready_.head_expires_at();
+    if (!expires_at || *expires_at > now) break;
     QueuedMessage expired = pop_head();
     dead_letter_then_leave(expired, DeathReason::expired);
   }
@@ -159,8 +206,7 @@ std::optional<QueuedMessage> Queue::take_next() {
 
 std::size_t Queue::purge() {
   const std::size_t purged = ready_.size();
-  for (const auto& [key, message] : ready_) leave_for_good(message);
-  ready_.clear();
+  while (!ready_.empty()) leave_for_good(ready_.pop());  // in delivery order, as the store's removals go
   ready_bytes_ = 0;
   return purged;
 }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -29,6 +31,45 @@ struct QueuedMessage {
   bool redelivered = false;
   std::uint8_t priority = 0;
   std::optional<std::uint64_t> expires_at_ms;  // the lower of the queue's TTL and the message's expiration
+};
+
+// A queue's ready messages in delivery order: higher priority first, then by position (FIFO within a priority).
+// What it costs per message is a few words and no allocation of its own: each priority level appends publishes to
+// a deque. A message delivered before (requeued, or restored as delivered), or one that comes out of position
+// order, goes to the level's `returned` instead, a map by position that is empty but for the messages in that
+// state; they were delivered from the head, so their positions are almost always below every published one, and
+// the level's head is whichever of the two comes first by position.
+class ReadyMessages {
+ public:
+  void push(QueuedMessage message);
+  // The next message in delivery order, removed; the set must not be empty.
+  QueuedMessage pop();
+  // When the next message expires; nullopt when it does not (or the set is empty).
+  std::optional<std::uint64_t> head_expires_at() const;
+  std::size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  static constexpr std::uint64_t kNever = UINT64_MAX;  // expires_at_ms of a message without expiry
+  // A message never delivered: a QueuedMessage without its priority (the level's), its redelivered flag (false)
+  // and with its expiry in one word, 32 bytes.
+  struct Published {
+    MessagePtr message;
+    std::uint64_t position;
+    std::uint64_t expires_at_ms;
+  };
+  struct Level {
+    std::deque<Published> published;                 // by position, appended to
+    std::map<std::uint64_t, QueuedMessage> returned;  // by position
+    bool empty() const { return published.empty() && returned.empty(); }
+    bool head_is_returned() const {
+      return !returned.empty() && (published.empty() || returned.begin()->first < published.front().position);
+    }
+  };
+  const Level* head_level() const;
+
+  std::map<std::uint8_t, Level, std::greater<>> levels_;  // by priority, highest first; made on first use
+  std::size_t size_ = 0;
 };
 
 // A subscription as the queue sees it (the session implements it).
@@ -115,15 +156,6 @@ class Queue : public std::enable_shared_from_this<Queue> {
   std::size_t unacked_count() const { return unacked_; }
 
  private:
-  // Ready messages in delivery order: higher priority first, then by position (FIFO within a priority).
-  struct ReadyKey {
-    std::uint8_t priority;
-    std::uint64_t position;
-    bool operator<(const ReadyKey& o) const {
-      return priority != o.priority ? priority > o.priority : position < o.position;
-    }
-  };
-
   void insert_ready(QueuedMessage message);
   QueuedMessage pop_head();
   void dispatch_ready();
@@ -144,7 +176,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   const TimeSource& time_;
   DeadLetterer* dead_letterer_;
   Journal* journal_;
-  std::map<ReadyKey, QueuedMessage> ready_;
+  ReadyMessages ready_;
   std::uint64_t ready_bytes_ = 0;
   std::uint64_t next_position_ = 1;
   std::size_t unacked_ = 0;

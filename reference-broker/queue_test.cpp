@@ -108,5 +108,75 @@ TEST(QueueDispatch, DeletingTheQueueTellsEveryConsumer) {
   EXPECT_EQ(q.consumer_count(), 0u);
 }
 
+
+// Whatever order unacknowledged messages come back in (a nack of one, then the connection's close requeueing the
+// rest in tag order), they are delivered again in their original order, before what was published after them.
+TEST(QueueDispatch, RequeuedMessagesComeBackInPositionOrderWhateverOrderTheyAreRequeuedIn) {
+  Queue q(settings("q"), time_);
+  for (const char* b : {"1", "2", "3", "4", "5", "6"}) q.enqueue(message(b));
+  std::vector<QueuedMessage> taken;
+  for (int i = 0; i < 4; ++i) taken.push_back(*q.take_next());
+  for (int i : {2, 0, 3, 1}) q.requeue(taken[i]);
+  q.enqueue(message("7"));
+  std::string order;
+  while (auto m = q.take_next()) order += body(*m);
+  EXPECT_EQ(order, "1234567");
+}
+
+// With nothing left ready, the first message requeued starts the order again; one with a lower position requeued
+// after it still goes before it, and a later publish after both.
+TEST(QueueDispatch, RequeuedIntoAnEmptyQueueKeepsPositionOrder) {
+  Queue q(settings("q"), time_);
+  for (const char* b : {"1", "2", "3"}) q.enqueue(message(b));
+  std::vector<QueuedMessage> taken;
+  while (auto m = q.take_next()) taken.push_back(*m);
+  q.requeue(taken[2]);
+  q.requeue(taken[0]);
+  q.enqueue(message("4"));
+  q.requeue(taken[1]);
+  std::string order, redelivered;
+  while (auto m = q.take_next()) {
+    order += body(*m);
+    redelivered += m->redelivered ? "r" : "-";
+  }
+  EXPECT_EQ(order, "1234");
+  EXPECT_EQ(redelivered, "rrr-");
+}
+
+// The set alone: priority first, then position, and the head's expiry is the message that comes first, wherever
+// it is kept (a requeued one below the published ones included).
+TEST(ReadyMessagesOrder, HigherPriorityFirstThenPositionAndTheHeadsExpiry) {
+  ReadyMessages ready;
+  auto push = [&](std::uint64_t position, std::uint8_t priority, std::optional<std::uint64_t> expires) {
+    QueuedMessage m;
+    m.message = message(std::to_string(position));
+    m.position = position;
+    m.priority = priority;
+    m.expires_at_ms = expires;
+    ready.push(std::move(m));
+  };
+  push(5, 0, std::nullopt);
+  push(6, 1, 60);
+  push(7, 0, std::nullopt);
+  push(2, 0, 20);  // requeued: below the published ones of its level
+  EXPECT_EQ(ready.size(), 4u);
+  EXPECT_EQ(ready.head_expires_at(), std::optional<std::uint64_t>(60));
+  std::string order;
+  std::vector<std::uint8_t> priorities;
+  while (!ready.empty()) {
+    if (order.size() == 1) {
+      EXPECT_EQ(ready.head_expires_at(), std::optional<std::uint64_t>(20));
+    } else if (order.size() == 2) {
+      EXPECT_EQ(ready.head_expires_at(), std::nullopt);
+    }
+    QueuedMessage m = ready.pop();
+    order += body(m);
+    priorities.push_back(m.priority);
+  }
+  EXPECT_EQ(order, "6257");
+  EXPECT_EQ(priorities, (std::vector<std::uint8_t>{1, 0, 0, 0}));
+  EXPECT_EQ(ready.head_expires_at(), std::nullopt);
+}
+
 }  // namespace
 }  // namespace firemq

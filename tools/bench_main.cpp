@@ -5,12 +5,17 @@
 // Publisher: pipelined publishes, written in batches; with confirms, at most --window unconfirmed at a time.
 // Consumer: a subscription with credit --window, topped up by half each time half is used, as the spec advises;
 // no_ack, so the broker's work per message is route, enqueue, deliver.
+//
+// --queued N: memory instead of throughput. N messages of the (one) --sizes body are published with confirms into
+// a queue with no consumer, and the broker's resident size (VmRSS in /proc/PID/status) is read before and after:
+// what one queued message costs the broker. The queue is deleted at the end.
 #include <boost/program_options.hpp>
 
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -33,6 +38,8 @@ struct Options {
   std::string transport = "fire";  // the embedded broker's listener the run goes through
   conform::TlsOptions tls;         // --url with fires:// or wss://
   std::uint64_t count = 200'000, window = 1000;
+  std::uint64_t queued = 0;  // --queued: the memory mode's message count; 0: the throughput scenarios
+  pid_t broker_pid = 0;      // --broker-pid, or the embedded broker's: whose RSS the memory mode reads
   std::vector<std::size_t> sizes = {16, 1024};
   bool json = false;
 };
@@ -134,6 +141,47 @@ std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::u
   return Figures{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count()};
 }
 
+// ---- the memory mode ----
+
+// VmRSS of a process, in bytes; nullopt when it cannot be read.
+std::optional<std::uint64_t> resident_bytes(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;  // "VmRSS:   1234 kB"
+  }
+  return std::nullopt;
+}
+
+// Publishes `count` messages with confirms (at most `window` unconfirmed) into `queue`, which has no consumer,
+// and prints the broker's RSS before and after, and their difference per message.
+bool measure_queued(const Endpoint& e, pid_t pid, std::uint64_t count, std::size_t body_size, std::uint64_t window) {
+  auto wire = kClient.connect(e);
+  if (!wire) return false;
+  const std::string queue = "bench-queued-" + std::to_string(::getpid());
+  op::DeclareQueue declare;
+  declare.rid = 1;
+  declare.name = queue;
+  if (!kClient.request(*wire, declare, seconds(5))) return false;
+  const auto before = resident_bytes(pid);
+  const auto start = Clock::now();
+  publish(*wire, Scenario{body_size, true, count}, window, queue);
+  const double seconds_taken = duration<double>(Clock::now() - start).count();
+  const auto after = resident_bytes(pid);
+  op::DeleteQueue remove;
+  remove.rid = 2;
+  remove.name = queue;
+  kClient.request(*wire, remove, seconds(60));
+  if (!before || !after) {
+    kClient.complain("cannot read /proc/" + std::to_string(pid) + "/status");
+    return false;
+  }
+  std::cout << count << " messages of " << body_size << " B queued in " << std::fixed << std::setprecision(2)
+            << seconds_taken << " s; broker RSS " << *before / 1e6 << " MB before, " << *after / 1e6
+            << " MB after: " << std::setprecision(1) << (static_cast<double>(*after) - *before) / count
+            << " B per queued message\n";
+  return true;
+}
+
 // ---- the command line ----
 
 // The options, or the exit code when there is nothing to run (--help, a bad flag).
@@ -150,11 +198,18 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
       ("count", po::value(&o.count)->default_value(o.count), "messages per scenario")
       ("sizes", po::value(&o.sizes)->multitoken(), "body sizes in bytes (default 16 1024)")
       ("window", po::value(&o.window)->default_value(o.window), "consumer credit, and unconfirmed publishes allowed")
-      ("json", po::bool_switch(&o.json), "print the figures as JSON");
+      ("json", po::bool_switch(&o.json), "print the figures as JSON")
+      ("queued", po::value(&o.queued), "memory mode: queue this many messages (no consumer) and report the broker's RSS per message")
+      ("broker-pid", po::value(&o.broker_pid), "with --url and --queued: the broker's process id");
   po::variables_map vm;
   if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
   if (!conform::transport_from_name(o.transport)) {
     kClient.complain("--transport " + o.transport + ": expected fire, fires, ws or wss");
+    return 2;
+  }
+  if (o.queued > 0 && vm.count("sizes") == 0) o.sizes = {16};
+  if (o.queued > 0 && o.sizes.size() != 1) {
+    kClient.complain("--queued measures one body size at a time: give one --sizes");
     return 2;
   }
   return o;
@@ -205,6 +260,14 @@ int main(int argc, char** argv) {
   if (!target) {
     kClient.complain(target.error());
     return 2;
+  }
+  if (o.queued > 0) {
+    const pid_t pid = target->embedded ? target->embedded->pid() : o.broker_pid;
+    if (pid <= 0) {
+      kClient.complain("--queued with --url needs --broker-pid");
+      return 2;
+    }
+    return measure_queued(target->endpoint, pid, o.queued, o.sizes.front(), o.window) ? 0 : 1;
   }
   return run_all(o, target->endpoint) ? 0 : 1;
 }
