@@ -6,7 +6,6 @@
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <fcntl.h>
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -17,22 +16,13 @@
 #include <cerrno>
 #include <cstring>
 
+#include "harness/client_tls.h"
 #include "harness/websocket_framing.h"
 
 namespace firemq::conform {
 namespace {
 
 namespace http = boost::beast::http;
-
-std::string openssl_errors() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char text[256];
-    ERR_error_string_n(e, text, sizeof text);
-    out += (out.empty() ? "" : "; ") + std::string(text);
-  }
-  return out.empty() ? "no detail" : out;
-}
 
 int ms_until(Clock::time_point deadline) {
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();

@@ -13,7 +13,6 @@
 #include <mutex>
 
 namespace firemq::conform {
-namespace {
 
 std::string openssl_errors() {
   std::string out;
@@ -24,6 +23,8 @@ std::string openssl_errors() {
   }
   return out.empty() ? "no OpenSSL error queued" : out;
 }
+
+namespace {
 
 // One SSL_CTX per way of verifying, shared by every connection of the run: loading a CA store per case would
 // cost more than the case. SSL_CTX is safe to share once configured.

@@ -17,6 +17,9 @@ typedef struct ssl_st SSL;
 
 namespace firemq::conform {
 
+// OpenSSL's queued errors as one line (and the queue emptied): "no OpenSSL error queued" when there are none.
+std::string openssl_errors();
+
 class TlsStream final : public ByteStream {
  public:
   // Runs the TLS handshake over `tcp` (connected); the error says why it failed (the verification result
