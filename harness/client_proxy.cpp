@@ -226,7 +226,8 @@ bool ClientProxy::on_websocket_frame(Connection& c, WsFrame frame, Bytes& to_bro
   auto* control = std::get_if<WsMessageAssembler::Control>(&outcome);
   if (control == nullptr) return true;
   const auto opcode = static_cast<WsOpcode>(control->frame.opcode);
-  if (opcode == WsOpcode::ping) {
+  // A silent server answers nothing, WebSocket pings included: a pong would be a byte the client received.
+  if (opcode == WsOpcode::ping && !quirks_.silent) {
     write_to_client(c, encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::pong), control->frame.payload, {}));
   }
   if (opcode != WsOpcode::close) return true;
@@ -322,7 +323,9 @@ void ClientProxy::broker_to_client(Connection& c) {
       if (quirks_.silent || (quirks_.no_pings && original.op() == static_cast<std::uint8_t>(OpCode::ping))) continue;
       const Bytes out = through_quirks(original, quirks_);
       seen(c, Side::server, RawFrame(Bytes(out.begin() + 4, out.end())));
-      frame_to_client(c, out);
+      // A client that stopped reading (or a stopping proxy): the rest cannot reach it either, and waiting for
+      // room once per frame under mutex_ would hold every step of the case.
+      if (!frame_to_client(c, out)) return c.client->shutdown_both();
     }
   }
   std::lock_guard lock(mutex_);
@@ -410,14 +413,13 @@ bool ClientProxy::wait_for_client(std::uint8_t op, Clock::time_point deadline) {
 void ClientProxy::stop() {
   if (stopping_.exchange(true)) return;
   if (acceptor_.joinable()) acceptor_.join();
+  // The acceptor was the only thread adding connections, so the list is read here without mutex_: a thread
+  // waiting for room to write to a client that stopped reading holds mutex_, and these shutdowns wake it.
   std::vector<Connection*> all;
-  {
-    std::lock_guard lock(mutex_);
-    for (auto& c : connections_) {
-      c->client->shutdown_both();
-      ::shutdown(c->broker, SHUT_RDWR);
-      all.push_back(c.get());
-    }
+  for (auto& c : connections_) {
+    c->client->shutdown_both();
+    ::shutdown(c->broker, SHUT_RDWR);
+    all.push_back(c.get());
   }
   for (Connection* c : all) {
     c->up.join();  // before down: the reader is what starts the writer

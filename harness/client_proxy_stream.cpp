@@ -133,8 +133,9 @@ bool ServerStream::write_all(ByteView bytes) {
       }
     }
     bytes = bytes.subspan(written);
-    // Waits for room without the lock, and without a deadline: shutdown_both() wakes it when the proxy stops.
-    if (written == 0 && !wait_for(fd_, events, Clock::now() + std::chrono::seconds(60))) return false;
+    // Waits for room without the lock: shutdown_both() wakes it when the proxy stops, and a client that reads
+    // nothing for 10 s (longer than any case waits) has stopped reading.
+    if (written == 0 && !wait_for(fd_, events, Clock::now() + std::chrono::seconds(10))) return false;
   }
   return true;
 }

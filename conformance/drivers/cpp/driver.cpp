@@ -10,6 +10,7 @@
 // (conformance/client-breaks.json lists the cases each must fail). float32-as-float64 breaks the codec, not
 // the client: decode_frame and encode_frame then treat every float32 as a float64.
 #include <poll.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -301,6 +302,9 @@ class Driver {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // A write to a connection the server has reset must be an error to handle, not the end of the driver: TCP
+  // sends pass MSG_NOSIGNAL, but OpenSSL's writes (SSL_write, SSL_shutdown's close_notify) cannot.
+  ::signal(SIGPIPE, SIG_IGN);
   firemq::example::Breaks breaks;
   bool float32_as_float64 = false;  // a codec break: CodecCommands
   for (int i = 1; i < argc; ++i) {

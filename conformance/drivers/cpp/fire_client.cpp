@@ -41,8 +41,7 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   auto link = Link::open(url, ca_file, breaks_.fmq1_on_websocket, deadline);  // FMQ1 included on TCP and TLS
   if (!link) return link.error();
   link_ = std::move(*link);
-  closing_ = false;
-  heartbeat_ = {};  // until this connection's welcome says
+  start_connection_state();
   op::Hello hello;
   hello.ver = 1;  // "Protocol major version. Must be `1`."
   hello.vhost = url.vhost;
@@ -61,6 +60,24 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   heartbeat_ = std::chrono::seconds(welcome.heartbeat);
   reply_.reset();
   return welcome;
+}
+
+// Everything the protocol numbers or tracks per connection starts afresh, so that a connection after a closed
+// or dead one numbers its publishes from 1 again (seq "starting at 1 and increasing by 1") and keeps no bytes
+// or replies of the old one.
+void FireClient::start_connection_state() {
+  decoder_ = FrameDecoder(StreamSide::client, kDefaultMaxFrame);
+  max_frame_ = kMaxFrameBeforeWelcome;
+  next_rid_ = 1;
+  next_seq_ = 1;
+  reply_.reset();
+  confirmed_upto_ = 0;
+  nacked_.clear();
+  awaiting_reply_ = false;
+  closing_ = false;
+  close_replied_ = false;
+  paused_ = false;
+  heartbeat_ = {};  // until this connection's welcome says
 }
 
 // Design rules: "Requests carry a request id (rid) and get exactly one reply". One request at a time here, so

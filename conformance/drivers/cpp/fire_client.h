@@ -83,6 +83,7 @@ class FireClient {
   // When the next heartbeat duty falls due: a ping, or declaring the server dead.
   std::optional<Clock::time_point> heartbeat_due() const;
   Result<bool, std::string> keep_heartbeat();
+  void start_connection_state();
 
   Breaks breaks_;
   EventSink on_event_;

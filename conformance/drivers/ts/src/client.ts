@@ -384,7 +384,8 @@ export class FireClient {
         this.endReason = `nothing from the server for ${now - this.lastReceived} ms: it is dead`;
         this.serverDead = true;
         this.link?.destroy();  // without close: a dead server would not read it. Reported as closed by heartbeat
-      } else if (now - this.lastSent >= (h * 1000) / 2) {
+      } else if (this.closeReply === null && now - this.lastSent >= (h * 1000) / 2) {
+        // No pings once our close is sent: close is the last frame a peer sends.
         this.sendFrame(Op.ping, {});
       }
     }, (h * 1000) / 8);
