@@ -12,6 +12,14 @@ using boost::system::error_code;
 // kLingerAfterClose and kMaxClosingTime (config.h) are shared with the AMQP engine.
 // How long a batch of frames may stay open for bytes that are already waiting (Transport::has_buffered_input).
 constexpr std::chrono::milliseconds kMaxBatchHold{1};
+// Fairness between connections: a publisher's 64 KiB read holds up to some 1,600 publishes of 16 B. Processed in
+// one go, a consumer of the same queue on another connection gets one credit window of deliveries per such read
+// and falls ever further behind. So at most this many frames of a read are processed per turn of the event
+// loop; between two turns the other connections read their credit and write their deliveries. Counted in frames,
+// not bytes as the AMQP engine's kFeedSlice: what a consumer takes per turn is a number of messages (its credit),
+// and 1 KiB messages cut into 2 KiB slices cost more turns than they gave. 16 and 32 frames did best in every row
+// of firemq-bench, 64 and more let the consumer fall behind again (docs/benchmarks.md, issue 15).
+constexpr std::size_t kFramesPerTurn = 16;
 
 // Waits until `timer` is cancelled (a wake-up) or expires.
 awaitable<void> wait(asio::steady_timer& timer) {
@@ -111,7 +119,14 @@ awaitable<void> Connection::reader() {
     co_await wait_until_readable();
     if (stopped_) co_return;
     if (session_.state() == Session::State::closing) continue;
-    consume_frames();
+    while (consume_frames(kFramesPerTurn)) {
+      // The rest of the read is already here: like bytes waiting in the transport, it belongs to this batch.
+      hold_batch();
+      co_await asio::post(handshake_timer_.get_executor(), use_awaitable);  // the other connections' turn
+      co_await wait_until_readable();  // an alarm, or a full outbound queue, may have come meanwhile
+      if (stopped_) co_return;
+    }
+    if (stopped_) co_return;
     if (transport_->has_buffered_input()) {
       hold_batch();  // more frames are already here: one confirm for them all
     } else {
@@ -153,15 +168,22 @@ awaitable<void> Connection::wait_until_readable() {
   }
 }
 
-void Connection::consume_frames() {
+bool Connection::consume_frames(std::size_t max_frames) {
+  std::size_t taken = 0;
   while (!stopped_ && session_.state() != Session::State::closing) {
+    if (taken == max_frames) return true;
     // The limit changes with the session's state (65,536 before welcome, max_frame after), frame by frame.
     NextFrame next = transport_->next_frame(session_.max_frame());
-    if (next.kind == NextFrame::Kind::need_more) return;
-    if (next.kind == NextFrame::Kind::error) return session_.on_framing_error(next.error);
+    if (next.kind == NextFrame::Kind::need_more) return false;
+    if (next.kind == NextFrame::Kind::error) {
+      session_.on_framing_error(next.error);
+      return false;
+    }
+    ++taken;
     session_.on_frame(next.frame);
     if (!heartbeat_started_ && session_.state() == Session::State::open) start_heartbeat();
   }
+  return false;
 }
 
 void Connection::drop_in_handshake() {
@@ -188,13 +210,16 @@ awaitable<void> Connection::writer() {
         co_await lingering_close();
         co_return;
       }
+      // Idle: the frames written last and both lists' storage are given back; an idle connection holds none.
+      std::vector<Bytes>().swap(batch);
+      queue_.shrink_to_fit();
       writer_wakeup_.expires_at(asio::steady_timer::time_point::max());
       co_await wait(writer_wakeup_);
       continue;
     }
     write_out_journal();  // no deliver leaves before the store's record of it (redelivered after a kill -9)
-    batch.assign(std::make_move_iterator(queue_.begin()), std::make_move_iterator(queue_.end()));
-    queue_.clear();
+    batch.clear();
+    batch.swap(queue_);  // queue_ takes the emptied storage for the frames sent while these are written
     std::size_t size = 0;
     for (const Bytes& frame : batch) size += frame.size();
     const bool written = co_await transport_->write(batch);

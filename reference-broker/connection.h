@@ -9,11 +9,11 @@
 // last of them ends; the ConnectionRegistry holds plain pointers and is told in stop().
 #pragma once
 
-#include <deque>
 #include <list>
 #include <memory>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
 #include "protocol/frame.h"
 #include "reference-broker/asio.h"
@@ -86,7 +86,9 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   awaitable<void> handshake_deadline();
   awaitable<void> lingering_close();
   awaitable<void> wait_until_readable();
-  void consume_frames();
+  // Hands the transport's frames to the session until it needs more bytes, or `max_frames` were taken: true
+  // in the second case (frames may remain; kFramesPerTurn).
+  bool consume_frames(std::size_t max_frames);
   void end_batch();
   void hold_batch();
   void start_heartbeat();
@@ -106,7 +108,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   HeartbeatMonitor heartbeat_;
   bool heartbeat_started_ = false;
 
-  std::deque<Bytes> queue_;        // frames waiting to be written
+  std::vector<Bytes> queue_;       // frames waiting to be written (a deque would hold a block while empty)
   std::size_t pending_bytes_ = 0;  // bounded by kMaxPendingBytes: see reader()
   bool close_after_flush_ = false;
   bool told_pause_ = false;        // flow {pause: true} was sent and not yet lifted

@@ -1,8 +1,9 @@
 #include "reference-broker/stream_transport.h"
 
-#include <array>
+#include <memory>
 #include <sstream>
 #include <type_traits>
+#include <vector>
 
 namespace firemq {
 namespace {
@@ -11,6 +12,34 @@ using boost::system::error_code;
 using TlsStream = asio::ssl::stream<asio::ip::tcp::socket>;
 constexpr std::size_t kReadChunk = 64 * 1024;
 constexpr std::size_t kWriteChunk = 64 * 1024;
+// Free read buffers kept for the next read (ReadBuffers).
+constexpr std::size_t kSpareReadBuffers = 4;
+
+// The read buffers of this thread's connections. A connection holds one only from the read that fills it until
+// its frames are all taken (a read whose frames are processed in slices keeps it across the slices): an idle
+// connection holds none, and the broker's one thread needs about one at a time. Spares are kept so that a busy
+// connection does not allocate and free 64 KiB per read.
+class ReadBuffers {
+ public:
+  using Buffer = std::unique_ptr<std::uint8_t[]>;
+  static Buffer take() {
+    auto& spare = spares();
+    if (spare.empty()) return std::make_unique_for_overwrite<std::uint8_t[]>(kReadChunk);
+    Buffer b = std::move(spare.back());
+    spare.pop_back();
+    return b;
+  }
+  static void give_back(Buffer b) {
+    auto& spare = spares();
+    if (b && spare.size() < kSpareReadBuffers) spare.push_back(std::move(b));
+  }
+
+ private:
+  static std::vector<Buffer>& spares() {
+    thread_local std::vector<Buffer> spare;
+    return spare;
+  }
+};
 
 // One class for both: TCP is the stream itself, TLS wraps it; what differs is the handshake, how a batch is
 // written, and how the conversation ends.
@@ -22,7 +51,9 @@ class StreamTransport final : public Transport {
   explicit StreamTransport(Stream stream) : stream_(std::move(stream)) {
     error_code ec;
     stream_.lowest_layer().set_option(asio::ip::tcp::no_delay(true), ec);
+    if constexpr (!kTls) stream_.non_blocking(true, ec);  // read_when_ready() reads without waiting
   }
+  ~StreamTransport() override { ReadBuffers::give_back(std::move(chunk_)); }
 
   std::string_view scheme() const override { return kTls ? "fires" : "fire"; }
   std::string describe() const override { return describe_endpoints(stream_.lowest_layer()); }
@@ -40,11 +71,19 @@ class StreamTransport final : public Transport {
   awaitable<bool> read() override {
     if (closing_) co_return co_await finish_close();
     error_code ec;
-    const std::size_t n =
-        co_await stream_.async_read_some(asio::buffer(chunk_), asio::redirect_error(use_awaitable, ec));
+    std::size_t n = 0;
+    if constexpr (kTls) {
+      // OpenSSL may hold decrypted bytes the socket no longer shows, so TLS reads as usual, with a buffer held
+      // while it waits.
+      if (!chunk_) chunk_ = ReadBuffers::take();
+      n = co_await stream_.async_read_some(asio::buffer(chunk_.get(), kReadChunk),
+                                           asio::redirect_error(use_awaitable, ec));
+    } else {
+      n = co_await read_when_ready(ec);
+    }
     if (ec == asio::error::operation_aborted && closing_) co_return co_await finish_close();
     if (ec) co_return false;
-    unread_ = ByteView(chunk_.data(), n);
+    unread_ = ByteView(chunk_.get(), n);
     co_return true;
   }
 
@@ -56,6 +95,7 @@ class StreamTransport final : public Transport {
       if (step.state == FrameDecoder::State::frame) return {NextFrame::Kind::frame, decoder_.take_frame(), {}};
       if (step.state == FrameDecoder::State::error) return {NextFrame::Kind::error, {}, decoder_.error()};
     }
+    ReadBuffers::give_back(std::move(chunk_));  // every byte is taken (a partial frame is the decoder's copy)
     return {};
   }
 
@@ -111,14 +151,32 @@ class StreamTransport final : public Transport {
       co_return false;
     } else {
       error_code ec;
-      co_await stream_.async_read_some(asio::buffer(chunk_), asio::redirect_error(use_awaitable, ec));
+      co_await read_when_ready(ec);
+      ReadBuffers::give_back(std::move(chunk_));  // what arrives while closing is dropped
       co_return !ec;
+    }
+  }
+
+  // TCP: waits for bytes without a buffer, then takes one and reads what is there. The socket is non-blocking.
+  // A read is tried before each wait: Asio's reactor is edge-triggered, so a wait would not see bytes that
+  // were already waiting when it began (a read that filled the buffer leaves the rest in the socket).
+  awaitable<std::size_t> read_when_ready(error_code& ec) {
+    // As Asio's own async_read_some, which completes through the event loop even when bytes are waiting:
+    // the other connections get their turn between two reads of this one.
+    co_await asio::post(stream_.get_executor(), use_awaitable);
+    while (true) {
+      if (!chunk_) chunk_ = ReadBuffers::take();
+      const std::size_t n = stream_.read_some(asio::buffer(chunk_.get(), kReadChunk), ec);
+      if (ec != asio::error::would_block && ec != asio::error::try_again) co_return n;
+      ReadBuffers::give_back(std::move(chunk_));  // idle: no buffer held while waiting
+      co_await stream_.async_wait(asio::socket_base::wait_read, asio::redirect_error(use_awaitable, ec));
+      if (ec) co_return 0;
     }
   }
 
   Stream stream_;
   FrameDecoder decoder_{StreamSide::server};
-  std::array<std::uint8_t, kReadChunk> chunk_;
+  ReadBuffers::Buffer chunk_;  // held only while it has bytes the decoder has not taken (ReadBuffers)
   ByteView unread_;  // the part of chunk_ the decoder has not taken yet
   Bytes joined_;  // small frames joined for one write: at most kWriteChunk
   bool closing_ = false;

@@ -15,6 +15,9 @@ namespace {
 namespace websocket = beast::websocket;
 using boost::system::error_code;
 constexpr std::size_t kReadChunk = 64 * 1024;
+// A message buffer that grew past this is given back once its frame is taken: a connection that once read a
+// large message does not keep its size while idle. Smaller ones are kept for the next message.
+constexpr std::size_t kKeptMessageCapacity = 4 * 1024;
 
 template <class Stream>
 class WebSocketTransport final : public Transport {
@@ -96,6 +99,7 @@ class WebSocketTransport final : public Transport {
     message_ready_ = false;
     const auto data = message_.cdata();
     auto frame = decode_message_frame(ByteView(static_cast<const std::uint8_t*>(data.data()), data.size()), max_frame);
+    if (message_.capacity() > kKeptMessageCapacity) message_ = beast::flat_buffer();  // the frame is a copy
     if (!frame) return {NextFrame::Kind::error, {}, frame.error()};
     return {NextFrame::Kind::frame, std::move(*frame), {}};
   }

@@ -4,7 +4,12 @@
 //
 // Publisher: pipelined publishes, written in batches; with confirms, at most --window unconfirmed at a time.
 // Consumer: a subscription with credit --window, topped up by half each time half is used, as the spec advises;
-// no_ack, so the broker's work per message is route, enqueue, deliver.
+// no_ack, so the broker's work per message is route, enqueue, deliver. --persistent: persistent messages into a
+// durable queue, so each publish is written to the message store too.
+//
+// Besides the end-to-end rate, the rate the consumer received at while the publisher was still publishing: a
+// consumer starved by a full-speed publisher (one credit window per read of publishes) shows there, while the
+// end-to-end rate also counts the drain after the last publish.
 //
 // --queued N: memory instead of throughput. N messages of the (one) --sizes body are published with confirms into
 // a queue with no consumer, and the broker's resident size (VmRSS in /proc/PID/status) is read before and after:
@@ -42,23 +47,26 @@ struct Options {
   pid_t broker_pid = 0;      // --broker-pid, or the embedded broker's: whose RSS the memory mode reads
   std::vector<std::size_t> sizes = {16, 1024};
   bool json = false;
+  bool persistent = false;  // --persistent: persistent messages into a durable queue
 };
 
 struct Scenario {
   std::size_t body_size;
   bool confirms;
   std::uint64_t count;
+  bool persistent = false;
 };
 
 struct Figures {
   double publish_seconds = 0;  // until the last publish was written (with confirms: confirmed)
   double total_seconds = 0;    // until the consumer had every message
+  std::uint64_t received_while_publishing = 0;  // deliveries the consumer had when publish_seconds ended
 };
 
 // ---- the consumer and the publisher ----
 
 void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, const std::string& queue,
-             std::atomic<bool>& subscribed, Clock::time_point& done_at) {
+             std::atomic<bool>& subscribed, std::atomic<std::uint64_t>& received_so_far, Clock::time_point& done_at) {
   op::Subscribe sub;
   sub.rid = 2;
   sub.sub = 1;
@@ -74,7 +82,7 @@ void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, co
     auto* f = std::get_if<conform::FrameEvent>(&ev);
     if (f == nullptr) break;
     if (f->frame.op() != static_cast<std::uint8_t>(OpCode::deliver)) continue;
-    ++received;
+    received_so_far.store(++received, std::memory_order_relaxed);
     if (++since_top_up == window / 2) {
       wire.send(top_up, Clock::now() + seconds(5));
       since_top_up = 0;
@@ -106,6 +114,7 @@ void publish(WireConnection& wire, const Scenario& s, std::uint64_t window, cons
     op::Publish p;
     p.seq = s.confirms ? i : 0;
     p.key = queue;
+    p.persistent = s.persistent;
     const Bytes frame = encode_frame(p, body);
     batch.insert(batch.end(), frame.begin(), frame.end());
     if (batch.size() >= 64 * 1024 || i == s.count) {
@@ -128,17 +137,21 @@ std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::u
   declare.rid = 1;
   declare.name = queue;
   declare.auto_delete = true;
+  declare.durable = s.persistent;
   if (!kClient.request(*setup, declare, seconds(5))) return std::nullopt;
   std::atomic<bool> subscribed{false};
+  std::atomic<std::uint64_t> received{0};
   Clock::time_point consumed_at;
   std::thread consumer_thread(consume, std::ref(*consumer), s.count, window, queue, std::ref(subscribed),
-                              std::ref(consumed_at));
+                              std::ref(received), std::ref(consumed_at));
   while (!subscribed) std::this_thread::sleep_for(milliseconds(1));
   const auto start = Clock::now();
   publish(*publisher, s, window, queue);
   const auto published_at = Clock::now();
+  const std::uint64_t received_while_publishing = received.load();
   consumer_thread.join();
-  return Figures{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count()};
+  return Figures{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count(),
+                 received_while_publishing};
 }
 
 // ---- the memory mode ----
@@ -199,6 +212,7 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
       ("sizes", po::value(&o.sizes)->multitoken(), "body sizes in bytes (default 16 1024)")
       ("window", po::value(&o.window)->default_value(o.window), "consumer credit, and unconfirmed publishes allowed")
       ("json", po::bool_switch(&o.json), "print the figures as JSON")
+      ("persistent", po::bool_switch(&o.persistent), "persistent messages into a durable queue (written to the store)")
       ("queued", po::value(&o.queued), "memory mode: queue this many messages (no consumer) and report the broker's RSS per message")
       ("broker-pid", po::value(&o.broker_pid), "with --url and --queued: the broker's process id");
   po::variables_map vm;
@@ -216,14 +230,15 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
 }
 
 void print_table_head() {
-  std::cout << "  body  confirms    messages   publish msg/s   end-to-end msg/s   end-to-end MB/s\n";
+  std::cout << "  body  confirms    messages   publish msg/s   received msg/s while publishing   end-to-end msg/s"
+               "   end-to-end MB/s\n";
 }
 
-void print_row(const Scenario& s, double publish_rate, double total_rate) {
+void print_row(const Scenario& s, double publish_rate, double received_rate, double total_rate) {
   std::cout << std::setw(6) << s.body_size << "  " << std::setw(8) << (s.confirms ? "yes" : "no") << "  "
             << std::setw(10) << s.count << "  " << std::setw(14) << std::fixed << std::setprecision(0)
-            << publish_rate << "  " << std::setw(17) << total_rate << "  " << std::setw(16) << std::setprecision(1)
-            << total_rate * s.body_size / 1e6 << "\n";
+            << publish_rate << "  " << std::setw(32) << received_rate << "  " << std::setw(17) << total_rate << "  "
+            << std::setw(16) << std::setprecision(1) << total_rate * s.body_size / 1e6 << "\n";
 }
 
 // Every scenario (each size, without then with confirms), printed as it ends; false when one could not run.
@@ -233,14 +248,17 @@ bool run_all(const Options& o, const Endpoint& endpoint) {
   int index = 0;
   for (std::size_t size : o.sizes) {
     for (bool confirms : {false, true}) {
-      const Scenario s{size, confirms, o.count};
+      const Scenario s{size, confirms, o.count, o.persistent};
       auto f = run_scenario(endpoint, s, o.window, ++index);
       if (!f) return false;
       const double publish_rate = o.count / f->publish_seconds;
       const double total_rate = o.count / f->total_seconds;
+      const double received_rate = f->received_while_publishing / f->publish_seconds;
       results.push_back({{"body_bytes", size}, {"confirms", confirms}, {"messages", o.count},
-                         {"publish_msgs_per_s", publish_rate}, {"end_to_end_msgs_per_s", total_rate}});
-      if (!o.json) print_row(s, publish_rate, total_rate);
+                         {"persistent", o.persistent}, {"publish_msgs_per_s", publish_rate},
+                         {"received_while_publishing_msgs_per_s", received_rate},
+                         {"end_to_end_msgs_per_s", total_rate}});
+      if (!o.json) print_row(s, publish_rate, received_rate, total_rate);
     }
   }
   if (o.json) std::cout << results.dump(2) << "\n";
