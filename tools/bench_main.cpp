@@ -14,6 +14,16 @@
 // --queued N: memory instead of throughput. N messages of the (one) --sizes body are published with confirms into
 // a queue with no consumer, and the broker's resident size (VmRSS in /proc/PID/status) is read before and after:
 // what one queued message costs the broker. The queue is deleted at the end.
+//
+// A long memory run (millions of 1 KiB messages, a broker that pages bodies to disk past a threshold) is a curve,
+// not two points: --rss-every K prints the broker's RSS every K confirmed messages as CSV lines
+// "rss,<messages queued>,<seconds since the fill began>,<RSS bytes>", to paste into a plot (confirms come in
+// batches, so a line's count is the first at or past each multiple of K). --drain then takes every message back
+// with a no_ack consumer (credit as above), checks each body's size and reports the drain rate, with
+// "rss-drain,<messages consumed>,..." lines on the same time axis: what the broker gives back, and how fast paged
+// messages come back. --broker-arg passes a flag to the embedded broker (its memory watermark, say). A fill whose
+// confirms stop for 30 s (a memory alarm pausing publishers with no consumer to clear it) or a drain whose
+// deliveries do fails the run.
 #include <boost/program_options.hpp>
 
 #include <unistd.h>
@@ -21,6 +31,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -45,6 +56,9 @@ struct Options {
   std::uint64_t count = 200'000, window = 1000;
   std::uint64_t queued = 0;  // --queued: the memory mode's message count; 0: the throughput scenarios
   pid_t broker_pid = 0;      // --broker-pid, or the embedded broker's: whose RSS the memory mode reads
+  std::uint64_t rss_every = 0;  // --queued: a "rss,..." line every this many messages; 0: none
+  bool drain = false;           // --queued: consume the messages back before the queue is deleted
+  std::vector<std::string> broker_args;  // extra flags for the embedded broker
   std::vector<std::size_t> sizes = {16, 1024};
   bool json = false;
   bool persistent = false;  // --persistent: persistent messages into a durable queue
@@ -65,15 +79,20 @@ struct Figures {
 
 // ---- the consumer and the publisher ----
 
-void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, const std::string& queue,
-             std::atomic<bool>& subscribed, std::atomic<std::uint64_t>& received_so_far, Clock::time_point& done_at) {
+// Subscribes as sub 1 with credit `window` and no_ack: the broker routes, enqueues and delivers, nothing more.
+bool subscribe_no_ack(WireConnection& wire, std::uint64_t rid, const std::string& queue, std::uint64_t window) {
   op::Subscribe sub;
-  sub.rid = 2;
+  sub.rid = rid;
   sub.sub = 1;
   sub.queue = queue;
   sub.credit = window;
   sub.no_ack = true;
-  if (!kClient.request(wire, sub, seconds(5))) return;
+  return kClient.request(wire, sub, seconds(5)).has_value();
+}
+
+void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, const std::string& queue,
+             std::atomic<bool>& subscribed, std::atomic<std::uint64_t>& received_so_far, Clock::time_point& done_at) {
+  if (!subscribe_no_ack(wire, 2, queue, window)) return;
   subscribed = true;
   std::uint64_t received = 0, since_top_up = 0;
   const Bytes top_up = encode_frame(op::Credit{1, window / 2});
@@ -92,21 +111,29 @@ void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, co
   if (received < count) kClient.complain("consumer got " + std::to_string(received) + " of " + std::to_string(count));
 }
 
-// Reads confirms until at most `max_outstanding` publishes are unconfirmed.
-void await_confirms(WireConnection& wire, std::uint64_t published, std::uint64_t& confirmed,
+// Reads confirms until at most `max_outstanding` publishes are unconfirmed. False when the broker goes quiet
+// for 30 s (publishers paused by a memory alarm that nothing will clear, say) or the connection closes.
+bool await_confirms(WireConnection& wire, std::uint64_t published, std::uint64_t& confirmed,
                     std::uint64_t max_outstanding) {
   while (published - confirmed > max_outstanding) {
     conform::WireEvent ev = wire.receive(Clock::now() + seconds(30));
     auto* f = std::get_if<conform::FrameEvent>(&ev);
-    if (f == nullptr) return;
+    if (f == nullptr) return false;
     auto m = decode_frame(f->frame);
     if (!m || !std::holds_alternative<op::Confirm>(*m)) continue;
     const auto& c = std::get<op::Confirm>(*m);
     confirmed = std::max(confirmed, c.nack ? c.seq : c.upto);
   }
+  return true;
 }
 
-void publish(WireConnection& wire, const Scenario& s, std::uint64_t window, const std::string& queue) {
+// Called with the count of confirmed publishes after each batch's confirms are read (the memory mode's curve).
+using ConfirmProgress = std::function<void(std::uint64_t confirmed)>;
+
+// Publishes s.count messages; with confirms, gives up (false) when they stop coming, rather than writing on
+// into a broker that has stopped reading.
+bool publish(WireConnection& wire, const Scenario& s, std::uint64_t window, const std::string& queue,
+             const ConfirmProgress& progress = {}) {
   const Bytes body(s.body_size, 0x42);
   Bytes batch;
   std::uint64_t confirmed = 0;
@@ -120,10 +147,13 @@ void publish(WireConnection& wire, const Scenario& s, std::uint64_t window, cons
     if (batch.size() >= 64 * 1024 || i == s.count) {
       wire.send(batch, Clock::now() + seconds(30));
       batch.clear();
-      if (s.confirms) await_confirms(wire, i, confirmed, window);
+      if (s.confirms && !await_confirms(wire, i, confirmed, window)) return false;
+      if (progress) progress(confirmed);
     }
   }
-  if (s.confirms) await_confirms(wire, s.count, confirmed, 0);
+  if (s.confirms && !await_confirms(wire, s.count, confirmed, 0)) return false;
+  if (progress) progress(confirmed);
+  return true;
 }
 
 // One scenario on a queue of its own: the consumer subscribes, then the clock starts and the publisher runs.
@@ -165,9 +195,91 @@ std::optional<std::uint64_t> resident_bytes(pid_t pid) {
   return std::nullopt;
 }
 
-// Publishes `count` messages with confirms (at most `window` unconfirmed) into `queue`, which has no consumer,
-// and prints the broker's RSS before and after, and their difference per message.
-bool measure_queued(const Endpoint& e, pid_t pid, std::uint64_t count, std::size_t body_size, std::uint64_t window) {
+// The broker's RSS as a curve: a CSV line "<label>,<count>,<seconds since start>,<bytes>" at count 0 and each
+// time the count passes a multiple of `every`. A read of /proc per K messages leaves the loop's speed alone;
+// each line is flushed, so a run of an hour can be watched (and cut short) with its curve so far.
+class RssCurve {
+ public:
+  RssCurve(std::string label, pid_t pid, std::uint64_t every, Clock::time_point start)
+      : label_(std::move(label)), pid_(pid), every_(every), start_(start) {}
+
+  void at(std::uint64_t count) {
+    if (every_ == 0 || count < next_) return;
+    print(count);
+    next_ = (count / every_ + 1) * every_;
+  }
+  // The last point, unless the count's multiple of `every` printed it already.
+  void end(std::uint64_t count) {
+    if (every_ > 0 && count != printed_) print(count);
+  }
+
+ private:
+  void print(std::uint64_t count) {
+    const auto rss = resident_bytes(pid_);
+    std::cout << label_ << ',' << count << ',' << std::fixed << std::setprecision(3)
+              << duration<double>(Clock::now() - start_).count() << ',' << (rss ? *rss : 0) << std::endl;
+    printed_ = count;
+  }
+
+  std::string label_;
+  pid_t pid_;
+  std::uint64_t every_, next_ = 0, printed_ = 0;
+  Clock::time_point start_;
+};
+
+// Takes `count` messages back from `queue` through a no_ack subscription (credit `window`, topped up as
+// consume() does), each checked to carry `body_size` bytes. False, with why on stderr, when a body is wrong or
+// the deliveries stop: no delivery for 30 s (paged bodies are read back from disk, so be generous), or a close.
+bool drain(WireConnection& wire, const std::string& queue, std::uint64_t count, std::size_t body_size,
+           std::uint64_t window, RssCurve& curve) {
+  if (!subscribe_no_ack(wire, 3, queue, window)) return false;
+  const Bytes top_up = encode_frame(op::Credit{1, window / 2});
+  std::uint64_t received = 0, since_top_up = 0;
+  curve.at(0);
+  for (auto last_delivery = Clock::now(); received < count;) {
+    conform::WireEvent ev = wire.receive(last_delivery + seconds(30));
+    auto* f = std::get_if<conform::FrameEvent>(&ev);
+    if (f == nullptr) break;
+    if (f->frame.op() != static_cast<std::uint8_t>(OpCode::deliver)) continue;
+    if (f->frame.payload().size() != body_size) {
+      kClient.complain("drain: delivery " + std::to_string(received + 1) + " has " +
+                       std::to_string(f->frame.payload().size()) + " bytes, not " + std::to_string(body_size));
+      return false;
+    }
+    last_delivery = Clock::now();
+    curve.at(++received);
+    if (++since_top_up == window / 2) {
+      wire.send(top_up, Clock::now() + seconds(5));
+      since_top_up = 0;
+    }
+  }
+  curve.end(received);
+  if (received == count) return true;
+  kClient.complain("drain: got " + std::to_string(received) + " of " + std::to_string(count) +
+                   " messages (no delivery for 30 s, or the connection closed)");
+  return false;
+}
+
+// Prints what the fill cost: the broker's RSS before and after, and their difference per queued message.
+bool report_fill(pid_t pid, std::uint64_t count, std::size_t body_size, double seconds_taken,
+                 std::optional<std::uint64_t> before, std::optional<std::uint64_t> after) {
+  if (!before || !after) {
+    kClient.complain("cannot read /proc/" + std::to_string(pid) + "/status");
+    return false;
+  }
+  std::cout << count << " messages of " << body_size << " B queued in " << std::fixed << std::setprecision(2)
+            << seconds_taken << " s; broker RSS " << *before / 1e6 << " MB before, " << *after / 1e6
+            << " MB after: " << std::setprecision(1) << (static_cast<double>(*after) - *before) / count
+            << " B per queued message" << std::endl;
+  return true;
+}
+
+// Publishes o.queued messages with confirms (at most o.window unconfirmed) into a queue with no consumer and
+// reports what they cost the broker; with --drain, consumes them back and reports the drain rate. The queue is
+// deleted at the end, whatever happened.
+bool measure_queued(const Endpoint& e, pid_t pid, const Options& o) {
+  const std::uint64_t count = o.queued;
+  const std::size_t body_size = o.sizes.front();
   auto wire = kClient.connect(e);
   if (!wire) return false;
   const std::string queue = "bench-queued-" + std::to_string(::getpid());
@@ -177,22 +289,39 @@ bool measure_queued(const Endpoint& e, pid_t pid, std::uint64_t count, std::size
   if (!kClient.request(*wire, declare, seconds(5))) return false;
   const auto before = resident_bytes(pid);
   const auto start = Clock::now();
-  publish(*wire, Scenario{body_size, true, count}, window, queue);
+  RssCurve fill_curve("rss", pid, o.rss_every, start);
+  std::uint64_t confirmed = 0;
+  fill_curve.at(0);
+  const bool filled = publish(*wire, Scenario{body_size, true, count}, o.window, queue, [&](std::uint64_t upto) {
+    fill_curve.at(upto);
+    confirmed = upto;
+  });
+  fill_curve.end(confirmed);
   const double seconds_taken = duration<double>(Clock::now() - start).count();
-  const auto after = resident_bytes(pid);
-  op::DeleteQueue remove;
-  remove.rid = 2;
-  remove.name = queue;
-  kClient.request(*wire, remove, seconds(60));
-  if (!before || !after) {
-    kClient.complain("cannot read /proc/" + std::to_string(pid) + "/status");
-    return false;
+  if (!filled) {
+    kClient.complain("fill: " + std::to_string(confirmed) + " of " + std::to_string(count) +
+                     " messages confirmed, then none for 30 s (a memory alarm pausing publishers?)");
   }
-  std::cout << count << " messages of " << body_size << " B queued in " << std::fixed << std::setprecision(2)
-            << seconds_taken << " s; broker RSS " << *before / 1e6 << " MB before, " << *after / 1e6
-            << " MB after: " << std::setprecision(1) << (static_cast<double>(*after) - *before) / count
-            << " B per queued message\n";
-  return true;
+  bool ok = filled && report_fill(pid, count, body_size, seconds_taken, before, resident_bytes(pid));
+  if (ok && o.drain) {
+    RssCurve drain_curve("rss-drain", pid, o.rss_every, start);  // the fill's time axis: one plot for both
+    const auto drain_start = Clock::now();
+    ok = drain(*wire, queue, count, body_size, o.window, drain_curve);
+    const double drain_seconds = duration<double>(Clock::now() - drain_start).count();
+    if (ok) {
+      std::cout << count << " messages drained in " << std::fixed << std::setprecision(2) << drain_seconds << " s: "
+                << std::setprecision(0) << count / drain_seconds << " msg/s, " << std::setprecision(1)
+                << count * body_size / drain_seconds / 1e6 << " MB/s; broker RSS "
+                << resident_bytes(pid).value_or(0) / 1e6 << " MB after" << std::endl;
+    }
+  }
+  // On a connection of its own: a memory alarm stops the broker reading the publisher's, and the delete is
+  // what clears the alarm.
+  op::DeleteQueue remove;
+  remove.rid = 1;
+  remove.name = queue;
+  if (auto cleaner = kClient.connect(e)) kClient.request(*cleaner, remove, seconds(60));
+  return ok;
 }
 
 // ---- the command line ----
@@ -214,12 +343,27 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
       ("json", po::bool_switch(&o.json), "print the figures as JSON")
       ("persistent", po::bool_switch(&o.persistent), "persistent messages into a durable queue (written to the store)")
       ("queued", po::value(&o.queued), "memory mode: queue this many messages (no consumer) and report the broker's RSS per message")
-      ("broker-pid", po::value(&o.broker_pid), "with --url and --queued: the broker's process id");
+      ("broker-pid", po::value(&o.broker_pid), "with --url and --queued: the broker's process id")
+      ("rss-every", po::value(&o.rss_every)->default_value(o.rss_every),
+       "with --queued: print \"rss,<messages>,<seconds>,<RSS bytes>\" (CSV) every this many messages; 0: off")
+      ("drain", po::bool_switch(&o.drain),
+       "with --queued: then consume every message back (no_ack, credit --window) and report the drain rate; "
+       "with --rss-every, \"rss-drain,<messages consumed>,...\" lines too")
+      ("broker-arg", po::value(&o.broker_args)->multitoken(),
+       "an extra flag for the embedded broker (repeatable), e.g. --broker-arg=--memory-high-watermark=4000000000");
   po::variables_map vm;
   if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
   if (!conform::transport_from_name(o.transport)) {
     kClient.complain("--transport " + o.transport + ": expected fire, fires, ws or wss");
     return 2;
+  }
+  if (o.queued == 0 && (o.rss_every > 0 || o.drain)) {
+    kClient.complain("--rss-every and --drain go with --queued");
+    return 2;
+  }
+  if (!o.url.empty() && !o.broker_args.empty()) {
+    kClient.complain("--broker-arg is for the embedded broker: ignored with --url");
+    o.broker_args.clear();
   }
   if (o.queued > 0 && vm.count("sizes") == 0) o.sizes = {16};
   if (o.queued > 0 && o.sizes.size() != 1) {
@@ -274,6 +418,7 @@ int main(int argc, char** argv) {
   EmbeddedOptions eo;
   eo.broker_path = o.broker;
   eo.work_dir = tool_work_dir(kClient.tool());
+  eo.extra_args = o.broker_args;
   auto target = open_target(o.url, eo, *conform::transport_from_name(o.transport), o.tls);
   if (!target) {
     kClient.complain(target.error());
@@ -285,7 +430,7 @@ int main(int argc, char** argv) {
       kClient.complain("--queued with --url needs --broker-pid");
       return 2;
     }
-    return measure_queued(target->endpoint, pid, o.queued, o.sizes.front(), o.window) ? 0 : 1;
+    return measure_queued(target->endpoint, pid, o) ? 0 : 1;
   }
   return run_all(o, target->endpoint) ? 0 : 1;
 }
