@@ -13,7 +13,9 @@ using boost::system::error_code;
 }
 
 Broker::Broker(BrokerConfig config, Definitions definitions)
-    : config_(std::move(config)), definitions_(std::move(definitions)) {}
+    : config_(std::move(config)), definitions_(std::move(definitions)) {
+  core_.attach_pager(&pager_);
+}
 
 Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
   const std::filesystem::path dir = config_.data_dir;
@@ -23,6 +25,7 @@ Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
   auto opened = store::MessageStore::open({dir / "messages", config_.segment_bytes}, time_, post, report);
   if (!opened) return opened.error();
   store_ = std::move(*opened);
+  store_->set_pager(&pager_);
   for (const std::string& problem : report.problems) std::cerr << "firemq-broker: message store: " << problem << std::endl;
   // Attached first: the durable queues declared next take back their messages from the store, and write new
   // ones to it like any other.

@@ -53,6 +53,9 @@ class Broker {
   SystemTime time_;
   Alarms alarms_{config_.alarms};
   Core core_{definitions_, time_};
+  // Before store_ (which pages out through it to its last write_out): a queue longer than memory (paging.h).
+  Pager pager_{PagingOptions{paging_threshold(config_.paging_ratio, alarms_.memory_high_watermark()),
+                             config_.data_dir + "/paging"}};
   asio::io_context io_{1};
   std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires and wss listeners
   // The management API on the HTTP listeners; it lists the listeners that are bound.

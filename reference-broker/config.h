@@ -75,6 +75,9 @@ struct BrokerConfig {
   std::chrono::milliseconds handshake_timeout{10'000};      // FMQ1 + hello must arrive within this
   std::chrono::milliseconds shutdown_grace{5'000};          // SIGTERM: time to flush the close frames
   AlarmLimits alarms;                                       // flow control
+  // Bodies of queued messages leave memory past this share of the memory high watermark (paging.h; RabbitMQ's
+  // vm_memory_high_watermark_paging_ratio).
+  double paging_ratio = 0.5;
   ClientBounds bounds;
 };
 

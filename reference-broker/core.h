@@ -38,6 +38,7 @@ class Core {
     if (vhosts_.count(name)) return;
     auto vhost = std::make_unique<Vhost>(name, time_);
     vhost->set_journal(journal_);
+    vhost->set_pager(pager_);
     vhosts_.emplace(name, std::move(vhost));
   }
   // A vhost deleted at run time: its queues are deleted (their stored messages with them), then the vhost. Its
@@ -60,6 +61,11 @@ class Core {
     for (auto& [name, vhost] : vhosts_) vhost->set_journal(journal);
   }
   Journal* journal() const { return journal_; }
+  // Paging (paging.h): the queues declared from now on may page bodies out. Called once, before any queue is.
+  void attach_pager(Pager* pager) {
+    pager_ = pager;
+    for (auto& [name, vhost] : vhosts_) vhost->set_pager(pager);
+  }
 
   // Saves the durable topology if it changed (after a declare, delete, bind or unbind, before its reply).
   Status save_topology() {
@@ -109,6 +115,7 @@ class Core {
   ConnectionCounts connection_counts_;
   MessageCounters counters_;
   Journal* journal_ = nullptr;
+  Pager* pager_ = nullptr;
   TopologyStore* topology_ = nullptr;
 };
 

@@ -112,6 +112,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "close a connection that has not finished TLS, the WebSocket upgrade and hello within this time")
       ("memory-high-watermark", po::value(&c.alarms.memory_high_watermark)->default_value(0),
        "flow control: pause publishers while messages and unsent frames hold this many bytes; 0: 60% of RAM")
+      ("paging-ratio", po::value(&c.paging_ratio)->default_value(c.paging_ratio, "0.5"),
+       "page queued message bodies out to disk past this share of the memory high watermark; above 1: paging off")
       ("disk-free-limit", po::value(&c.alarms.disk_free_limit)->default_value(c.alarms.disk_free_limit),
        "flow control: pause publishers while the working directory's filesystem has less free; 0: off")
       ("vhost-limit", po::value(&raw.vhost_limits)->composing(),
@@ -252,6 +254,11 @@ int main(int argc, char** argv) {
   if (config.max_frame < firemq::kMaxFrameBeforeWelcome || config.max_frame > firemq::kMaxFrameLimit) {
     std::cerr << "firemq-broker: --max-frame must be at least " << firemq::kMaxFrameBeforeWelcome << " and at most "
               << firemq::kMaxFrameLimit << "\n";
+    return 2;
+  }
+  if (!(config.paging_ratio > 0)) {
+    std::cerr << "firemq-broker: --paging-ratio must be above 0 (a share of the memory high watermark), not "
+              << config.paging_ratio << "\n";
     return 2;
   }
   config.handshake_timeout = std::chrono::milliseconds(raw.handshake_ms);

@@ -1,7 +1,11 @@
 #include "reference-broker/message_store.h"
 
+#include <fcntl.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
+#include <cstring>
 #include <cstdio>
 #include <iostream>
 #include <system_error>
@@ -99,13 +103,13 @@ std::string MessageStore::recover_segment(std::uint64_t number, bool last, Recov
   Result<Bytes, std::string> contents = read_whole_file(path);
   if (!contents) return contents.error();
   const Bytes& bytes = *contents;
-  segments_[number] = Segment{number, bytes.size()};
+  segments_[number] = Segment{number, bytes.size(), 0, 0, 0, nullptr};
   std::size_t offset = 0;
   while (offset < bytes.size()) {
     ReadOutcome outcome = read_record(ByteView(bytes).subspan(offset));
     const std::string where = path.filename().string() + " at offset " + std::to_string(offset);
     if (outcome.kind == ReadOutcome::Kind::record) {
-      apply(*outcome.record, number, outcome.size);
+      apply(*outcome.record, RecordPlace{number, offset, outcome.size});
       ++report.records;
       offset += outcome.size;
       continue;
@@ -157,8 +161,8 @@ void MessageStore::restore_into(Queue& queue) {
 
 // What the log says, applied to the live view: the same code for recovery and for writing -----------------------
 
-void MessageStore::apply(const Record& record, std::uint64_t segment, std::uint64_t record_bytes) {
-  if (const auto* publish = std::get_if<PublishRecord>(&record)) return apply_publish(*publish, segment, record_bytes);
+void MessageStore::apply(const Record& record, RecordPlace place) {
+  if (const auto* publish = std::get_if<PublishRecord>(&record)) return apply_publish(*publish, place);
   if (const auto* delivered = std::get_if<DeliveredRecord>(&record)) {
     next_message_id_ = std::max(next_message_id_, delivered->message_id + 1);
     auto it = messages_.find(delivered->message_id);
@@ -182,7 +186,8 @@ void MessageStore::apply(const Record& record, std::uint64_t segment, std::uint6
   queue_messages_.erase(dropped.queue);
 }
 
-void MessageStore::apply_publish(const PublishRecord& record, std::uint64_t segment, std::uint64_t record_bytes) {
+void MessageStore::apply_publish(const PublishRecord& record, RecordPlace place) {
+  const std::uint64_t segment = place.segment, record_bytes = place.bytes;
   auto [it, fresh] = messages_.try_emplace(record.message_id);
   StoredMessage& stored = it->second;
   if (fresh) {
@@ -196,6 +201,7 @@ void MessageStore::apply_publish(const PublishRecord& record, std::uint64_t segm
   }
   stored.segment = segment;
   stored.record_bytes = record_bytes;
+  stored.body_offset = place.offset + place.bytes - record.message->body.size();
   ++segments_[segment].live_messages;
   segments_[segment].live_bytes += record_bytes;
   for (const QueueRef& ref : record.queues) {
@@ -237,7 +243,7 @@ std::string MessageStore::start_segment() {
   current_ = std::make_shared<AppendFile>(std::move(*file));
   current_number_ = number;
   current_is_new_ = true;
-  segments_[number] = Segment{number};
+  segments_[number] = Segment{number, 0, 0, 0, 0, nullptr};
   return "";
 }
 
@@ -257,8 +263,10 @@ void MessageStore::append(const Record& record) {
   append_record(buffer_, record);
   const std::uint64_t size = buffer_.size() - before;
   end_position_ += size;
-  segments_[current_number_].bytes += size;
-  apply(record, current_number_, size);
+  Segment& segment = segments_[current_number_];
+  const std::uint64_t offset = segment.bytes;
+  segment.bytes += size;
+  apply(record, RecordPlace{current_number_, offset, size});
 }
 
 PublishRecord* MessageStore::open_publish_of(const BrokerMessage& message) {
@@ -286,6 +294,12 @@ void MessageStore::enqueued(const Queue& queue, const QueuedMessage& message) {
   // A message routed to several durable queues is written once, with all of them: the record stays open while
   // the routing loop enqueues, and is finished by the end of the publish (end_position, write_out).
   if (PublishRecord* open = open_publish_of(m)) return open->queues.push_back(ref_for(queue, message));
+  if (IoStatus unreadable = m.body.page_in()) {
+    // A dead-lettered copy of a paged-out message, whose body cannot be read back: it cannot be written either.
+    std::cerr << "firemq-broker: message store: a message for durable queue '" << queue.name()
+              << "' is not written: its paged-out body could not be read back: " << *unreadable << std::endl;
+    return;
+  }
   if (m.store_id == 0) m.store_id = next_message_id_++;
   open_publishes_.push_back(PublishRecord{m.store_id, {ref_for(queue, message)}, message.message});
 }
@@ -352,6 +366,32 @@ void MessageStore::write_out() {
       compact_oldest_segments();  // their copies are in the buffer: the next turn writes them
     }
   }
+  // Everything appended is written now: bodies waiting to be paged out can be read back from here.
+  if (pager_ != nullptr) pager_->write_out(this);
+}
+
+std::optional<PagedPlace> MessageStore::stored_body(const BrokerMessage& message) {
+  if (!failure_.empty() || !buffer_.empty()) return std::nullopt;  // only what is written can be read back
+  auto it = messages_.find(message.store_id);
+  if (message.store_id == 0 || it == messages_.end() || it->second.message.get() != &message) return std::nullopt;
+  std::shared_ptr<PageFile> reader = segment_reader(it->second.segment);
+  if (reader == nullptr) return std::nullopt;
+  return PagedPlace{std::move(reader), it->second.body_offset, message.body.size()};
+}
+
+std::shared_ptr<PageFile> MessageStore::segment_reader(std::uint64_t number) {
+  Segment& segment = segments_[number];
+  if (segment.reader == nullptr) {
+    const std::filesystem::path path = segment_path(number);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      std::cerr << "firemq-broker: paging: cannot open " << path << " to read bodies back: " << std::strerror(errno)
+                << std::endl;
+      return nullptr;
+    }
+    segment.reader = std::make_shared<PageFile>(fd, path.string());
+  }
+  return segment.reader;
 }
 
 void MessageStore::on_synced(std::uint64_t position, const std::optional<std::string>& error) {
@@ -423,6 +463,12 @@ void MessageStore::compact_oldest_segments() {
   std::sort(ids.begin(), ids.end());
   for (std::uint64_t id : ids) {
     const StoredMessage& stored = messages_.at(id);
+    // A paged-out body is read back for the copy (from this very segment, or the scratch file). If it cannot be,
+    // the message stays where it is, and so does its segment.
+    if (IoStatus unreadable = stored.message->body.page_in()) {
+      std::cerr << "firemq-broker: message store: compaction left a message in place: " << *unreadable << std::endl;
+      continue;
+    }
     append(PublishRecord{id, stored.queues, stored.message});  // the copy: the message now lives at the tail
   }
 }

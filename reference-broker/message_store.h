@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "reference-broker/journal.h"
+#include "reference-broker/paging.h"
 #include "reference-broker/queue.h"
 #include "reference-broker/store_record.h"
 #include "reference-broker/store_syncer.h"
@@ -56,7 +57,7 @@ struct RecoveredMessage {
   QueueRef ref;
 };
 
-class MessageStore final : public Journal {
+class MessageStore final : public Journal, public StoredBodies {
  public:
   // Recovers what the directory holds and starts a new segment for writing. The error says what could not be
   // read or created (an unreadable directory, a segment that cannot be opened); damage inside a segment is a
@@ -72,6 +73,11 @@ class MessageStore final : public Journal {
   // Writes the buffered records to the current segment and asks the storage thread to sync them. Cheap when
   // there is nothing new; the broker calls it after each batch of work, before frames go out.
   void write_out();
+
+  // Paging: after each write_out, the pager pages out what waits (bodies already here are read back from here).
+  void set_pager(Pager* pager) { pager_ = pager; }
+  // StoredBodies: a written publish record ends with the message's body.
+  std::optional<PagedPlace> stored_body(const BrokerMessage& message) override;
 
   // Journal
   void enqueued(const Queue& queue, const QueuedMessage& message) override;
@@ -97,6 +103,7 @@ class MessageStore final : public Journal {
     std::size_t live_messages = 0;  // messages whose latest publish record is in it
     std::uint64_t live_bytes = 0;   // the size of those records
     std::uint64_t dead_at = 0;      // the log position after which it held nothing live (0: still live)
+    std::shared_ptr<PageFile> reader;  // for paged-out bodies read back from it; opened on first use
   };
   // A message held by at least one durable queue, and where its latest publish record is.
   struct StoredMessage {
@@ -104,14 +111,22 @@ class MessageStore final : public Journal {
     std::vector<QueueRef> queues;
     std::uint64_t segment = 0;
     std::uint64_t record_bytes = 0;
+    std::uint64_t body_offset = 0;  // where the body starts in the segment file: the record's last bytes
   };
 
   MessageStore(StoreOptions options, const TimeSource& time);
   std::string recover(RecoveryReport& report);
   std::string recover_segment(std::uint64_t number, bool last, RecoveryReport& report);
   std::string start_segment();
-  void apply(const Record& record, std::uint64_t segment, std::uint64_t record_bytes);
-  void apply_publish(const PublishRecord& record, std::uint64_t segment, std::uint64_t record_bytes);
+  // Where a record is: its segment, its offset in the segment file and its size.
+  struct RecordPlace {
+    std::uint64_t segment;
+    std::uint64_t offset;
+    std::uint64_t bytes;
+  };
+  void apply(const Record& record, RecordPlace place);
+  void apply_publish(const PublishRecord& record, RecordPlace place);
+  std::shared_ptr<PageFile> segment_reader(std::uint64_t number);
   void forget_ref(std::uint64_t message_id, const std::string& queue);
   void forget_message(std::unordered_map<std::uint64_t, StoredMessage>::iterator it);
   void append(const Record& record);
@@ -151,6 +166,7 @@ class MessageStore final : public Journal {
   std::uint64_t durable_position_ = 0;    // bytes fsync'd
   std::string failure_;
   std::set<DurabilityWaiter*> waiters_;
+  Pager* pager_ = nullptr;
   std::unique_ptr<Syncer> syncer_;        // last: its thread stops before the rest goes
 };
 

@@ -1,6 +1,7 @@
 #include "reference-broker/queue.h"
 
 #include <algorithm>
+#include <iostream>
 
 namespace firemq {
 namespace {
@@ -71,12 +72,13 @@ std::optional<std::uint64_t> ReadyMessages::head_expires_at() const {
 
 // ---- Queue ----
 
-Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal)
+Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal, Pager* pager)
     : settings_(std::move(settings)),
       store_key_(queue_store_key(settings_.vhost, settings_.name)),
       time_(time),
       dead_letterer_(dead_letterer),
       journal_(journal),
+      pager_(pager),
       last_used_ms_(time.now_ms()) {}
 
 QueuedMessage Queue::make_queued(MessagePtr message) {
@@ -106,6 +108,20 @@ QueuedMessage Queue::pop_head() {
   return head;
 }
 
+std::optional<QueuedMessage> Queue::pop_for_delivery() {
+  while (!ready_.empty()) {
+    QueuedMessage head = pop_head();
+    // A paged-out body comes back into memory first (paging.h).
+    IoStatus unreadable = head.message->body.page_in();
+    if (!unreadable) return head;
+    // Nothing else can be delivered in its place: the message is lost, and the log says so.
+    std::cerr << "firemq-broker: queue '" << name() << "' lost a message: its paged-out body could not be read back: "
+              << *unreadable << std::endl;
+    leave_for_good(head);
+  }
+  return std::nullopt;
+}
+
 bool Queue::over_limits(std::size_t extra_count, std::uint64_t extra_bytes) const {
   const QueueArguments& a = settings_.arguments;
   return (a.max_length && ready_.size() + extra_count > *a.max_length) ||
@@ -124,8 +140,11 @@ bool Queue::enqueue(MessagePtr message) {
   }
   QueuedMessage queued = make_queued(std::move(message));
   if (journaled(queued)) journal_->enqueued(*this, queued);
+  MessagePtr may_page = pager_ != nullptr && pager_->paging() ? queued.message : nullptr;
   insert_ready(std::move(queued));
   dispatch_ready();
+  // Still waiting behind others, while memory is short: its body may leave memory until its turn comes.
+  if (may_page && !ready_.empty()) pager_->page_out_later(may_page);
   drop_head_while_over_limits();
   // TTL 0: what no consumer could take at once expires now.
   expire_messages();
@@ -174,6 +193,7 @@ void Queue::restore(MessagePtr message, std::uint64_t position, bool redelivered
   q.expires_at_ms = expires_at_ms;
   next_position_ = std::max(next_position_, position + 1);
   if (expires_at_ms) has_expiring_ = true;
+  if (pager_ != nullptr) pager_->page_out_later(q.message);  // a long queue recovered need not fit in memory
   insert_ready(std::move(q));
 }
 
@@ -197,10 +217,10 @@ void Queue::reject(const QueuedMessage& message) {
 std::optional<QueuedMessage> Queue::take_next() {
   touch();
   expire_messages();
-  if (ready_.empty()) return std::nullopt;
+  std::optional<QueuedMessage> head = pop_for_delivery();
+  if (!head) return std::nullopt;
   ++unacked_;  // as dispatch(): settled at once by the session when the get is no_ack
-  QueuedMessage head = pop_head();
-  if (journaled(head)) journal_->delivered(*this, head);
+  if (journaled(*head)) journal_->delivered(*this, *head);
   return head;
 }
 
@@ -252,10 +272,11 @@ void Queue::dispatch_ready() {
   while (!ready_.empty()) {
     Consumer* consumer = next_consumer_with_credit();
     if (consumer == nullptr) break;
+    std::optional<QueuedMessage> head = pop_for_delivery();
+    if (!head) break;
     ++unacked_;  // the consumer settles it at once if its subscription is no_ack
-    QueuedMessage head = pop_head();
-    if (journaled(head)) journal_->delivered(*this, head);
-    consumer->take(std::move(head), *this);
+    if (journaled(*head)) journal_->delivered(*this, *head);
+    consumer->take(std::move(*head), *this);
   }
   dispatching_ = false;
 }

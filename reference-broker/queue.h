@@ -16,6 +16,7 @@
 #include "protocol/value.h"
 #include "reference-broker/broker_message.h"
 #include "reference-broker/journal.h"
+#include "reference-broker/paging.h"
 #include "reference-broker/queue_arguments.h"
 #include "reference-broker/time_source.h"
 
@@ -106,10 +107,11 @@ struct QueueSettings {
 // Owned by a shared_ptr (the vhost's), so that deliveries not yet acknowledged can refer to it weakly.
 class Queue : public std::enable_shared_from_this<Queue> {
  public:
-  // `time`, `dead_letterer` and `journal` must outlive the queue; dead_letterer may be null (messages are then
-  // dropped); journal is null unless the queue is durable and the broker keeps a message store.
+  // `time`, `dead_letterer`, `journal` and `pager` must outlive the queue; dead_letterer may be null (messages are
+  // then dropped); journal is null unless the queue is durable and the broker keeps a message store; pager is null
+  // where nothing is paged (unit tests).
   Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer = nullptr,
-        Journal* journal = nullptr);
+        Journal* journal = nullptr, Pager* pager = nullptr);
 
   const QueueSettings& settings() const { return settings_; }
   const std::string& name() const { return settings_.name; }
@@ -158,6 +160,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
  private:
   void insert_ready(QueuedMessage message);
   QueuedMessage pop_head();
+  std::optional<QueuedMessage> pop_for_delivery();
   void dispatch_ready();
   void drop_head_while_over_limits();
   bool over_limits(std::size_t extra_count, std::uint64_t extra_bytes) const;
@@ -176,6 +179,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   const TimeSource& time_;
   DeadLetterer* dead_letterer_;
   Journal* journal_;
+  Pager* pager_;
   ReadyMessages ready_;
   std::uint64_t ready_bytes_ = 0;
   std::uint64_t next_position_ = 1;

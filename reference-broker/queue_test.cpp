@@ -31,10 +31,10 @@ ManualTime time_;
 
 MessagePtr message(std::string body) {
   return std::make_shared<BrokerMessage>(
-      BrokerMessage{"", "q", {}, {}, Bytes(body.begin(), body.end()), false, AccountedBytes(body.size())});
+      BrokerMessage{"", "q", {}, {}, Bytes(body.begin(), body.end()), false, AccountedBytes()});
 }
 
-std::string body(const QueuedMessage& m) { return std::string(m.message->body.begin(), m.message->body.end()); }
+std::string body(const QueuedMessage& m) { return std::string(m.message->body.bytes().begin(), m.message->body.bytes().end()); }
 
 TEST(QueueDispatch, NeverMoreThanTheCreditGranted) {
   Queue q(settings("q"), time_);

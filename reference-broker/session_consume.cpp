@@ -91,7 +91,7 @@ void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& 
   const std::uint64_t tag = track(message, queue, sub.no_ack);
   const BrokerMessage& m = *message.message;
   out_.send_message(op::Deliver{sub.sub, tag, message.redelivered, m.exchange, m.routing_key, m.props, m.headers},
-                    m.body, m.persistent);
+                    m.body.bytes(), m.persistent);
 }
 
 void Session::on_subscription_cancelled(Subscription& subscription, Queue& queue) {
@@ -185,7 +185,7 @@ void Session::on_get(const op::Get& r) {
   const std::uint64_t tag = track(*next, q, r.no_ack);
   const BrokerMessage& m = *next->message;
   out_.send_message(op::GetOk{r.rid, tag, next->redelivered, m.exchange, m.routing_key, q.ready_count(), m.props, m.headers},
-                    m.body, m.persistent);
+                    m.body.bytes(), m.persistent);
 }
 
 void Session::on_connection_lost() {

@@ -45,7 +45,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
   auto message = std::make_shared<BrokerMessage>(
       BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
-                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(message_memory_cost(carried.header_bytes, body.size()))});
+                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(message_overhead_cost(carried.header_bytes))});
   std::string refused_by;
   for (Queue* queue : route->queues) {
     // "the other queues the message was routed to still get it"

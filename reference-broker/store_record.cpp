@@ -91,7 +91,7 @@ void append_body(Bytes& out, const PublishRecord& r) {
   }
   const BrokerMessage& m = *r.message;
   const Bytes frame = encode_message_frame(op::Publish{0, m.exchange, m.routing_key, false, m.persistent, m.props, m.headers},
-                                           m.body);
+                                           m.body.bytes());
   out.insert(out.end(), frame.begin(), frame.end());
 }
 
@@ -123,7 +123,7 @@ Result<MessagePtr, std::string> parse_message(ByteView frame_bytes) {
   return std::make_shared<const BrokerMessage>(BrokerMessage{std::move(publish->exchange), std::move(publish->key),
                                                              std::move(publish->props), std::move(publish->headers),
                                                              Bytes(body.begin(), body.end()), publish->persistent,
-                                                             AccountedBytes(message_memory_cost(frame->header().size(), body.size()))});
+                                                             AccountedBytes(message_overhead_cost(frame->header().size()))});
 }
 
 Result<Record, std::string> parse_body(ByteView body) {

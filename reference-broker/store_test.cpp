@@ -7,9 +7,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <mutex>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <thread>
 
@@ -55,10 +57,10 @@ MessagePtr message(const std::string& body, bool persistent = true) {
   Props props{Map{{Value("message_id"), Value(body)}}};
   return std::make_shared<const BrokerMessage>(
       BrokerMessage{"ex", "key", props, Map{{Value("h"), Value(std::int64_t{-7})}}, Bytes(body.begin(), body.end()),
-                    persistent, AccountedBytes(body.size())});
+                    persistent, AccountedBytes()});
 }
 
-std::string body_of(const QueuedMessage& m) { return std::string(m.message->body.begin(), m.message->body.end()); }
+std::string body_of(const QueuedMessage& m) { return std::string(m.message->body.bytes().begin(), m.message->body.bytes().end()); }
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -72,6 +74,7 @@ class StoreTest : public ::testing::Test {
   void TearDown() override {
     queues_.clear();
     store_.reset();
+    pager_.reset();
     fs::remove_all(dir_);
     storage_faults().fail_write_number = 0;
     storage_faults().fail_fsync_number = 0;
@@ -97,7 +100,7 @@ class StoreTest : public ::testing::Test {
     s.name = name;
     s.durable = true;
     s.arguments = arguments;
-    queues_.push_back(std::make_shared<Queue>(s, time_, nullptr, store_.get()));
+    queues_.push_back(std::make_shared<Queue>(s, time_, nullptr, store_.get(), pager_.get()));
     store_->restore_into(*queues_.back());  // as Vhost::declare_queue does
     return *queues_.back();
   }
@@ -121,7 +124,7 @@ class StoreTest : public ::testing::Test {
     std::vector<std::string> bodies;
     auto recovered = store_->unclaimed();
     for (const RecoveredMessage& m : recovered[queue_store_key("/", name)]) {
-      bodies.emplace_back(m.message->body.begin(), m.message->body.end());
+      bodies.emplace_back(m.message->body.bytes().begin(), m.message->body.bytes().end());
     }
     return bodies;
   }
@@ -137,6 +140,7 @@ class StoreTest : public ::testing::Test {
   Mailbox mailbox_;
   std::unique_ptr<MessageStore> store_;
   std::vector<std::shared_ptr<Queue>> queues_;
+  std::unique_ptr<Pager> pager_;  // the paging tests' (queue() gives it to the queues it makes)
 };
 
 TEST(StoreRecord, EveryRecordTypeReadsBackAsWritten) {
@@ -159,7 +163,7 @@ TEST(StoreRecord, EveryRecordTypeReadsBackAsWritten) {
   const auto& p = std::get<PublishRecord>(records[0]);
   EXPECT_EQ(p.message_id, 42u);
   EXPECT_EQ(p.queues, (std::vector<QueueRef>{{q, 7, 1234, true}, {r, 9, 0, false}}));
-  EXPECT_EQ(p.message->body, m->body);
+  EXPECT_TRUE(std::ranges::equal(p.message->body.bytes(), m->body.bytes()));
   EXPECT_EQ(p.message->props, m->props);
   EXPECT_EQ(p.message->headers, m->headers);  // an int stays an int
   EXPECT_EQ(p.message->exchange, "ex");
@@ -200,7 +204,7 @@ TEST(StoreRecord, ASegmentWrittenByThePythonSeedGeneratorReadsAsDescribed) {
   EXPECT_EQ(publish.queues, (std::vector<QueueRef>{{queue_store_key("/", "orders"), 1, 0, false},
                                                    {queue_store_key("/", "audit"), 7, 1'700'000'000'000, true}}));
   EXPECT_EQ(publish.message->routing_key, "k");
-  EXPECT_EQ(std::string(publish.message->body.begin(), publish.message->body.end()), "body");
+  EXPECT_EQ(std::string(publish.message->body.bytes().begin(), publish.message->body.bytes().end()), "body");
   EXPECT_EQ(*find(publish.message->headers, "n"), Value(std::int64_t{-1}));
   EXPECT_EQ(std::get<RemovedRecord>(records[2]).queue, queue_store_key("/", "audit"));
   EXPECT_EQ(std::get<QueueDroppedRecord>(records[3]).queue, queue_store_key("/", "orders"));
@@ -595,7 +599,7 @@ TEST_F(StoreSessionTest, ADeadLetteredCopyIsStoredAsItsOwnMessageWithItsDeathHis
   EXPECT_TRUE(recovered[queue_store_key("/", "src")].empty());
   ASSERT_EQ(recovered[queue_store_key("/", "dlq")].size(), 1u);
   const BrokerMessage& copy = *recovered[queue_store_key("/", "dlq")][0].message;
-  EXPECT_EQ(std::string(copy.body.begin(), copy.body.end()), "doomed");
+  EXPECT_EQ(std::string(copy.body.bytes().begin(), copy.body.bytes().end()), "doomed");
   EXPECT_NE(find(copy.headers, "x-death"), nullptr) << "the copy, not the original, is what the store keeps";
   ASSERT_EQ(recovered[queue_store_key("/", "dq")].size(), 2u);  // the original, and publish 2
   EXPECT_EQ(find(recovered[queue_store_key("/", "dq")][0].message->headers, "x-death"), nullptr);
@@ -823,6 +827,130 @@ TEST_F(StoreSessionTest, AConfirmedMessageInADurableQueueSurvivesAFailedDefiniti
   DurableTopology::restore(*stored, restarted);
   EXPECT_TRUE(restarted.vhost("/")->queues().count("orders"))
       << "the durable queue holding a confirmed persistent message is gone after the restart";
+}
+
+
+// ---- Paging (paging.h): bodies leave memory past the threshold and come back on delivery ----
+
+class PagingTest : public StoreTest {
+ protected:
+  // A pager that always pages (threshold 0) unless told otherwise; its scratch files go under dir_.
+  void start_paging(std::size_t threshold = 0, fs::path scratch = {}) {
+    pager_ = std::make_unique<Pager>(PagingOptions{threshold, (scratch.empty() ? dir_ / "paging" : scratch).string()});
+    store_->set_pager(pager_.get());
+  }
+  // A queue that is not durable: nothing of it goes to the store, so its bodies page out to the scratch file.
+  Queue& transient_queue(const std::string& name) {
+    QueueSettings s;
+    s.vhost = "/";
+    s.name = name;
+    queues_.push_back(std::make_shared<Queue>(s, time_, nullptr, nullptr, pager_.get()));
+    return *queues_.back();
+  }
+  std::string take_body(Queue& q) {
+    std::optional<QueuedMessage> m = q.take_next();
+    if (!m) return "<none>";
+    EXPECT_TRUE(m->message->body.in_memory()) << "a delivered body is back in memory";
+    q.acknowledge(*m);
+    return body_of(*m);
+  }
+};
+
+TEST_F(PagingTest, TransientBodiesGoToTheScratchFileAndComeBackOnDelivery) {
+  open();
+  start_paging();
+  Queue& q = transient_queue("q");
+  const std::size_t before = MemoryAccount::in_use();
+  for (int i = 0; i < 3; ++i) q.enqueue(message("transient-" + std::to_string(i), false));
+  EXPECT_EQ(MemoryAccount::in_use(), before + 3 * 11) << "in memory until written out";
+  store_->write_out();  // the end of a batch of work: the pager writes and drops the bodies
+  EXPECT_EQ(pager_->bodies_paged_out(), 3u);
+  EXPECT_EQ(pager_->scratch_bytes_written(), 3u * 11);
+  EXPECT_EQ(MemoryAccount::in_use(), before) << "the paged-out bodies no longer count as memory in use";
+  EXPECT_EQ(q.ready_bytes(), 3u * 11) << "a paged-out body keeps its size (x-max-length-bytes counts it)";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(take_body(q), "transient-" + std::to_string(i));
+  EXPECT_EQ(MemoryAccount::in_use(), before);
+}
+
+TEST_F(PagingTest, PersistentBodiesAreReadBackFromTheStoreNotWrittenTwice) {
+  open();
+  start_paging();
+  Queue& q = queue("durable");
+  q.enqueue(message("persistent-body"));
+  store_->write_out();
+  EXPECT_EQ(pager_->bodies_paged_out(), 1u);
+  EXPECT_EQ(pager_->scratch_bytes_written(), 0u) << "the store's segment already holds the body";
+  EXPECT_EQ(take_body(q), "persistent-body");
+}
+
+TEST_F(PagingTest, ABodyStaysReadableAfterItsSegmentIsDeleted) {
+  open(/*segment_bytes=*/200);
+  start_paging();
+  Queue& durable = queue("durable");
+  Queue& other = transient_queue("other");
+  const std::string body(300, 'x');  // one record fills a segment: the next write starts a new one
+  MessagePtr m = message(body);
+  durable.enqueue(m);
+  other.enqueue(m);
+  m.reset();
+  store_->write_out();
+  ASSERT_EQ(pager_->bodies_paged_out(), 1u) << "paged once, to the store, for both queues";
+  const fs::path first_segment = only_segment();
+  EXPECT_EQ(take_body(durable), body);  // read back, then acknowledged: the store forgets the message
+  EXPECT_EQ(pager_->bodies_paged_out(), 1u);
+  sync();
+  mailbox_.run_posted();
+  EXPECT_FALSE(fs::exists(first_segment)) << "the segment held nothing live and was deleted";
+  // The other queue's copy was paged out before the durable one read it back: still paged, in the deleted file.
+  EXPECT_EQ(take_body(other), body);
+}
+
+TEST_F(PagingTest, BelowTheThresholdNothingIsPaged) {
+  open();
+  start_paging(/*threshold=*/SIZE_MAX);
+  Queue& q = transient_queue("q");
+  q.enqueue(message("stays", false));
+  store_->write_out();
+  EXPECT_EQ(pager_->bodies_paged_out(), 0u);
+  EXPECT_EQ(take_body(q), "stays");
+}
+
+TEST_F(PagingTest, AScratchFileThatCannotBeMadeLeavesBodiesInMemory) {
+  open();
+  fs::create_directories(dir_);
+  const fs::path not_a_directory = dir_ / "a-file";
+  std::ofstream(not_a_directory) << "x";
+  start_paging(0, not_a_directory / "paging");
+  Queue& q = transient_queue("q");
+  q.enqueue(message("kept", false));
+  q.enqueue(message("also-kept", false));
+  store_->write_out();
+  EXPECT_EQ(pager_->bodies_paged_out(), 0u);
+  EXPECT_EQ(take_body(q), "kept");
+  EXPECT_EQ(take_body(q), "also-kept");
+}
+
+TEST_F(PagingTest, ACopyOfAPagedOutBodyIsPagedOutAtTheSamePlace) {
+  fs::create_directories(dir_);
+  const fs::path file = dir_ / "bodies";
+  std::ofstream(file) << "..original..";
+  const int fd = ::open(file.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const BrokerMessage m{"", "k", {}, {}, Bytes{'o', 'r', 'i', 'g', 'i', 'n', 'a', 'l'}, false, AccountedBytes()};
+  const std::size_t before = MemoryAccount::in_use();
+  m.body.page_out(PagedPlace{std::make_shared<PageFile>(fd, file.string()), 2, 8});
+  EXPECT_EQ(MemoryAccount::in_use(), before - 8);
+  BrokerMessage copy = m;  // as dead-lettering copies a message
+  EXPECT_FALSE(copy.body.in_memory()) << "copying a paged-out body reads nothing";
+  EXPECT_EQ(copy.body.size(), 8u);
+  ASSERT_FALSE(copy.body.page_in());
+  EXPECT_EQ(std::string(copy.body.bytes().begin(), copy.body.bytes().end()), "original");
+  EXPECT_EQ(MemoryAccount::in_use(), before) << "only the copy is back in memory";
+  fs::resize_file(file, 4);
+  const std::optional<std::string> error = m.body.page_in();
+  ASSERT_TRUE(error) << "a file cut short cannot give the body back";
+  EXPECT_NE(error->find("ends at 4"), std::string::npos) << *error;
+  EXPECT_FALSE(m.body.in_memory());
 }
 
 }  // namespace

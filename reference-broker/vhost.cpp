@@ -197,7 +197,7 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
   // "durable: Survives a broker restart"; an exclusive queue ends with its connection, so never does.
   const bool kept = r.durable && !r.exclusive;
   auto queue = std::make_shared<Queue>(std::move(settings), time_, static_cast<DeadLetterer*>(this),
-                                      kept ? journal_ : nullptr);
+                                      kept ? journal_ : nullptr, pager_);
   // What the store holds for a durable queue of this name comes back into it (at start, and after a restart
   // that could not declare it: docs/durability.md).
   if (kept && journal_ != nullptr) journal_->restore_into(*queue);

@@ -77,6 +77,7 @@ class Vhost : private DeadLetterer {
 
   // The message store that durable queues write their persistent messages to (null: none).
   void set_journal(Journal* journal) { journal_ = journal; }
+  void set_pager(Pager* pager) { pager_ = pager; }  // for the queues declared from now on
   // Whether durable exchanges, queues or bindings changed since the last call (the definitions file is due).
   bool take_durable_change() { return std::exchange(durable_changed_, false); }
   // The save after a change failed: the next request or tick tries again.
@@ -105,6 +106,7 @@ class Vhost : private DeadLetterer {
   std::map<std::string, std::shared_ptr<Queue>> queues_;
   std::mt19937_64 random_{std::random_device{}()};
   Journal* journal_ = nullptr;
+  Pager* pager_ = nullptr;
   bool durable_changed_ = false;
 };
 

@@ -1,0 +1,76 @@
+// A message's body: its bytes in memory, or, once paged out (paging.h), a place in a file they are read back from.
+// Either way its size is known, and it is counted in the MemoryAccount only while its bytes are in memory.
+//
+// A BrokerMessage is shared and otherwise immutable; where its body's bytes are is the one thing that changes
+// (on the broker thread), hence the mutable members behind a const interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "protocol/bytes.h"
+#include "reference-broker/memory_account.h"
+
+namespace firemq {
+
+using IoStatus = std::optional<std::string>;  // as storage_io.h: nothing on success, else what failed
+
+// A file paged-out bodies are read back from. Shared by the bodies in it: the descriptor stays open while one
+// refers to it, so its bytes stay readable after the file is unlinked (a message store segment that compaction
+// deleted; the scratch file, which never has a name).
+class PageFile {
+ public:
+  // Takes ownership of `fd`; `name` is what errors call the file.
+  PageFile(int fd, std::string name) : fd_(fd), name_(std::move(name)) {}
+  PageFile(const PageFile&) = delete;
+  PageFile& operator=(const PageFile&) = delete;
+  ~PageFile();
+
+  // Reads `size` bytes at `offset` into `out` (resized to fit); the error names the file.
+  IoStatus read(std::uint64_t offset, std::size_t size, Bytes& out) const;
+  int fd() const { return fd_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  int fd_;
+  std::string name_;
+};
+
+// Where a paged-out body's bytes are.
+struct PagedPlace {
+  std::shared_ptr<const PageFile> file;
+  std::uint64_t offset = 0;
+  std::size_t size = 0;
+};
+
+class MessageBody {
+ public:
+  MessageBody() = default;
+  MessageBody(Bytes bytes) : bytes_(std::move(bytes)) { MemoryAccount::add(bytes_.size()); }  // NOLINT: a Bytes is a body
+  // A copy (a dead-lettered message) of a paged-out body is paged out at the same place.
+  MessageBody(const MessageBody& other);
+  MessageBody(MessageBody&& other) noexcept : bytes_(std::move(other.bytes_)), paged_(std::move(other.paged_)) {}
+  MessageBody& operator=(const MessageBody&) = delete;
+  MessageBody& operator=(MessageBody&&) = delete;
+  ~MessageBody() { MemoryAccount::remove(bytes_.size()); }
+
+  std::size_t size() const { return paged_ ? paged_->size : bytes_.size(); }
+  bool in_memory() const { return paged_ == nullptr; }
+  // The bytes; the body must be in memory (page_in first).
+  ByteView bytes() const;
+
+  // The bytes leave memory: from now on they are read from `place`, which must hold them.
+  void page_out(PagedPlace place) const;
+  // The bytes come back into memory (nothing to do when they are there); the error says what could not be read.
+  IoStatus page_in() const;
+
+ private:
+  // The bytes, counted in the MemoryAccount while they are here (empty once paged out); 32 bytes in all, 8 more
+  // than a plain Bytes.
+  mutable Bytes bytes_;
+  mutable std::unique_ptr<const PagedPlace> paged_;  // null while the bytes are in memory
+};
+
+}  // namespace firemq
