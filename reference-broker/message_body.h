@@ -28,14 +28,31 @@ class PageFile {
   PageFile& operator=(const PageFile&) = delete;
   ~PageFile();
 
-  // Reads `size` bytes at `offset` into `out` (resized to fit); the error names the file.
+  // Reads `size` bytes at `offset` into `out` (replacing what it held); the error names the file.
   IoStatus read(std::uint64_t offset, std::size_t size, Bytes& out) const;
   int fd() const { return fd_; }
   const std::string& name() const { return name_; }
 
  private:
+  // A queue reads its bodies back in the order they were written, one after another. When a read starts where
+  // the last one ended, it reads kReadAhead bytes instead, and the next bodies come from that copy without a
+  // system call. Reads that do not follow each other (two queues draining the same file) read just the body, so
+  // they cost no more than without the copy. The files are only ever appended to, so the copy never goes stale;
+  // a read past its end (bytes written since) reads the file again. The copy is counted in the MemoryAccount
+  // and freed once its last byte is read.
+  static constexpr std::size_t kReadAhead = 128 * 1024;
+  bool in_ahead(std::uint64_t offset, std::size_t size) const {
+    return offset >= ahead_offset_ && offset + size <= ahead_offset_ + ahead_.size();
+  }
+  IoStatus read_ahead(std::uint64_t offset) const;
+  void release_ahead() const;
+  IoStatus read_fully(std::uint64_t offset, std::uint8_t* into, std::size_t size, std::size_t& got) const;
+
   int fd_;
   std::string name_;
+  mutable Bytes ahead_;                     // the file's bytes from ahead_offset_; empty until a read follows another
+  mutable std::uint64_t ahead_offset_ = 0;
+  mutable std::uint64_t last_read_end_ = 0;  // where the last read ended
 };
 
 // Where a paged-out body's bytes are.

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <unordered_set>
 
 #include "reference-broker/storage_io.h"
 
@@ -42,9 +43,10 @@ void Pager::write_out(StoredBodies* store) {
   std::vector<MessagePtr> waiting = std::exchange(waiting_, {});
   std::vector<ToScratch> to_scratch;
   Bytes scratch_bytes;
+  std::unordered_set<const BrokerMessage*> seen;  // a message two queues hold waits twice: it is written once
   for (const MessagePtr& message : waiting) {
-    // Delivered and settled since (nobody else holds it), or already out (it waited twice: two queues hold it).
-    if (message.use_count() == 1 || !message->body.in_memory()) continue;
+    // Delivered and settled since (nobody else holds it), already out, or already on its way.
+    if (message.use_count() == 1 || !message->body.in_memory() || !seen.insert(message.get()).second) continue;
     if (auto place = store ? store->stored_body(*message) : std::nullopt) {
       message->body.page_out(std::move(*place));  // already on disk: nothing to write
       ++bodies_paged_out_;

@@ -8,7 +8,7 @@
 // - any other body is appended to the scratch file, an unnamed file in <data-dir>/paging that the broker writes
 //   and reads but never keeps (it goes when the broker stops, and holds nothing a restart needs).
 // The bodies leave once their bytes are written, after each batch of work (write_out), and come back when the
-// message is delivered (Queue::deliver_head pages it in). Messages near the head of a queue, queued while memory
+// message is delivered (Queue::pop_for_delivery pages it in). Messages near the head of a queue, queued while memory
 // was below the threshold, stay in memory; so do everything but the body (the message's place, props, headers).
 //
 // Runs on the broker thread.
@@ -63,7 +63,7 @@ class Pager {
   // waiting for it, and every waiting body whose bytes are now on disk leaves memory.
   void write_out(StoredBodies* store);
 
-  // What was paged out so far (each body counted once however often it went), for the log and tests.
+  // What was paged out so far (a body counted each time it left memory), for the log and tests.
   std::uint64_t bodies_paged_out() const { return bodies_paged_out_; }
   std::uint64_t scratch_bytes_written() const { return scratch_bytes_written_; }
 

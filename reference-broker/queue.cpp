@@ -114,10 +114,11 @@ std::optional<QueuedMessage> Queue::pop_for_delivery() {
     // A paged-out body comes back into memory first (paging.h).
     IoStatus unreadable = head.message->body.page_in();
     if (!unreadable) return head;
-    // Nothing else can be delivered in its place: the message is lost, and the log says so.
+    // Nothing can be delivered in its place: the message leaves memory, and the log says so. Its record stays in
+    // the message store (no removal is journaled): a persistent message comes back after a restart, when the
+    // file may be readable again.
     std::cerr << "firemq-broker: queue '" << name() << "' lost a message: its paged-out body could not be read back: "
               << *unreadable << std::endl;
-    leave_for_good(head);
   }
   return std::nullopt;
 }
@@ -143,7 +144,8 @@ bool Queue::enqueue(MessagePtr message) {
   MessagePtr may_page = pager_ != nullptr && pager_->paging() ? queued.message : nullptr;
   insert_ready(std::move(queued));
   dispatch_ready();
-  // Still waiting behind others, while memory is short: its body may leave memory until its turn comes.
+  // Not all delivered at once (so this message most likely waits), while memory is short: its body may leave
+  // memory until its turn comes (write_out skips it if it was delivered and settled by then).
   if (may_page && !ready_.empty()) pager_->page_out_later(may_page);
   drop_head_while_over_limits();
   // TTL 0: what no consumer could take at once expires now.

@@ -953,5 +953,32 @@ TEST_F(PagingTest, ACopyOfAPagedOutBodyIsPagedOutAtTheSamePlace) {
   EXPECT_FALSE(m.body.in_memory());
 }
 
+TEST_F(PagingTest, BodiesReadInTheOrderWrittenComeFromOneReadAheadFreedOnceUsed) {
+  fs::create_directories(dir_);
+  const fs::path file = dir_ / "bodies";
+  std::ofstream(file) << "aaabbbccc";
+  const int fd = ::open(file.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  const PageFile page_file(fd, file.string());
+  const std::size_t before = MemoryAccount::in_use();
+  Bytes out;
+  ASSERT_FALSE(page_file.read(0, 3, out));
+  EXPECT_EQ(std::string(out.begin(), out.end()), "aaa");
+  EXPECT_GT(MemoryAccount::in_use(), before) << "the read-ahead copy counts as memory in use";
+  // Bytes changed in place after the read-ahead show which read came from the copy: a page file is only ever
+  // appended to, so the copy is what the file held.
+  std::fstream(file, std::ios::in | std::ios::out) << "AAABBBCCC";
+  ASSERT_FALSE(page_file.read(3, 3, out));
+  EXPECT_EQ(std::string(out.begin(), out.end()), "bbb") << "the next body comes from the copy";
+  ASSERT_FALSE(page_file.read(6, 3, out));
+  EXPECT_EQ(std::string(out.begin(), out.end()), "ccc");
+  EXPECT_EQ(MemoryAccount::in_use(), before) << "the copy is freed once its last byte is read";
+  std::ofstream(file, std::ios::app) << "ddd";
+  ASSERT_FALSE(page_file.read(9, 3, out));
+  EXPECT_EQ(std::string(out.begin(), out.end()), "ddd") << "bytes written since the copy are read from the file";
+  ASSERT_FALSE(page_file.read(0, 3, out));
+  EXPECT_EQ(std::string(out.begin(), out.end()), "AAA") << "a read that follows no other reads the file";
+}
+
 }  // namespace
 }  // namespace firemq::store
