@@ -11,6 +11,10 @@
 // consumer starved by a full-speed publisher (one credit window per read of publishes) shows there, while the
 // end-to-end rate also counts the drain after the last publish.
 //
+// And the broker's CPU time per message (user + system, /proc/PID/stat, from the subscribe until the consumer had
+// every message; the embedded broker's, or --broker-pid's): the broker's own cost, which two clients sharing its
+// two cores move far less than they move the rates.
+//
 // --queued N: memory instead of throughput. N messages of the (one) --sizes body are published with confirms into
 // a queue with no consumer, and the broker's resident size (VmRSS in /proc/PID/status) is read before and after:
 // what one queued message costs the broker. The queue is deleted at the end.
@@ -34,6 +38,7 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -55,7 +60,7 @@ struct Options {
   conform::TlsOptions tls;         // --url with fires:// or wss://
   std::uint64_t count = 200'000, window = 1000;
   std::uint64_t queued = 0;  // --queued: the memory mode's message count; 0: the throughput scenarios
-  pid_t broker_pid = 0;      // --broker-pid, or the embedded broker's: whose RSS the memory mode reads
+  pid_t broker_pid = 0;      // --broker-pid, or the embedded broker's: whose RSS and CPU time are read
   std::uint64_t rss_every = 0;  // --queued: a "rss,..." line every this many messages; 0: none
   bool drain = false;           // --queued: consume the messages back before the queue is deleted
   std::vector<std::string> broker_args;  // extra flags for the embedded broker
@@ -75,7 +80,26 @@ struct Figures {
   double publish_seconds = 0;  // until the last publish was written (with confirms: confirmed)
   double total_seconds = 0;    // until the consumer had every message
   std::uint64_t received_while_publishing = 0;  // deliveries the consumer had when publish_seconds ended
+  std::optional<double> broker_cpu_seconds;  // the broker's CPU time over total_seconds; nullopt: no pid
 };
+
+// A process's CPU time so far (user + system, in seconds); nullopt when /proc/PID/stat cannot be read.
+std::optional<double> cpu_seconds(pid_t pid) {
+  if (pid <= 0) return std::nullopt;
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return std::nullopt;
+  // After "pid (comm) ", whose comm may hold spaces: state is field 3, utime and stime fields 14 and 15.
+  std::istringstream fields(line.substr(line.rfind(')') + 2));
+  std::string field;
+  std::uint64_t utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14) utime = std::stoull(field);
+    if (i == 15) stime = std::stoull(field);
+  }
+  if (!fields) return std::nullopt;
+  return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
 
 // ---- the consumer and the publisher ----
 
@@ -157,7 +181,8 @@ bool publish(WireConnection& wire, const Scenario& s, std::uint64_t window, cons
 }
 
 // One scenario on a queue of its own: the consumer subscribes, then the clock starts and the publisher runs.
-std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::uint64_t window, int index) {
+std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::uint64_t window, int index,
+                                    pid_t broker_pid) {
   auto setup = kClient.connect(e);
   auto publisher = kClient.connect(e);
   auto consumer = kClient.connect(e);
@@ -175,13 +200,17 @@ std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::u
   std::thread consumer_thread(consume, std::ref(*consumer), s.count, window, queue, std::ref(subscribed),
                               std::ref(received), std::ref(consumed_at));
   while (!subscribed) std::this_thread::sleep_for(milliseconds(1));
+  const std::optional<double> cpu_before = cpu_seconds(broker_pid);
   const auto start = Clock::now();
   publish(*publisher, s, window, queue);
   const auto published_at = Clock::now();
   const std::uint64_t received_while_publishing = received.load();
   consumer_thread.join();
-  return Figures{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count(),
-                 received_while_publishing};
+  const std::optional<double> cpu_after = cpu_seconds(broker_pid);
+  Figures f{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count(),
+            received_while_publishing, std::nullopt};
+  if (cpu_before && cpu_after) f.broker_cpu_seconds = *cpu_after - *cpu_before;
+  return f;
 }
 
 // ---- the memory mode ----
@@ -343,7 +372,7 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
       ("json", po::bool_switch(&o.json), "print the figures as JSON")
       ("persistent", po::bool_switch(&o.persistent), "persistent messages into a durable queue (written to the store)")
       ("queued", po::value(&o.queued), "memory mode: queue this many messages (no consumer) and report the broker's RSS per message")
-      ("broker-pid", po::value(&o.broker_pid), "with --url and --queued: the broker's process id")
+      ("broker-pid", po::value(&o.broker_pid), "with --url: the broker's process id (its RSS and CPU time are read)")
       ("rss-every", po::value(&o.rss_every)->default_value(o.rss_every),
        "with --queued: print \"rss,<messages>,<seconds>,<RSS bytes>\" (CSV) every this many messages; 0: off")
       ("drain", po::bool_switch(&o.drain),
@@ -375,34 +404,44 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
 
 void print_table_head() {
   std::cout << "  body  confirms    messages   publish msg/s   received msg/s while publishing   end-to-end msg/s"
-               "   end-to-end MB/s\n";
+               "   end-to-end MB/s   broker CPU us/msg\n";
 }
 
-void print_row(const Scenario& s, double publish_rate, double received_rate, double total_rate) {
+void print_row(const Scenario& s, double publish_rate, double received_rate, double total_rate,
+               std::optional<double> broker_us_per_message) {
   std::cout << std::setw(6) << s.body_size << "  " << std::setw(8) << (s.confirms ? "yes" : "no") << "  "
             << std::setw(10) << s.count << "  " << std::setw(14) << std::fixed << std::setprecision(0)
             << publish_rate << "  " << std::setw(32) << received_rate << "  " << std::setw(17) << total_rate << "  "
-            << std::setw(16) << std::setprecision(1) << total_rate * s.body_size / 1e6 << "\n";
+            << std::setw(16) << std::setprecision(1) << total_rate * s.body_size / 1e6 << "  " << std::setw(18)
+            << std::setprecision(2);
+  if (broker_us_per_message) {
+    std::cout << *broker_us_per_message << "\n";
+  } else {
+    std::cout << "-" << "\n";
+  }
 }
 
 // Every scenario (each size, without then with confirms), printed as it ends; false when one could not run.
-bool run_all(const Options& o, const Endpoint& endpoint) {
+bool run_all(const Options& o, const Endpoint& endpoint, pid_t broker_pid) {
   nlohmann::json results = nlohmann::json::array();
   if (!o.json) print_table_head();
   int index = 0;
   for (std::size_t size : o.sizes) {
     for (bool confirms : {false, true}) {
       const Scenario s{size, confirms, o.count, o.persistent};
-      auto f = run_scenario(endpoint, s, o.window, ++index);
+      auto f = run_scenario(endpoint, s, o.window, ++index, broker_pid);
       if (!f) return false;
       const double publish_rate = o.count / f->publish_seconds;
       const double total_rate = o.count / f->total_seconds;
       const double received_rate = f->received_while_publishing / f->publish_seconds;
+      std::optional<double> us_per_message;
+      if (f->broker_cpu_seconds) us_per_message = *f->broker_cpu_seconds * 1e6 / static_cast<double>(o.count);
       results.push_back({{"body_bytes", size}, {"confirms", confirms}, {"messages", o.count},
                          {"persistent", o.persistent}, {"publish_msgs_per_s", publish_rate},
                          {"received_while_publishing_msgs_per_s", received_rate},
-                         {"end_to_end_msgs_per_s", total_rate}});
-      if (!o.json) print_row(s, publish_rate, received_rate, total_rate);
+                         {"end_to_end_msgs_per_s", total_rate},
+                         {"broker_cpu_us_per_msg", us_per_message ? nlohmann::json(*us_per_message) : nlohmann::json()}});
+      if (!o.json) print_row(s, publish_rate, received_rate, total_rate, us_per_message);
     }
   }
   if (o.json) std::cout << results.dump(2) << "\n";
@@ -424,13 +463,13 @@ int main(int argc, char** argv) {
     kClient.complain(target.error());
     return 2;
   }
+  const pid_t pid = target->embedded ? target->embedded->pid() : o.broker_pid;
   if (o.queued > 0) {
-    const pid_t pid = target->embedded ? target->embedded->pid() : o.broker_pid;
     if (pid <= 0) {
       kClient.complain("--queued with --url needs --broker-pid");
       return 2;
     }
     return measure_queued(target->endpoint, pid, o) ? 0 : 1;
   }
-  return run_all(o, target->endpoint) ? 0 : 1;
+  return run_all(o, target->endpoint, pid) ? 0 : 1;
 }
