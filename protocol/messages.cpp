@@ -274,7 +274,23 @@ Bytes encode_header(const Message& message) {
 }
 
 Bytes encode_frame(const Message& message, ByteView payload) {
-  return frame_stream(static_cast<std::uint8_t>(op_of(message)), encode_header(message), payload);
+  Bytes out;
+  append_frame(out, message, payload);
+  return out;
+}
+
+void append_frame(Bytes& out, const Message& message, ByteView payload) {
+  // len and hlen are known once the header is written after them; they are filled in then.
+  const std::size_t start = out.size();
+  out.resize(start + kMinFrameSize);
+  FieldWriter writer(out);
+  std::visit([&writer](const auto& m) { writer.write(m); }, message);
+  const std::size_t header_size = out.size() - start - kMinFrameSize;
+  out.insert(out.end(), payload.begin(), payload.end());
+  std::uint8_t* fixed = out.data() + start;
+  write_u32_be(fixed, static_cast<std::uint32_t>(kFixedSize + header_size + payload.size()));
+  fixed[kLenSize] = static_cast<std::uint8_t>(op_of(message));
+  write_u32_be(fixed + kLenSize + 1, static_cast<std::uint32_t>(header_size));
 }
 
 Bytes encode_message_frame(const Message& message, ByteView payload) {

@@ -428,6 +428,9 @@ Bytes encode_header(const Message& message);
 
 // A whole frame for TCP and TLS (with len), and for WebSocket (without).
 Bytes encode_frame(const Message& message, ByteView payload = {});
+// The frame in its TCP and TLS form appended to `out`, the header encoded in place: a connection's write buffer
+// takes its frames this way, back to back, with no buffer of each frame's own.
+void append_frame(Bytes& out, const Message& message, ByteView payload = {});
 Bytes encode_message_frame(const Message& message, ByteView payload = {});
 
 // The header as a Value map, zero-valued fields left out: what encode_header writes, for tests and tools.

@@ -80,6 +80,30 @@ TEST(Messages, EveryOpRoundTripsThroughAFrame) {
   }
 }
 
+TEST(Messages, FramesAppendedToOneBufferDecodeBackToBackWithTheirPayloads) {
+  const std::vector<Message> all = every_op_fully_set();
+  const Bytes payload = {0xff, 0xfe, 0x00, 0x80};
+  Bytes buffer = {0x01, 0x02};  // bytes already in the buffer stay as they are
+  for (const Message& m : all) {
+    const bool has_payload = find_op(static_cast<std::uint8_t>(op_of(m)))->has_payload;
+    append_frame(buffer, m, has_payload ? ByteView(payload) : ByteView());
+  }
+  ASSERT_EQ(buffer[0], 0x01);
+  ASSERT_EQ(buffer[1], 0x02);
+  FrameDecoder decoder(StreamSide::client, kDefaultMaxFrame);
+  ByteView rest = ByteView(buffer).subspan(2);
+  for (const Message& m : all) {
+    auto step = decoder.feed(rest);
+    ASSERT_EQ(step.state, FrameDecoder::State::frame) << op_name(op_of(m));
+    rest = rest.subspan(step.consumed);
+    const RawFrame raw = decoder.take_frame();
+    EXPECT_EQ(Bytes(raw.header().begin(), raw.header().end()), encode_header(m)) << "the header encoded in place, as encode_header writes it";
+    Result<Message> back = decode_frame(raw);
+    ASSERT_TRUE(back.ok()) << back.error().msg;
+    EXPECT_EQ(*back, m);
+  }
+  EXPECT_TRUE(rest.empty());
+}
 TEST(Messages, EveryFieldOfAFullySetMessageIsEncoded) {
   const op::Publish publish = std::get<op::Publish>(every_op_fully_set()[15]);
   const Map header = header_to_map(publish);

@@ -203,25 +203,24 @@ void Connection::start_heartbeat() {
 }
 
 awaitable<void> Connection::writer() {
-  std::vector<Bytes> batch;
+  Bytes batch;
   while (!stopped_) {
-    if (queue_.empty() || !opened_) {
+    if (outbound_.empty() || !opened_) {
       if (close_after_flush_ && opened_) {
         co_await lingering_close();
         co_return;
       }
-      // Idle: the frames written last and both lists' storage are given back; an idle connection holds none.
-      std::vector<Bytes>().swap(batch);
-      queue_.shrink_to_fit();
+      // Idle: both buffers' storage is given back; an idle connection holds none.
+      Bytes().swap(batch);
+      Bytes().swap(outbound_);
       writer_wakeup_.expires_at(asio::steady_timer::time_point::max());
       co_await wait(writer_wakeup_);
       continue;
     }
     write_out_journal();  // no deliver leaves before the store's record of it (redelivered after a kill -9)
     batch.clear();
-    batch.swap(queue_);  // queue_ takes the emptied storage for the frames sent while these are written
-    std::size_t size = 0;
-    for (const Bytes& frame : batch) size += frame.size();
+    batch.swap(outbound_);  // outbound_ takes the emptied storage for the frames sent while these are written
+    const std::size_t size = batch.size();
     const bool written = co_await transport_->write(batch);
     if (!written || stopped_) {  // stop() has already released every pending byte, this batch's included
       stop();
@@ -289,10 +288,11 @@ void Connection::tell_flow() {
 
 void Connection::send(const Message& message, ByteView payload) {
   if (stopped_) return;
-  Bytes frame = encode_frame(message, payload);  // the stream form; a WebSocket transport leaves len out
-  pending_bytes_ += frame.size();
-  MemoryAccount::add(frame.size());  // frames waiting to be written count for the memory watermark
-  queue_.push_back(std::move(frame));
+  const std::size_t before = outbound_.size();
+  append_frame(outbound_, message, payload);  // the stream form; a WebSocket transport leaves len out
+  const std::size_t size = outbound_.size() - before;
+  pending_bytes_ += size;
+  MemoryAccount::add(size);  // frames waiting to be written count for the memory watermark
   writer_wakeup_.cancel();
 }
 

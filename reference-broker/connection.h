@@ -108,7 +108,9 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   HeartbeatMonitor heartbeat_;
   bool heartbeat_started_ = false;
 
-  std::vector<Bytes> queue_;       // frames waiting to be written (a deque would hold a block while empty)
+  // Frames waiting to be written, back to back in their stream form: each is encoded straight into it, so a
+  // frame has no buffer of its own, and the writer writes them all at once.
+  Bytes outbound_;
   std::size_t pending_bytes_ = 0;  // bounded by kMaxPendingBytes: see reader()
   bool close_after_flush_ = false;
   bool told_pause_ = false;        // flow {pause: true} was sent and not yet lifted

@@ -11,7 +11,6 @@ namespace {
 using boost::system::error_code;
 using TlsStream = asio::ssl::stream<asio::ip::tcp::socket>;
 constexpr std::size_t kReadChunk = 64 * 1024;
-constexpr std::size_t kWriteChunk = 64 * 1024;
 // Free read buffers kept for the next read (ReadBuffers).
 constexpr std::size_t kSpareReadBuffers = 4;
 
@@ -99,28 +98,11 @@ class StreamTransport final : public Transport {
     return {};
   }
 
-  awaitable<bool> write(std::span<const Bytes> frames) override {
-    // Small frames are joined into chunks of up to kWriteChunk: TLS would otherwise make a record of each, and
-    // a gathered write over TCP goes out in writes of at most 64 buffers (Asio's limit), a system call per 64
-    // frames. A frame of a chunk's size or more goes as it is.
-    std::size_t next = 0;
-    while (next < frames.size()) {
-      ByteView chunk;
-      if (frames[next].size() >= kWriteChunk) {
-        chunk = frames[next++];
-      } else {
-        joined_.clear();
-        while (next < frames.size() && joined_.size() + frames[next].size() <= kWriteChunk) {
-          joined_.insert(joined_.end(), frames[next].begin(), frames[next].end());
-          ++next;
-        }
-        chunk = joined_;
-      }
-      error_code ec;
-      co_await asio::async_write(stream_, asio::buffer(chunk.data(), chunk.size()), asio::redirect_error(use_awaitable, ec));
-      if (ec) co_return false;
-    }
-    co_return true;
+  awaitable<bool> write(ByteView frames) override {
+    // The frames are already the bytes of the stream, back to back: one write (TLS cuts it into its records).
+    error_code ec;
+    co_await asio::async_write(stream_, asio::buffer(frames.data(), frames.size()), asio::redirect_error(use_awaitable, ec));
+    co_return !ec;
   }
 
   awaitable<void> begin_close() override {
@@ -178,7 +160,6 @@ class StreamTransport final : public Transport {
   FrameDecoder decoder_{StreamSide::server};
   ReadBuffers::Buffer chunk_;  // held only while it has bytes the decoder has not taken (ReadBuffers)
   ByteView unread_;  // the part of chunk_ the decoder has not taken yet
-  Bytes joined_;  // small frames joined for one write: at most kWriteChunk
   bool closing_ = false;
 };
 

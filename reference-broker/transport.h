@@ -55,9 +55,9 @@ class Transport {
   // holds back what it coalesces per read (the confirm {upto}) for the next read, a moment at most. A TCP read
   // takes everything waiting, so only a transport whose read brings less (one WebSocket message) says yes.
   virtual bool has_buffered_input() { return false; }
-  // Writes frames, each given in its stream form (len first; a WebSocket transport leaves len out). False when
-  // the connection is gone.
-  virtual awaitable<bool> write(std::span<const Bytes> frames) = 0;
+  // Writes frames, given back to back in their stream form (len first; a WebSocket transport leaves each len out
+  // and sends each frame as its own message). False when the connection is gone.
+  virtual awaitable<bool> write(ByteView frames) = 0;
   // After the last frame: starts ending the conversation as the wire does (TCP: shut down sending; TLS: the
   // close_notify exchange; WebSocket: the close handshake). read() returns false once the peer has ended its
   // side too; the engine bounds the wait.

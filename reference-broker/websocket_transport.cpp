@@ -19,6 +19,15 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 // large message does not keep its size while idle. Smaller ones are kept for the next message.
 constexpr std::size_t kKeptMessageCapacity = 4 * 1024;
 
+// Takes the first frame off the front of `frames` (frames in their stream form, back to back, as the engine
+// encoded them: each len is right).
+ByteView next_stream_frame(ByteView& frames) {
+  const std::size_t size = kLenSize + read_u32_be(frames.data());
+  const ByteView frame = frames.first(size);
+  frames = frames.subspan(size);
+  return frame;
+}
+
 template <class Stream>
 class WebSocketTransport final : public Transport {
   static constexpr bool kTls = std::is_same_v<Stream, TlsHttpStream>;
@@ -104,9 +113,10 @@ class WebSocketTransport final : public Transport {
     return {NextFrame::Kind::frame, std::move(*frame), {}};
   }
 
-  awaitable<bool> write(std::span<const Bytes> frames) override {
+  awaitable<bool> write(ByteView frames) override {
     if (faults_.pack_frames) co_return co_await write_packed(frames);
-    for (const Bytes& frame : frames) {
+    for (ByteView rest = frames; !rest.empty();) {
+      const ByteView frame = next_stream_frame(rest);
       error_code ec;
       co_await ws_.async_write(asio::buffer(frame.data() + kLenSize, frame.size() - kLenSize),
                                asio::redirect_error(use_awaitable, ec));
@@ -138,9 +148,12 @@ class WebSocketTransport final : public Transport {
   }
 
   // The pack_frames fault: every frame of the batch in one message, each still without its len.
-  awaitable<bool> write_packed(std::span<const Bytes> frames) {
+  awaitable<bool> write_packed(ByteView frames) {
     Bytes packed;
-    for (const Bytes& frame : frames) packed.insert(packed.end(), frame.begin() + kLenSize, frame.end());
+    for (ByteView rest = frames; !rest.empty();) {
+      const ByteView frame = next_stream_frame(rest);
+      packed.insert(packed.end(), frame.begin() + kLenSize, frame.end());
+    }
     error_code ec;
     co_await ws_.async_write(asio::buffer(packed), asio::redirect_error(use_awaitable, ec));
     co_return !ec;
