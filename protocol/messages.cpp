@@ -35,11 +35,12 @@ constexpr std::array<PropSpec, 11> kPropSpecs = {{
     {"priority", "uint"},
 }};
 
-// Reads a header map into a struct's fields. The first error wins; later fields are skipped.
+// Reads a header map into a struct's fields, moving each value out of the map (which is the decoder's own, and
+// dropped after). The first error wins; later fields are skipped.
 class FieldReader {
  public:
-  FieldReader(const Map& map, std::string prefix, std::uint64_t rid) : map_(map), prefix_(std::move(prefix)),
-                                                                       rid_(rid) {}
+  FieldReader(Map& map, std::string prefix, std::uint64_t rid) : map_(map), prefix_(std::move(prefix)),
+                                                                 rid_(rid) {}
 
   void operator()(std::string_view name, std::uint64_t& out) { read_as<std::uint64_t>(name, out, "uint"); }
   void operator()(std::string_view name, bool& out) { read_as<bool>(name, out, "bool"); }
@@ -47,14 +48,14 @@ class FieldReader {
   void operator()(std::string_view name, Map& out) { read_as<Map>(name, out, "map"); }
 
   void operator()(std::string_view name, StrList& out) {
-    const Value* v = lookup(name);
+    Value* v = lookup(name);
     if (v == nullptr) return;
-    const auto* items = v->get_if<Array>();
+    auto* items = v->get_if<Array>();
     if (items == nullptr) return wrong_type(name, "array of str", *v);
-    for (const Value& item : *items) {
-      const auto* s = item.get_if<std::string>();
+    for (Value& item : *items) {
+      auto* s = item.get_if<std::string>();
       if (s == nullptr) return wrong_type(name, "array of str", item);
-      out.push_back(*s);
+      out.push_back(std::move(*s));
     }
   }
 
@@ -86,10 +87,10 @@ class FieldReader {
  private:
   // The value of a field, or nullptr when it is absent, nil, or an earlier field failed. A field sent twice
   // is refused: two readers of one frame must never see two different values (docs/spec-notes.md).
-  const Value* lookup(std::string_view name) {
+  Value* lookup(std::string_view name) {
     if (error_) return nullptr;
-    const Value* found = nullptr;
-    for (const MapEntry& entry : map_) {
+    Value* found = nullptr;
+    for (MapEntry& entry : map_) {
       const auto* key = entry.key.get_if<std::string>();
       if (key == nullptr || *key != name) continue;
       if (found != nullptr) {
@@ -105,10 +106,10 @@ class FieldReader {
 
   template <class T>
   void read_as(std::string_view name, T& out, std::string_view expected) {
-    const Value* v = lookup(name);
+    Value* v = lookup(name);
     if (v == nullptr) return;
-    if (const auto* typed = v->get_if<T>()) {
-      out = *typed;
+    if (auto* typed = v->get_if<T>()) {
+      out = std::move(*typed);
     } else {
       wrong_type(name, expected, *v);
     }
@@ -121,7 +122,7 @@ class FieldReader {
                         rid_);
   }
 
-  const Map& map_;
+  Map& map_;
   std::string prefix_;
   std::uint64_t rid_;
   Status error_;
@@ -212,7 +213,7 @@ Result<Map> decode_header_map(ByteView header) {
 }
 
 template <class T>
-Result<Message> decode_as(const Map& map) {
+Result<Message> decode_as(Map& map) {
   T out;
   FieldReader reader(map, "", readable_rid(map));
   T::fields(out, reader);
@@ -221,7 +222,7 @@ Result<Message> decode_as(const Map& map) {
 }
 
 // Decoders indexed by the position of their op in Message; built once from the variant's alternatives.
-using Decoder = Result<Message> (*)(const Map&);
+using Decoder = Result<Message> (*)(Map&);
 template <std::size_t... I>
 constexpr std::array<Decoder, sizeof...(I)> make_decoders(std::index_sequence<I...>) {
   return {&decode_as<std::variant_alternative_t<I, Message>>...};

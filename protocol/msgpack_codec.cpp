@@ -2,6 +2,7 @@
 
 #include <msgpack.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <utility>
@@ -29,10 +30,19 @@ class ValueBuilder : public msgpack::null_visitor {
     return emit(Value(Ext{static_cast<std::int8_t>(v[0]), to_bytes(v + 1, size - 1)}));
   }
 
-  // Declared element counts are not trusted: nothing is reserved from them.
-  bool start_array(std::uint32_t) { return open(Value(Array{})); }
+  // Declared element counts are trusted only up to kTrustedCount: a small container is allocated once, and a
+  // count no bytes back up reserves no more than that.
+  bool start_array(std::uint32_t declared) {
+    Array items;
+    items.reserve(std::min<std::uint32_t>(declared, kTrustedCount));
+    return open(Value(std::move(items)));
+  }
   bool end_array() { return close(); }
-  bool start_map(std::uint32_t) { return open(Value(Map{})); }
+  bool start_map(std::uint32_t declared) {
+    Map entries;
+    entries.reserve(std::min<std::uint32_t>(declared, kTrustedCount));
+    return open(Value(std::move(entries)));
+  }
   bool start_map_key() {
     open_.back().in_key = true;
     return true;
@@ -48,6 +58,7 @@ class ValueBuilder : public msgpack::null_visitor {
   Value take_root() { return std::move(root_); }
 
  private:
+  static constexpr std::uint32_t kTrustedCount = 16;
   struct OpenContainer {
     Value value;  // an Array or a Map
     bool in_key = false;

@@ -59,6 +59,8 @@ struct Value {
   bool is() const { return std::holds_alternative<T>(v); }
   template <class T>
   const T* get_if() const { return std::get_if<T>(&v); }
+  template <class T>
+  T* get_if() { return std::get_if<T>(&v); }
 
   // Exact equality: same type and value; floats compare bit for bit (so NaN equals the same NaN).
   bool operator==(const Value& other) const;
