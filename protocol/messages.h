@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -418,6 +419,12 @@ OpCode op_of(const Message& message);
 // 540 (not fatal) for an op version 1 does not define; 502 for a header that is not a MessagePack map with
 // string keys, or a known field of the wrong type. The Error carries the request's rid when it was readable.
 Result<Message> decode_header(std::uint8_t code, ByteView header);
+// The same, always the generic way: the header as a Value map first, then each field read out of it. decode_header
+// reads the common case straight from the bytes and gives every other header to this one; the two agree on every
+// header (fuzz_header_decoder checks it).
+Result<Message> decode_header_generic(std::uint8_t code, ByteView header);
+// decode_header's fast path alone: the message, or nullopt where it gives the header to the generic way.
+std::optional<Message> scan_header(std::uint8_t code, ByteView header);
 
 // Decodes a framed frame's header, and checks the payload rule: a payload on an op that carries none is a
 // 501 frame-error (docs/spec-notes.md). The payload itself is frame.payload().

@@ -80,6 +80,7 @@ TEST(Messages, EveryOpRoundTripsThroughAFrame) {
   }
 }
 
+
 TEST(Messages, FramesAppendedToOneBufferDecodeBackToBackWithTheirPayloads) {
   const std::vector<Message> all = every_op_fully_set();
   const Bytes payload = {0xff, 0xfe, 0x00, 0x80};
@@ -97,13 +98,15 @@ TEST(Messages, FramesAppendedToOneBufferDecodeBackToBackWithTheirPayloads) {
     ASSERT_EQ(step.state, FrameDecoder::State::frame) << op_name(op_of(m));
     rest = rest.subspan(step.consumed);
     const RawFrame raw = decoder.take_frame();
-    EXPECT_EQ(Bytes(raw.header().begin(), raw.header().end()), encode_header(m)) << "the header encoded in place, as encode_header writes it";
+    EXPECT_EQ(Bytes(raw.header().begin(), raw.header().end()), encode_header(m))
+        << "the header encoded in place, as encode_header writes it";
     Result<Message> back = decode_frame(raw);
     ASSERT_TRUE(back.ok()) << back.error().msg;
     EXPECT_EQ(*back, m);
   }
   EXPECT_TRUE(rest.empty());
 }
+
 TEST(Messages, EveryFieldOfAFullySetMessageIsEncoded) {
   const op::Publish publish = std::get<op::Publish>(every_op_fully_set()[15]);
   const Map header = header_to_map(publish);
@@ -151,6 +154,63 @@ TEST(Messages, NilReadsAsAnOmittedField) {
   Result<Message> m = decode_header(0x05, header);
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(std::get<op::Close>(*m), (op::Close{0, "bye"}));
+}
+
+// decode_header reads common headers straight from their bytes and gives the rest to decode_header_generic;
+// whichever way a header goes, the result must be the generic one's, message or error.
+void expect_both_ways_agree(std::uint8_t op, const Bytes& header) {
+  const Result<Message> fast = decode_header(op, header);
+  const Result<Message> generic = decode_header_generic(op, header);
+  ASSERT_EQ(fast.ok(), generic.ok()) << to_hex(header);
+  if (fast.ok()) {
+    EXPECT_EQ(*fast, *generic) << to_hex(header);
+  } else {
+    EXPECT_EQ(fast.error(), generic.error()) << to_hex(header) << ": " << fast.error().msg;
+  }
+}
+
+TEST(Messages, HeadersReadStraightFromTheirBytesDecodeAsTheGenericWayDoes) {
+  for (const Message& m : every_op_fully_set()) {
+    const auto op = static_cast<std::uint8_t>(op_of(m));
+    EXPECT_TRUE(scan_header(op, encode_header(m))) << op_name(op_of(m)) << ": a plain header takes the fast path";
+    expect_both_ways_agree(op, encode_header(m));
+  }
+  const std::vector<std::pair<std::uint8_t, std::string>> headers = {
+      {0x20, "83a3736571cd0102a36b6579a171aa70657273697374656e74c3"},  // seq as uint16, key, persistent
+      {0x20, "81a3736571d001"},              // seq as int8 holding 1: a uint to the generic way
+      {0x20, "81a3736571c0"},                // nil: an omitted field
+      {0x20, "82a373657101a373657102"},      // seq twice
+      {0x20, "8101a3736571"},                // a key that is no str
+      {0x20, "81a3736571ff"},                // seq negative
+      {0x20, "81a3736571"},                  // cut short
+      {0x20, "81a373657101c0"},              // a trailing byte
+      {0x20, "81a570726f707381aa657870697261746f696ea23130"},  // a misspelt prop: unknown, kept
+      {0x20, "81a570726f707381aa65787069726174696f6ea23130"},    // expiration as str: a wrong type
+      {0x20, "81a570726f707381a87072696f72697479c0"},          // a prop that is nil
+      {0x20, "81a7686561646572738101c0"},    // headers with an int key and a nil value
+      {0x20, "81a178c1"},                    // an unknown field holding the byte MessagePack never uses
+      {0x20, "81a178c9ffffffff01"},          // an ext 32 that declares more bytes than there are
+      {0x20, "81a178d40102"},                // an unknown fixext 1
+      {0x01, "81a4617574688101a0"},  // auth with an int key
+      {0x01, "81a46361707392a1610c"},        // caps with an int in it
+      {0x01, "a3766572"},                    // no map at all
+      {0x33, "82a3737562cf0000000000000009a374616707"},  // uint64
+      {0x77, "81a3726964cc07"},              // an unknown op
+  };
+  for (const auto& [op, hex] : headers) expect_both_ways_agree(op, *from_hex(hex));
+  EXPECT_TRUE(scan_header(0x20, *from_hex(headers[0].second))) << "uint16, str and bool, read straight";
+  EXPECT_TRUE(scan_header(0x20, *from_hex(headers[8].second))) << "an unknown prop, read straight";
+  for (std::size_t i = 1; i < 8; ++i) {
+    EXPECT_FALSE(scan_header(0x20, *from_hex(headers[i].second))) << "given to the generic way: " << headers[i].second;
+  }
+  // Deep and large: past the scanner's bounds, still within the generic decoder's.
+  Bytes deep = *from_hex("81a178");
+  for (int i = 0; i < 40; ++i) deep.push_back(0x91);
+  deep.push_back(0x01);
+  expect_both_ways_agree(0x20, deep);
+  Bytes large = *from_hex("81a178dd00002000");
+  large.resize(large.size() + 0x2000, 0x01);
+  expect_both_ways_agree(0x20, large);
 }
 
 struct WrongType {

@@ -3,10 +3,13 @@
 namespace firemq {
 
 const OpInfo* find_op(std::uint8_t code) {
-  for (const OpInfo& info : kOps) {
-    if (static_cast<std::uint8_t>(info.code) == code) return &info;
-  }
-  return nullptr;
+  // Looked up for every frame: a table by code, made once from kOps.
+  static const std::array<const OpInfo*, 256> by_code = [] {
+    std::array<const OpInfo*, 256> table{};
+    for (const OpInfo& info : kOps) table[static_cast<std::uint8_t>(info.code)] = &info;
+    return table;
+  }();
+  return by_code[code];
 }
 
 std::string_view op_name(OpCode op) {

@@ -34,7 +34,9 @@ IoStatus PageFile::read(std::uint64_t offset, std::size_t size, Bytes& out) cons
   out.resize(size);
   std::size_t got = 0;
   if (IoStatus error = read_fully(offset, out.data(), size, got)) return error;
-  if (got < size) return "read " + name_ + ": the file ends at " + std::to_string(offset + got) + ", before the body does";
+  if (got < size) {
+    return "read " + name_ + ": the file ends at " + std::to_string(offset + got) + ", before the body does";
+  }
   return std::nullopt;
 }
 

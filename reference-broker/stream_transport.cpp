@@ -101,7 +101,8 @@ class StreamTransport final : public Transport {
   awaitable<bool> write(ByteView frames) override {
     // The frames are already the bytes of the stream, back to back: one write (TLS cuts it into its records).
     error_code ec;
-    co_await asio::async_write(stream_, asio::buffer(frames.data(), frames.size()), asio::redirect_error(use_awaitable, ec));
+    co_await asio::async_write(stream_, asio::buffer(frames.data(), frames.size()),
+                               asio::redirect_error(use_awaitable, ec));
     co_return !ec;
   }
 

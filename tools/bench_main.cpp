@@ -440,7 +440,8 @@ bool run_all(const Options& o, const Endpoint& endpoint, pid_t broker_pid) {
                          {"persistent", o.persistent}, {"publish_msgs_per_s", publish_rate},
                          {"received_while_publishing_msgs_per_s", received_rate},
                          {"end_to_end_msgs_per_s", total_rate},
-                         {"broker_cpu_us_per_msg", us_per_message ? nlohmann::json(*us_per_message) : nlohmann::json()}});
+                         {"broker_cpu_us_per_msg",
+                          us_per_message ? nlohmann::json(*us_per_message) : nlohmann::json()}});
       if (!o.json) print_row(s, publish_rate, received_rate, total_rate, us_per_message);
     }
   }
