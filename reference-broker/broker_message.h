@@ -1,9 +1,18 @@
 // A published message as the broker keeps it: immutable, and shared by every queue it was routed to, so a body
 // is stored once however many queues hold it ("Messages are immutable and shared", as the design says).
+//
+// One allocation per message (docs/benchmarks.md, "One allocation per message"): the fields below, then the
+// exchange's and the routing key's characters and, up to kInlineBodyLimit bytes, the body's. Props and headers,
+// which most messages do not have, live in a block of their own only when there are any. A queue holds a message
+// through a MessagePtr, one word with the count of holders inside the message: the broker thread is the only one
+// that touches messages (core.h), so the count needs no atomics.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "protocol/bytes.h"
 #include "protocol/messages.h"
@@ -12,28 +21,123 @@
 
 namespace firemq {
 
-struct BrokerMessage {
+class BrokerMessage;
+
+// Shared ownership of a message: copies share it, and the last one to go frees it.
+class MessagePtr {
+ public:
+  MessagePtr() = default;
+  MessagePtr(std::nullptr_t) {}  // NOLINT: as a shared_ptr converts from nullptr
+  MessagePtr(const MessagePtr& other);
+  MessagePtr(MessagePtr&& other) noexcept : message_(std::exchange(other.message_, nullptr)) {}
+  MessagePtr& operator=(MessagePtr other) noexcept {
+    std::swap(message_, other.message_);
+    return *this;
+  }
+  ~MessagePtr() { reset(); }
+
+  const BrokerMessage* get() const { return message_; }
+  const BrokerMessage& operator*() const { return *message_; }
+  const BrokerMessage* operator->() const { return message_; }
+  explicit operator bool() const { return message_ != nullptr; }
+  bool operator==(const MessagePtr& other) const { return message_ == other.message_; }
+  // How many MessagePtrs hold the message (0 for an empty one).
+  std::uint32_t use_count() const;
+  void reset();
+
+ private:
+  friend class BrokerMessage;
+  explicit MessagePtr(const BrokerMessage* adopted) : message_(adopted) {}  // takes the one holder it was made with
+  const BrokerMessage* message_ = nullptr;
+};
+
+// What a message is made of, but for its body: what a publish carries, and what dead-lettering changes.
+struct MessageParts {
   std::string exchange;     // as published: deliver.exchange
   std::string routing_key;  // deliver.key
   Props props;              // passed through unchanged
   Map headers;              // passed through unchanged
-  MessageBody body;         // in memory, or paged out to disk (paging.h); counts its own bytes in the MemoryAccount
   bool persistent = false;  // kept on disk when it reaches a durable queue
-  AccountedBytes accounted;  // the rest of its cost (message_overhead_cost), counted while the message lives
-  // The message store's id for it, given when it is first written (0: not in the store). Bookkeeping on an
-  // otherwise immutable message, set once on the broker thread.
-  mutable std::uint64_t store_id = 0;
+  // The size of the publish header the props and headers were decoded from: what estimates their decoded size.
+  std::size_t header_bytes = 0;
 };
 
-// What a message costs in memory besides its body's bytes (MessageBody counts those), for the memory watermark:
-// its decoded props and headers (each decoded item takes several times its encoded size: an estimate of 8x), and
-// the bookkeeping around it. A paged-out message still costs this much.
-inline std::size_t message_overhead_cost(std::size_t header_bytes) {
-  constexpr std::size_t kDecodedHeaderFactor = 8;
-  constexpr std::size_t kPerMessageOverhead = 256;
-  return kDecodedHeaderFactor * header_bytes + kPerMessageOverhead;
+class BrokerMessage {
+ public:
+  // Bodies up to this size are kept in the message's own allocation and never paged out: a paged-out body still
+  // costs its PagedPlace (48 bytes with the allocator's header), so paging a smaller one would save next to nothing.
+  static constexpr std::size_t kInlineBodyLimit = 128;
+
+  static MessagePtr make(MessageParts parts, ByteView body);
+  // A message with `parts` and `original`'s body (a dead-lettered copy): its bytes copied, or, when they are paged
+  // out, paged out at the same place.
+  static MessagePtr make(MessageParts parts, const MessageBody& original);
+  // The parts back, copied: what dead-lettering changes before it makes the copy.
+  MessageParts parts() const;
+
+  BrokerMessage(const BrokerMessage&) = delete;
+  BrokerMessage& operator=(const BrokerMessage&) = delete;
+
+  std::string_view exchange() const { return {text(), exchange_size_}; }
+  std::string_view routing_key() const { return {text() + exchange_size_, key_size_}; }
+  const Props& props() const;
+  const Map& headers() const;
+  bool persistent() const { return persistent_; }
+  // In memory, or paged out to disk (paging.h). An inline body counts with the message; one on the heap counts its
+  // own bytes in the MemoryAccount while they are in memory.
+  const MessageBody& body() const { return body_; }
+
+  // The message store's id for it, given when it is first written (0: not in the store). Bookkeeping on an
+  // otherwise immutable message, set once on the broker thread.
+  std::uint64_t store_id() const { return store_id_; }
+  void set_store_id(std::uint64_t id) const { store_id_ = id; }
+
+  // What the message counts in the MemoryAccount besides a heap body's bytes: its allocation, and the estimate of
+  // its props and headers. A paged-out message still costs this much.
+  std::size_t accounted_bytes() const;
+
+ private:
+  // Props and headers, with what they are estimated to take in memory.
+  struct Attributes {
+    Props props;
+    Map headers;
+    std::size_t header_bytes = 0;  // MessageParts::header_bytes
+  };
+  friend class MessagePtr;
+
+  BrokerMessage(const MessageParts& parts, ByteView body, const PagedPlace* paged,
+                std::unique_ptr<const Attributes> attributes);
+  ~BrokerMessage();
+  // The message with `body`, or with a body paged out at `paged` when that is not null.
+  static MessagePtr allocate(const MessageParts& parts, ByteView body, const PagedPlace* paged);
+  // Its body: paged out at `paged`; else `body` copied to `inline_at` when it is small enough, else to the heap.
+  static MessageBody body_for(ByteView body, const PagedPlace* paged, std::uint8_t* inline_at);
+  static std::size_t allocation_size(std::size_t text_bytes, std::size_t inline_body_bytes) {
+    return sizeof(BrokerMessage) + text_bytes + inline_body_bytes;
+  }
+  // The exchange, then the routing key, then an inline body, right after the fields.
+  char* text() { return reinterpret_cast<char*>(this + 1); }
+  const char* text() const { return reinterpret_cast<const char*>(this + 1); }
+  std::uint8_t* inline_body_start() { return reinterpret_cast<std::uint8_t*>(text() + exchange_size_ + key_size_); }
+  void release() const;
+
+  mutable std::uint32_t holders_ = 1;
+  std::uint32_t exchange_size_;
+  std::uint32_t key_size_;
+  bool persistent_;
+  mutable std::uint64_t store_id_ = 0;
+  std::unique_ptr<const Attributes> attributes_;  // null when the message has neither props nor headers
+  MessageBody body_;
+};
+
+inline MessagePtr::MessagePtr(const MessagePtr& other) : message_(other.message_) {
+  if (message_ != nullptr) ++message_->holders_;
 }
 
-using MessagePtr = std::shared_ptr<const BrokerMessage>;
+inline std::uint32_t MessagePtr::use_count() const { return message_ == nullptr ? 0 : message_->holders_; }
+
+inline void MessagePtr::reset() {
+  if (message_ != nullptr) std::exchange(message_, nullptr)->release();
+}
 
 }  // namespace firemq

@@ -40,7 +40,7 @@ const std::string* string_in(const Map& map, std::string_view key) {
 
 // x-death: "array of maps, most recent first; each {count, reason, queue, time, exchange, routing-keys,
 // original-expiration}. Keyed by (queue, reason): a repeat increments count and moves the entry to the front."
-void record_death(BrokerMessage& m, const std::string& queue, DeathReason reason, std::uint64_t now_seconds) {
+void record_death(MessageParts& m, const std::string& queue, DeathReason reason, std::uint64_t now_seconds) {
   const std::string why(reason_name(reason));
   Array deaths;
   if (const Value* existing = find(m.headers, "x-death"); existing && existing->is<Array>()) deaths = *existing->get_if<Array>();
@@ -84,7 +84,7 @@ void record_death(BrokerMessage& m, const std::string& queue, DeathReason reason
 // "for reasons other than rejected, a copy going to a queue already in the death history with no rejected death
 // since is dropped": a cycle no client takes part in would go round for ever.
 bool is_cycle(const BrokerMessage& m, const std::string& target) {
-  const Value* history = find(m.headers, "x-death");
+  const Value* history = find(m.headers(), "x-death");
   const auto* deaths = history ? history->get_if<Array>() : nullptr;
   if (deaths == nullptr) return false;
   bool seen = false;
@@ -104,21 +104,21 @@ void Vhost::dead_letter(const Queue& from, const QueuedMessage& message, DeathRe
   if (!a.dead_letter_exchange) return;  // "dropped otherwise"
   auto dlx = exchanges_.find(*a.dead_letter_exchange);
   if (dlx == exchanges_.end()) return;  // "a missing dead-letter exchange drops the message"
-  BrokerMessage copy = *message.message;
-  copy.store_id = 0;  // a new message to the store: its headers differ from the original's
+  // A new message, to the store too (it has no store id): its headers differ from the original's.
+  MessageParts copy = message.message->parts();
   record_death(copy, from.name(), reason, time_.unix_seconds());
   // "Without a DLK the message keeps its original routing key."
   if (a.dead_letter_routing_key) copy.routing_key = *a.dead_letter_routing_key;
   copy.exchange = *a.dead_letter_exchange;
-  auto republished = std::make_shared<const BrokerMessage>(std::move(copy));
+  const MessagePtr republished = BrokerMessage::make(std::move(copy), message.message->body());
 
   Route route;
   if (dlx->first.empty()) {  // the default exchange: the queue named by the key
-    if (auto q = queues_.find(republished->routing_key); q != queues_.end()) route.queues.push_back(q->second.get());
+    if (auto q = queues_.find(std::string(republished->routing_key())); q != queues_.end()) route.queues.push_back(q->second.get());
   } else {
     std::set<std::string> visited{dlx->first};
     std::set<Queue*> reached;
-    route_from(dlx->second, republished->routing_key, republished->headers, visited, reached, route);
+    route_from(dlx->second, std::string(republished->routing_key()), republished->headers(), visited, reached, route);
   }
   for (Queue* target : route.queues) {
     if (reason != DeathReason::rejected && is_cycle(*republished, target->name())) continue;

@@ -20,20 +20,23 @@ void PageFile::release_ahead() const {
 }
 
 IoStatus PageFile::read(std::uint64_t offset, std::size_t size, Bytes& out) const {
+  out.resize(size);
+  return read(offset, size, out.data());
+}
+
+IoStatus PageFile::read(std::uint64_t offset, std::size_t size, std::uint8_t* into) const {
   const bool follows_last_read = offset == last_read_end_;
   last_read_end_ = offset + size;
   if (!in_ahead(offset, size) && follows_last_read && size < kReadAhead) {
     if (IoStatus error = read_ahead(offset)) return error;
   }
   if (in_ahead(offset, size)) {
-    const auto from = ahead_.begin() + static_cast<std::ptrdiff_t>(offset - ahead_offset_);
-    out.assign(from, from + static_cast<std::ptrdiff_t>(size));
+    std::memcpy(into, ahead_.data() + (offset - ahead_offset_), size);
     if (offset + size == ahead_offset_ + ahead_.size()) release_ahead();  // all used: a drained queue keeps none
     return std::nullopt;
   }
-  out.resize(size);
   std::size_t got = 0;
-  if (IoStatus error = read_fully(offset, out.data(), size, got)) return error;
+  if (IoStatus error = read_fully(offset, into, size, got)) return error;
   if (got < size) {
     return "read " + name_ + ": the file ends at " + std::to_string(offset + got) + ", before the body does";
   }
@@ -66,9 +69,44 @@ IoStatus PageFile::read_fully(std::uint64_t offset, std::uint8_t* into, std::siz
   return std::nullopt;
 }
 
-MessageBody::MessageBody(const MessageBody& other) : bytes_(other.bytes_) {
-  MemoryAccount::add(bytes_.size());
-  if (other.paged_) paged_ = std::make_unique<const PagedPlace>(*other.paged_);
+namespace {
+
+std::uint32_t body_size(std::size_t size) {
+  // A body came in one frame, and a frame's len is a u32: a larger one is a bug, not bad input.
+  if (size > UINT32_MAX) {
+    std::cerr << "firemq-broker: internal error: a message body of " << size << " bytes" << std::endl;
+    std::abort();
+  }
+  return static_cast<std::uint32_t>(size);
+}
+
+}  // namespace
+
+MessageBody::MessageBody(Inline, const std::uint8_t* bytes, std::size_t size)
+    : at_(bytes), size_(body_size(size)), where_(Where::inline_bytes) {}
+
+MessageBody::MessageBody(ByteView bytes) : size_(body_size(bytes.size())), where_(Where::heap) {
+  auto* copy = new std::uint8_t[bytes.size()];
+  if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
+  at_ = copy;
+  MemoryAccount::add(size_);
+}
+
+MessageBody::MessageBody(PagedPlace place)
+    : at_(new PagedPlace(std::move(place))), size_(body_size(paged_place().size)), where_(Where::paged) {}
+
+MessageBody::~MessageBody() {
+  switch (where_) {
+    case Where::inline_bytes:
+      break;
+    case Where::heap:
+      delete[] static_cast<const std::uint8_t*>(at_);
+      MemoryAccount::remove(size_);
+      break;
+    case Where::paged:
+      delete static_cast<const PagedPlace*>(at_);
+      break;
+  }
 }
 
 ByteView MessageBody::bytes() const {
@@ -77,23 +115,26 @@ ByteView MessageBody::bytes() const {
     std::cerr << "firemq-broker: internal error: a paged-out message body was used before page_in" << std::endl;
     std::abort();
   }
-  return bytes_;
+  return ByteView(static_cast<const std::uint8_t*>(at_), size_);
 }
 
 void MessageBody::page_out(PagedPlace place) const {
-  if (!in_memory()) return;
-  MemoryAccount::remove(bytes_.size());
-  paged_ = std::make_unique<const PagedPlace>(std::move(place));
-  Bytes().swap(bytes_);  // the capacity goes too
+  if (!pageable()) return;
+  delete[] static_cast<const std::uint8_t*>(at_);
+  MemoryAccount::remove(size_);
+  at_ = new PagedPlace(std::move(place));
+  where_ = Where::paged;
 }
 
 IoStatus MessageBody::page_in() const {
   if (in_memory()) return std::nullopt;
-  Bytes bytes;
-  if (IoStatus error = paged_->file->read(paged_->offset, paged_->size, bytes)) return error;
-  bytes_ = std::move(bytes);
-  MemoryAccount::add(bytes_.size());
-  paged_.reset();  // the file goes once no body refers to it
+  std::unique_ptr<std::uint8_t[]> bytes(new std::uint8_t[size_]);  // not zeroed: the read fills it
+  const PagedPlace& place = paged_place();
+  if (IoStatus error = place.file->read(place.offset, size_, bytes.get())) return error;
+  delete &place;  // the file goes once no body refers to it
+  at_ = bytes.release();
+  where_ = Where::heap;
+  MemoryAccount::add(size_);
   return std::nullopt;
 }
 

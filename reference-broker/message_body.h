@@ -2,7 +2,8 @@
 // Either way its size is known, and it is counted in the MemoryAccount only while its bytes are in memory.
 //
 // A BrokerMessage is shared and otherwise immutable; where its body's bytes are is the one thing that changes
-// (on the broker thread), hence the mutable members behind a const interface.
+// (on the broker thread), hence the mutable members behind a const interface. A small body is kept in the
+// message's own allocation instead (broker_message.h) and stays there.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +31,8 @@ class PageFile {
 
   // Reads `size` bytes at `offset` into `out` (replacing what it held); the error names the file.
   IoStatus read(std::uint64_t offset, std::size_t size, Bytes& out) const;
+  // The same into `into`, which has room for `size` bytes.
+  IoStatus read(std::uint64_t offset, std::size_t size, std::uint8_t* into) const;
   int fd() const { return fd_; }
   const std::string& name() const { return name_; }
 
@@ -64,30 +67,42 @@ struct PagedPlace {
 
 class MessageBody {
  public:
-  MessageBody() = default;
-  MessageBody(Bytes bytes) : bytes_(std::move(bytes)) { MemoryAccount::add(bytes_.size()); }  // NOLINT: a Bytes is a body
-  // A copy (a dead-lettered message) of a paged-out body is paged out at the same place.
-  MessageBody(const MessageBody& other);
-  MessageBody(MessageBody&& other) noexcept : bytes_(std::move(other.bytes_)), paged_(std::move(other.paged_)) {}
+  // Bytes kept in the message's own allocation (BrokerMessage's inline body): never paged out, and counted in the
+  // MemoryAccount with the message, not here.
+  struct Inline {};
+  MessageBody(Inline, const std::uint8_t* bytes, std::size_t size);
+  // A copy of `bytes` on the heap, counted in the MemoryAccount while in memory.
+  explicit MessageBody(ByteView bytes);
+  // Bytes already out of memory, at `place` (a dead-lettered copy of a paged-out body).
+  explicit MessageBody(PagedPlace place);
+  MessageBody(const MessageBody&) = delete;
   MessageBody& operator=(const MessageBody&) = delete;
-  MessageBody& operator=(MessageBody&&) = delete;
-  ~MessageBody() { MemoryAccount::remove(bytes_.size()); }
+  ~MessageBody();
 
-  std::size_t size() const { return paged_ ? paged_->size : bytes_.size(); }
-  bool in_memory() const { return paged_ == nullptr; }
+  std::size_t size() const { return size_; }
+  bool in_memory() const { return where_ != Where::paged; }
+  // Whether its bytes are in the message's own allocation.
+  bool kept_inline() const { return where_ == Where::inline_bytes; }
+  // Whether page_out may take its bytes out of memory (an inline body stays).
+  bool pageable() const { return where_ == Where::heap && size_ > 0; }
   // The bytes; the body must be in memory (page_in first).
   ByteView bytes() const;
+  // Where the bytes are while paged out; the body must be paged out.
+  const PagedPlace& paged_place() const { return *static_cast<const PagedPlace*>(at_); }
 
-  // The bytes leave memory: from now on they are read from `place`, which must hold them.
+  // The bytes leave memory: from now on they are read from `place`, which must hold them. Only a pageable body
+  // leaves; for any other this does nothing.
   void page_out(PagedPlace place) const;
   // The bytes come back into memory (nothing to do when they are there); the error says what could not be read.
   IoStatus page_in() const;
 
  private:
-  // The bytes, counted in the MemoryAccount while they are here (empty once paged out); 32 bytes in all, 8 more
-  // than a plain Bytes.
-  mutable Bytes bytes_;
-  mutable std::unique_ptr<const PagedPlace> paged_;  // null while the bytes are in memory
+  enum class Where : std::uint8_t { inline_bytes, heap, paged };
+  // Inline: into the message's allocation. Heap: the bytes, new[]-ed. Paged: a new-ed PagedPlace. One word for
+  // the three, so that the whole body is 16 bytes.
+  mutable const void* at_ = nullptr;
+  std::uint32_t size_ = 0;  // a body fits in one frame, whose len is a u32
+  mutable Where where_;
 };
 
 }  // namespace firemq

@@ -201,7 +201,7 @@ void MessageStore::apply_publish(const PublishRecord& record, RecordPlace place)
   }
   stored.segment = segment;
   stored.record_bytes = record_bytes;
-  stored.body_offset = place.offset + place.bytes - record.message->body.size();
+  stored.body_offset = place.offset + place.bytes - record.message->body().size();
   ++segments_[segment].live_messages;
   segments_[segment].live_bytes += record_bytes;
   for (const QueueRef& ref : record.queues) {
@@ -294,14 +294,14 @@ void MessageStore::enqueued(const Queue& queue, const QueuedMessage& message) {
   // A message routed to several durable queues is written once, with all of them: the record stays open while
   // the routing loop enqueues, and is finished by the end of the publish (end_position, write_out).
   if (PublishRecord* open = open_publish_of(m)) return open->queues.push_back(ref_for(queue, message));
-  if (IoStatus unreadable = m.body.page_in()) {
+  if (IoStatus unreadable = m.body().page_in()) {
     // A dead-lettered copy of a paged-out message, whose body cannot be read back: it cannot be written either.
     std::cerr << "firemq-broker: message store: a message for durable queue '" << queue.name()
               << "' is not written: its paged-out body could not be read back: " << *unreadable << std::endl;
     return;
   }
-  if (m.store_id == 0) m.store_id = next_message_id_++;
-  open_publishes_.push_back(PublishRecord{m.store_id, {ref_for(queue, message)}, message.message});
+  if (m.store_id() == 0) m.set_store_id(next_message_id_++);
+  open_publishes_.push_back(PublishRecord{m.store_id(), {ref_for(queue, message)}, message.message});
 }
 
 void MessageStore::delivered(const Queue& queue, const QueuedMessage& message) {
@@ -311,7 +311,7 @@ void MessageStore::delivered(const Queue& queue, const QueuedMessage& message) {
     }
     return;
   }
-  auto it = messages_.find(message.message->store_id);
+  auto it = messages_.find(message.message->store_id());
   if (it == messages_.end()) return;
   // Only the first delivery is written: "redelivered" after a restart needs no more than that.
   for (const QueueRef& ref : it->second.queues) {
@@ -327,7 +327,7 @@ void MessageStore::removed(const Queue& queue, const QueuedMessage& message) {
     std::erase_if(open_publishes_, [](const PublishRecord& p) { return p.queues.empty(); });
     return;
   }
-  const std::uint64_t id = message.message->store_id;
+  const std::uint64_t id = message.message->store_id();
   if (messages_.count(id)) append_after_open_publishes(RemovedRecord{id, queue.store_key()});
 }
 
@@ -372,11 +372,11 @@ void MessageStore::write_out() {
 
 std::optional<PagedPlace> MessageStore::stored_body(const BrokerMessage& message) {
   if (!failure_.empty() || !buffer_.empty()) return std::nullopt;  // only what is written can be read back
-  auto it = messages_.find(message.store_id);
-  if (message.store_id == 0 || it == messages_.end() || it->second.message.get() != &message) return std::nullopt;
+  auto it = messages_.find(message.store_id());
+  if (message.store_id() == 0 || it == messages_.end() || it->second.message.get() != &message) return std::nullopt;
   std::shared_ptr<PageFile> reader = segment_reader(it->second.segment);
   if (reader == nullptr) return std::nullopt;
-  return PagedPlace{std::move(reader), it->second.body_offset, message.body.size()};
+  return PagedPlace{std::move(reader), it->second.body_offset, message.body().size()};
 }
 
 std::shared_ptr<PageFile> MessageStore::segment_reader(std::uint64_t number) {
@@ -465,7 +465,7 @@ void MessageStore::compact_oldest_segments() {
     const StoredMessage& stored = messages_.at(id);
     // A paged-out body is read back for the copy (from this very segment, or the scratch file). If it cannot be,
     // the message stays where it is, and so does its segment.
-    if (IoStatus unreadable = stored.message->body.page_in()) {
+    if (IoStatus unreadable = stored.message->body().page_in()) {
       std::cerr << "firemq-broker: message store: compaction left a message in place: " << *unreadable << std::endl;
       continue;
     }

@@ -46,14 +46,14 @@ void Pager::write_out(StoredBodies* store) {
   std::unordered_set<const BrokerMessage*> seen;  // a message two queues hold waits twice: it is written once
   for (const MessagePtr& message : waiting) {
     // Delivered and settled since (nobody else holds it), already out, or already on its way.
-    if (message.use_count() == 1 || !message->body.in_memory() || !seen.insert(message.get()).second) continue;
+    if (message.use_count() == 1 || !message->body().pageable() || !seen.insert(message.get()).second) continue;
     if (auto place = store ? store->stored_body(*message) : std::nullopt) {
-      message->body.page_out(std::move(*place));  // already on disk: nothing to write
+      message->body().page_out(std::move(*place));  // already on disk: nothing to write
       ++bodies_paged_out_;
       continue;
     }
     if (scratch_failed_) continue;
-    const ByteView body = message->body.bytes();
+    const ByteView body = message->body().bytes();
     to_scratch.push_back({message, scratch_bytes.size()});
     scratch_bytes.insert(scratch_bytes.end(), body.begin(), body.end());
   }
@@ -73,7 +73,7 @@ void Pager::page_out_to_scratch(const std::vector<ToScratch>& bodies, const Byte
   }
   const std::uint64_t start = scratch_end_;
   for (const ToScratch& b : bodies) {
-    b.message->body.page_out(PagedPlace{scratch_, start + b.offset, b.message->body.size()});
+    b.message->body().page_out(PagedPlace{scratch_, start + b.offset, b.message->body().size()});
     ++bodies_paged_out_;
   }
   scratch_end_ += bytes.size();

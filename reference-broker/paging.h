@@ -9,7 +9,8 @@
 //   and reads but never keeps (it goes when the broker stops, and holds nothing a restart needs).
 // The bodies leave once their bytes are written, after each batch of work (write_out), and come back when the
 // message is delivered (Queue::pop_for_delivery pages it in). Messages near the head of a queue, queued while memory
-// was below the threshold, stay in memory; so do everything but the body (the message's place, props, headers).
+// was below the threshold, stay in memory; so do everything but the body (the message's place, props, headers),
+// and bodies of up to BrokerMessage::kInlineBodyLimit bytes, which live in the message's own allocation.
 //
 // Runs on the broker thread.
 #pragma once
@@ -57,7 +58,7 @@ class Pager {
   // A message that a queue keeps behind others. While paging, its body is to leave memory at the next write_out
   // (nothing happens to a body already out, or already on its way).
   void page_out_later(const MessagePtr& message) {
-    if (paging() && message->body.in_memory() && message->body.size() > 0) waiting_.push_back(message);
+    if (paging() && message->body().pageable()) waiting_.push_back(message);
   }
   // After the message store wrote its records (`store` may be null: no store): the scratch file gets the bodies
   // waiting for it, and every waiting body whose bytes are now on disk leaves memory.

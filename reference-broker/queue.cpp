@@ -8,7 +8,7 @@ namespace {
 
 // props.expiration: "expiration, in milliseconds" (a uint, present to count; docs/spec-notes.md Q29).
 std::optional<std::uint64_t> message_expiration(const BrokerMessage& m) {
-  const Value* v = m.props.get("expiration");
+  const Value* v = m.props().get("expiration");
   const auto* ms = v ? v->get_if<std::uint64_t>() : nullptr;
   return ms ? std::optional<std::uint64_t>(*ms) : std::nullopt;
 }
@@ -16,7 +16,7 @@ std::optional<std::uint64_t> message_expiration(const BrokerMessage& m) {
 // props.priority; "a priority above the maximum counts as the maximum"; none is 0.
 std::uint8_t message_priority(const BrokerMessage& m, std::uint8_t max_priority) {
   if (max_priority == 0) return 0;
-  const Value* v = m.props.get("priority");
+  const Value* v = m.props().get("priority");
   const auto* p = v ? v->get_if<std::uint64_t>() : nullptr;
   return static_cast<std::uint8_t>(std::min<std::uint64_t>(p ? *p : 0, max_priority));
 }
@@ -98,13 +98,13 @@ QueuedMessage Queue::make_queued(MessagePtr message) {
 }
 
 void Queue::insert_ready(QueuedMessage message) {
-  ready_bytes_ += message.message->body.size();
+  ready_bytes_ += message.message->body().size();
   ready_.push(std::move(message));
 }
 
 QueuedMessage Queue::pop_head() {
   QueuedMessage head = ready_.pop();
-  ready_bytes_ -= head.message->body.size();
+  ready_bytes_ -= head.message->body().size();
   return head;
 }
 
@@ -112,7 +112,7 @@ std::optional<QueuedMessage> Queue::pop_for_delivery() {
   while (!ready_.empty()) {
     QueuedMessage head = pop_head();
     // A paged-out body comes back into memory first (paging.h).
-    IoStatus unreadable = head.message->body.page_in();
+    IoStatus unreadable = head.message->body().page_in();
     if (!unreadable) return head;
     // Nothing can be delivered in its place: the message leaves memory, and the log says so. Its record stays in
     // the message store (no removal is journaled): a persistent message comes back after a restart, when the
@@ -132,7 +132,7 @@ bool Queue::over_limits(std::size_t extra_count, std::uint64_t extra_bytes) cons
 bool Queue::enqueue(MessagePtr message) {
   expire_messages();
   const QueueArguments& a = settings_.arguments;
-  if (a.overflow != Overflow::drop_head && over_limits(1, message->body.size())) {
+  if (a.overflow != Overflow::drop_head && over_limits(1, message->body().size())) {
     // reject-publish: refused, the publisher is nacked; reject-publish-dlx dead-letters it too.
     if (a.overflow == Overflow::reject_publish_dlx && dead_letterer_) {
       dead_letterer_->dead_letter(*this, make_queued(std::move(message)), DeathReason::maxlen);

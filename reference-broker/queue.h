@@ -53,7 +53,7 @@ class ReadyMessages {
  private:
   static constexpr std::uint64_t kNever = UINT64_MAX;  // expires_at_ms of a message without expiry
   // A message never delivered: a QueuedMessage without its priority (the level's), its redelivered flag (false)
-  // and with its expiry in one word, 32 bytes.
+  // and with its expiry in one word, 24 bytes.
   struct Published {
     MessagePtr message;
     std::uint64_t position;
@@ -168,7 +168,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   QueuedMessage make_queued(MessagePtr message);
   void count_settled() { if (unacked_ > 0) --unacked_; }  // an unacknowledged delivery was settled
   // The message store hears of persistent messages only ("persistent: Write the message to disk").
-  bool journaled(const QueuedMessage& m) const { return journal_ != nullptr && m.message->persistent; }
+  bool journaled(const QueuedMessage& m) const { return journal_ != nullptr && m.message->persistent(); }
   void dead_letter_then_leave(const QueuedMessage& message, DeathReason reason);
   void leave_for_good(const QueuedMessage& m) {
     if (journaled(m)) journal_->removed(*this, m);

@@ -52,10 +52,9 @@ class QueueFeatures : public ::testing::Test {
     ASSERT_FALSE(vhost_.bind(b, "conn"));
   }
   static MessagePtr message(std::string body, Map props = {}) {
-    return std::make_shared<BrokerMessage>(
-        BrokerMessage{"src", "rk", Props{std::move(props)}, {}, Bytes(body.begin(), body.end()), false, AccountedBytes()});
+    return BrokerMessage::make(MessageParts{"src", "rk", Props{std::move(props)}, {}, false}, as_bytes(body));
   }
-  static std::string body(const QueuedMessage& m) { return std::string(m.message->body.bytes().begin(), m.message->body.bytes().end()); }
+  static std::string body(const QueuedMessage& m) { return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end()); }
 
   ManualTime time_;
   Vhost vhost_{"/", time_};
@@ -111,10 +110,10 @@ TEST_F(QueueFeatures, ExpiredMessagesAreDeadLetteredWithXDeath) {
   ASSERT_EQ(dead.ready_count(), 1u);
   const QueuedMessage got = *dead.take_next();  // holds the message alive
   const BrokerMessage& m = *got.message;
-  EXPECT_EQ(m.exchange, "dlx");
-  EXPECT_EQ(m.routing_key, "rk");  // no DLK: the original key
-  EXPECT_EQ(m.props.get("expiration"), nullptr);
-  const Array& deaths = *find(m.headers, "x-death")->get_if<Array>();
+  EXPECT_EQ(m.exchange(), "dlx");
+  EXPECT_EQ(m.routing_key(), "rk");  // no DLK: the original key
+  EXPECT_EQ(m.props().get("expiration"), nullptr);
+  const Array& deaths = *find(m.headers(), "x-death")->get_if<Array>();
   ASSERT_EQ(deaths.size(), 1u);
   const Map& d = *deaths[0].get_if<Map>();
   EXPECT_EQ(*find(d, "count"), Value(1));
@@ -124,8 +123,8 @@ TEST_F(QueueFeatures, ExpiredMessagesAreDeadLetteredWithXDeath) {
   EXPECT_EQ(*find(d, "routing-keys"), Value(Array{Value("rk")}));
   EXPECT_EQ(*find(d, "original-expiration"), Value(5));
   EXPECT_EQ(*find(d, "time"), Value(time_.unix_seconds()));
-  EXPECT_EQ(*find(m.headers, "x-first-death-reason"), Value("expired"));
-  EXPECT_EQ(*find(m.headers, "x-last-death-queue"), Value("q"));
+  EXPECT_EQ(*find(m.headers(), "x-first-death-reason"), Value("expired"));
+  EXPECT_EQ(*find(m.headers(), "x-last-death-queue"), Value("q"));
 }
 
 TEST_F(QueueFeatures, RepeatedDeathsCountAndMoveToTheFront) {
@@ -139,10 +138,10 @@ TEST_F(QueueFeatures, RepeatedDeathsCountAndMoveToTheFront) {
   }
   const QueuedMessage got = *q.take_next();
   const BrokerMessage& m = *got.message;
-  const Array& deaths = *find(m.headers, "x-death")->get_if<Array>();
+  const Array& deaths = *find(m.headers(), "x-death")->get_if<Array>();
   ASSERT_EQ(deaths.size(), 1u);
   EXPECT_EQ(*find(*deaths[0].get_if<Map>(), "count"), Value(2));
-  EXPECT_EQ(m.routing_key, "back");
+  EXPECT_EQ(m.routing_key(), "back");
 }
 
 TEST_F(QueueFeatures, ACycleWithoutRejectionIsBroken) {
@@ -173,7 +172,7 @@ TEST_F(QueueFeatures, DropHeadKeepsTheNewestAndDeadLettersTheOldest) {
   ASSERT_EQ(dead.ready_count(), 1u);
   const QueuedMessage got = *dead.take_next();  // holds the message alive
   const BrokerMessage& m = *got.message;
-  EXPECT_EQ(*find(*find(m.headers, "x-death")->get_if<Array>()->front().get_if<Map>(), "reason"), Value("maxlen"));
+  EXPECT_EQ(*find(*find(m.headers(), "x-death")->get_if<Array>()->front().get_if<Map>(), "reason"), Value("maxlen"));
 }
 
 TEST_F(QueueFeatures, MaxLengthBytesCountsBodyBytesOfReadyMessages) {
@@ -315,17 +314,54 @@ TEST_F(QueueFeatures, RedeclareWithDifferentArgumentsIs406NamingTheArgument) {
 namespace firemq {
 namespace {
 
-TEST(MemoryAccounting, MessagesCountTheirBodyWhileTheyLiveAndCopiesCountAgain) {
+TEST(MemoryAccounting, AMessageCountsItsAllocationAndItsBodyWhileItLivesAndACopyCountsAgain) {
   const std::size_t before = MemoryAccount::in_use();
   {
-    BrokerMessage m{"", "k", {}, {}, Bytes(100, 1), false, AccountedBytes()};
-    EXPECT_EQ(MemoryAccount::in_use(), before + 100);
-    BrokerMessage copy = m;  // a dead-lettered copy holds its own body
-    EXPECT_EQ(MemoryAccount::in_use(), before + 200);
-    BrokerMessage moved = std::move(copy);
-    EXPECT_EQ(MemoryAccount::in_use(), before + 200);
+    const MessagePtr small = BrokerMessage::make(MessageParts{"x", "key", {}, {}, false}, as_bytes("sixteen bytes..."));
+    EXPECT_TRUE(small->body().kept_inline());
+    EXPECT_EQ(small->accounted_bytes(), sizeof(BrokerMessage) + 1 + 3 + 16) << "one allocation: fields, names, body";
+    EXPECT_EQ(MemoryAccount::in_use(), before + small->accounted_bytes());
+    const Bytes large(1000, 1);
+    const MessagePtr big = BrokerMessage::make(MessageParts{"", "k", {}, {}, false}, large);
+    EXPECT_FALSE(big->body().kept_inline());
+    EXPECT_EQ(big->accounted_bytes(), sizeof(BrokerMessage) + 1) << "the body on the heap counts on its own";
+    const std::size_t both = small->accounted_bytes() + big->accounted_bytes() + 1000;
+    EXPECT_EQ(MemoryAccount::in_use(), before + both);
+    const MessagePtr copy = BrokerMessage::make(big->parts(), big->body());  // a dead-lettered copy holds its own body
+    EXPECT_EQ(MemoryAccount::in_use(), before + both + big->accounted_bytes() + 1000);
+    const MessagePtr another_holder = copy;  // shared, not copied: counts nothing
+    EXPECT_EQ(MemoryAccount::in_use(), before + both + big->accounted_bytes() + 1000);
+    const MessagePtr with_props =
+        BrokerMessage::make(MessageParts{"", "k", Props{Map{{Value("priority"), Value(1)}}}, {}, false, 20}, ByteView{});
+    EXPECT_GT(with_props->accounted_bytes(), sizeof(BrokerMessage) + 1 + 8 * 20) << "props count their estimate";
   }
   EXPECT_EQ(MemoryAccount::in_use(), before);
+}
+
+TEST(MessagePtr, CopiesShareTheMessageAndTheLastHolderFreesIt) {
+  const std::size_t before = MemoryAccount::in_use();
+  MessagePtr first = BrokerMessage::make(MessageParts{"", "k", {}, {}, false}, as_bytes("body"));
+  EXPECT_EQ(first.use_count(), 1u);
+  MessagePtr second = first;
+  EXPECT_EQ(first.use_count(), 2u);
+  EXPECT_EQ(second.get(), first.get());
+  MessagePtr moved = std::move(second);
+  EXPECT_FALSE(second);
+  EXPECT_EQ(moved.use_count(), 2u);
+  first.reset();
+  EXPECT_EQ(moved.use_count(), 1u);
+  EXPECT_GT(MemoryAccount::in_use(), before) << "alive while one holds it";
+  EXPECT_EQ(moved->routing_key(), "k");
+  moved = nullptr;
+  EXPECT_EQ(MemoryAccount::in_use(), before) << "freed with its last holder";
+}
+
+TEST(BrokerMessageLayout, TheFieldsOfAMessageTakeSixWords) {
+  // A 16 B message routed by an 18-character key then takes one 96-byte chunk of the allocator's; the queue's
+  // entry for it is three more words (docs/benchmarks.md, "One allocation per message").
+  EXPECT_LE(sizeof(BrokerMessage), 48u);
+  EXPECT_EQ(sizeof(MessagePtr), sizeof(void*));
+  EXPECT_LE(sizeof(MessageBody), 16u);
 }
 
 TEST(Alarms, MemoryAlarmRisesAtTheWatermarkAndClearsBelowIt) {

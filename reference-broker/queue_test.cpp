@@ -30,11 +30,10 @@ QueueSettings settings(std::string name) {
 ManualTime time_;
 
 MessagePtr message(std::string body) {
-  return std::make_shared<BrokerMessage>(
-      BrokerMessage{"", "q", {}, {}, Bytes(body.begin(), body.end()), false, AccountedBytes()});
+  return BrokerMessage::make(MessageParts{"", "q", {}, {}, false}, as_bytes(body));
 }
 
-std::string body(const QueuedMessage& m) { return std::string(m.message->body.bytes().begin(), m.message->body.bytes().end()); }
+std::string body(const QueuedMessage& m) { return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end()); }
 
 TEST(QueueDispatch, NeverMoreThanTheCreditGranted) {
   Queue q(settings("q"), time_);

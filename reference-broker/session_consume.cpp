@@ -90,8 +90,9 @@ void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& 
   const op::Subscribe& sub = subscription.request();
   const std::uint64_t tag = track(message, queue, sub.no_ack);
   const BrokerMessage& m = *message.message;
-  out_.send_message(op::Deliver{sub.sub, tag, message.redelivered, m.exchange, m.routing_key, m.props, m.headers},
-                    m.body.bytes(), m.persistent);
+  out_.send_message(op::Deliver{sub.sub, tag, message.redelivered, std::string(m.exchange()),
+                                std::string(m.routing_key()), m.props(), m.headers()},
+                    m.body().bytes(), m.persistent());
 }
 
 void Session::on_subscription_cancelled(Subscription& subscription, Queue& queue) {
@@ -184,8 +185,9 @@ void Session::on_get(const op::Get& r) {
   }
   const std::uint64_t tag = track(*next, q, r.no_ack);
   const BrokerMessage& m = *next->message;
-  out_.send_message(op::GetOk{r.rid, tag, next->redelivered, m.exchange, m.routing_key, q.ready_count(), m.props, m.headers},
-                    m.body.bytes(), m.persistent);
+  out_.send_message(op::GetOk{r.rid, tag, next->redelivered, std::string(m.exchange()), std::string(m.routing_key()),
+                              q.ready_count(), m.props(), m.headers()},
+                    m.body().bytes(), m.persistent());
 }
 
 void Session::on_connection_lost() {

@@ -43,9 +43,10 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   }
   Journal* journal = env_.core.journal();
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
-  auto message = std::make_shared<BrokerMessage>(
-      BrokerMessage{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers),
-                    Bytes(body.begin(), body.end()), p.persistent, AccountedBytes(message_overhead_cost(carried.header_bytes))});
+  const MessagePtr message = BrokerMessage::make(
+      MessageParts{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers), p.persistent,
+                   carried.header_bytes},
+      body);
   std::string refused_by;
   for (Queue* queue : route->queues) {
     // "the other queues the message was routed to still get it"
@@ -55,7 +56,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   const std::uint64_t log_after = journal ? journal->end_position() : 0;
   // The store gave it an id: it was written for a durable queue (other records, such as a drop-head's removal of
   // an older message, do not make a transient publish wait for the disk).
-  const bool needs_disk = message->store_id != 0 && log_after > log_before;
+  const bool needs_disk = message->store_id() != 0 && log_after > log_before;
   if (needs_disk && !journal->failure().empty()) {
     return reject_publish(p.seq, make_error(ReplyCode::internal_error,
                                             "message not written to disk: " + journal->failure()));

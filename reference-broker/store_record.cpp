@@ -90,8 +90,9 @@ void append_body(Bytes& out, const PublishRecord& r) {
     out.push_back(q.delivered ? 1 : 0);
   }
   const BrokerMessage& m = *r.message;
-  const Bytes frame = encode_message_frame(op::Publish{0, m.exchange, m.routing_key, false, m.persistent, m.props, m.headers},
-                                           m.body.bytes());
+  const Bytes frame = encode_message_frame(op::Publish{0, std::string(m.exchange()), std::string(m.routing_key()), false,
+                                                       m.persistent(), m.props(), m.headers()},
+                                           m.body().bytes());
   out.insert(out.end(), frame.begin(), frame.end());
 }
 
@@ -120,10 +121,10 @@ Result<MessagePtr, std::string> parse_message(ByteView frame_bytes) {
   auto* publish = std::get_if<op::Publish>(&*decoded);
   if (publish == nullptr) return std::string("its message frame is not a publish");
   const ByteView body = frame->payload();
-  return std::make_shared<const BrokerMessage>(BrokerMessage{std::move(publish->exchange), std::move(publish->key),
-                                                             std::move(publish->props), std::move(publish->headers),
-                                                             Bytes(body.begin(), body.end()), publish->persistent,
-                                                             AccountedBytes(message_overhead_cost(frame->header().size()))});
+  return BrokerMessage::make(MessageParts{std::move(publish->exchange), std::move(publish->key),
+                                          std::move(publish->props), std::move(publish->headers), publish->persistent,
+                                          frame->header().size()},
+                             body);
 }
 
 Result<Record, std::string> parse_body(ByteView body) {
@@ -144,7 +145,7 @@ Result<Record, std::string> parse_body(ByteView body) {
       if (!in.ok()) return std::string("its queue list is cut short");
       Result<MessagePtr, std::string> message = parse_message(in.rest());
       if (!message) return message.error();
-      (*message)->store_id = r.message_id;  // the store knows the message by this id after a restart too
+      (*message)->set_store_id(r.message_id);  // the store knows the message by this id after a restart too
       r.message = std::move(*message);
       return Record(std::move(r));
     }

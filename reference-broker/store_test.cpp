@@ -55,12 +55,11 @@ struct Waiter : DurabilityWaiter {
 
 MessagePtr message(const std::string& body, bool persistent = true) {
   Props props{Map{{Value("message_id"), Value(body)}}};
-  return std::make_shared<const BrokerMessage>(
-      BrokerMessage{"ex", "key", props, Map{{Value("h"), Value(std::int64_t{-7})}}, Bytes(body.begin(), body.end()),
-                    persistent, AccountedBytes()});
+  return BrokerMessage::make(MessageParts{"ex", "key", props, Map{{Value("h"), Value(std::int64_t{-7})}}, persistent},
+                             as_bytes(body));
 }
 
-std::string body_of(const QueuedMessage& m) { return std::string(m.message->body.bytes().begin(), m.message->body.bytes().end()); }
+std::string body_of(const QueuedMessage& m) { return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end()); }
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -124,7 +123,7 @@ class StoreTest : public ::testing::Test {
     std::vector<std::string> bodies;
     auto recovered = store_->unclaimed();
     for (const RecoveredMessage& m : recovered[queue_store_key("/", name)]) {
-      bodies.emplace_back(m.message->body.bytes().begin(), m.message->body.bytes().end());
+      bodies.emplace_back(m.message->body().bytes().begin(), m.message->body().bytes().end());
     }
     return bodies;
   }
@@ -163,12 +162,12 @@ TEST(StoreRecord, EveryRecordTypeReadsBackAsWritten) {
   const auto& p = std::get<PublishRecord>(records[0]);
   EXPECT_EQ(p.message_id, 42u);
   EXPECT_EQ(p.queues, (std::vector<QueueRef>{{q, 7, 1234, true}, {r, 9, 0, false}}));
-  EXPECT_TRUE(std::ranges::equal(p.message->body.bytes(), m->body.bytes()));
-  EXPECT_EQ(p.message->props, m->props);
-  EXPECT_EQ(p.message->headers, m->headers);  // an int stays an int
-  EXPECT_EQ(p.message->exchange, "ex");
-  EXPECT_EQ(p.message->routing_key, "key");
-  EXPECT_TRUE(p.message->persistent);
+  EXPECT_TRUE(std::ranges::equal(p.message->body().bytes(), m->body().bytes()));
+  EXPECT_EQ(p.message->props(), m->props());
+  EXPECT_EQ(p.message->headers(), m->headers());  // an int stays an int
+  EXPECT_EQ(p.message->exchange(), "ex");
+  EXPECT_EQ(p.message->routing_key(), "key");
+  EXPECT_TRUE(p.message->persistent());
   EXPECT_EQ(std::get<DeliveredRecord>(records[1]).queue, q);
   EXPECT_EQ(std::get<RemovedRecord>(records[2]).message_id, 42u);
   EXPECT_EQ(std::get<QueueDroppedRecord>(records[3]).queue, q);
@@ -203,9 +202,9 @@ TEST(StoreRecord, ASegmentWrittenByThePythonSeedGeneratorReadsAsDescribed) {
   const auto& publish = std::get<PublishRecord>(records[0]);
   EXPECT_EQ(publish.queues, (std::vector<QueueRef>{{queue_store_key("/", "orders"), 1, 0, false},
                                                    {queue_store_key("/", "audit"), 7, 1'700'000'000'000, true}}));
-  EXPECT_EQ(publish.message->routing_key, "k");
-  EXPECT_EQ(std::string(publish.message->body.bytes().begin(), publish.message->body.bytes().end()), "body");
-  EXPECT_EQ(*find(publish.message->headers, "n"), Value(std::int64_t{-1}));
+  EXPECT_EQ(publish.message->routing_key(), "k");
+  EXPECT_EQ(std::string(publish.message->body().bytes().begin(), publish.message->body().bytes().end()), "body");
+  EXPECT_EQ(*find(publish.message->headers(), "n"), Value(std::int64_t{-1}));
   EXPECT_EQ(std::get<RemovedRecord>(records[2]).queue, queue_store_key("/", "audit"));
   EXPECT_EQ(std::get<QueueDroppedRecord>(records[3]).queue, queue_store_key("/", "orders"));
 }
@@ -304,7 +303,7 @@ TEST_F(StoreTest, AMessageInTwoDurableQueuesIsWrittenOnceAndLeavesEachSeparately
   const std::uint64_t one_message = store_->end_position();
   q1.acknowledge(*q1.take_next());
   sync();
-  EXPECT_LT(one_message, 2 * (m->body.size() + 100)) << "one publish record for both queues";
+  EXPECT_LT(one_message, 2 * (m->body().size() + 100)) << "one publish record for both queues";
   open();
   EXPECT_TRUE(recovered_bodies("q1").empty());
   open();
@@ -599,10 +598,10 @@ TEST_F(StoreSessionTest, ADeadLetteredCopyIsStoredAsItsOwnMessageWithItsDeathHis
   EXPECT_TRUE(recovered[queue_store_key("/", "src")].empty());
   ASSERT_EQ(recovered[queue_store_key("/", "dlq")].size(), 1u);
   const BrokerMessage& copy = *recovered[queue_store_key("/", "dlq")][0].message;
-  EXPECT_EQ(std::string(copy.body.bytes().begin(), copy.body.bytes().end()), "doomed");
-  EXPECT_NE(find(copy.headers, "x-death"), nullptr) << "the copy, not the original, is what the store keeps";
+  EXPECT_EQ(std::string(copy.body().bytes().begin(), copy.body().bytes().end()), "doomed");
+  EXPECT_NE(find(copy.headers(), "x-death"), nullptr) << "the copy, not the original, is what the store keeps";
   ASSERT_EQ(recovered[queue_store_key("/", "dq")].size(), 2u);  // the original, and publish 2
-  EXPECT_EQ(find(recovered[queue_store_key("/", "dq")][0].message->headers, "x-death"), nullptr);
+  EXPECT_EQ(find(recovered[queue_store_key("/", "dq")][0].message->headers(), "x-death"), nullptr);
 }
 
 TEST_F(StoreSessionTest, AFailedFsyncNacksWhatWaitedAndEveryLaterPersistentPublish) {
@@ -847,10 +846,12 @@ class PagingTest : public StoreTest {
     queues_.push_back(std::make_shared<Queue>(s, time_, nullptr, nullptr, pager_.get()));
     return *queues_.back();
   }
+  // A body too large to be kept inline in its message: one paging takes out of memory.
+  static std::string pageable(const std::string& text) { return text + std::string(BrokerMessage::kInlineBodyLimit, '.'); }
   std::string take_body(Queue& q) {
     std::optional<QueuedMessage> m = q.take_next();
     if (!m) return "<none>";
-    EXPECT_TRUE(m->message->body.in_memory()) << "a delivered body is back in memory";
+    EXPECT_TRUE(m->message->body().in_memory()) << "a delivered body is back in memory";
     q.acknowledge(*m);
     return body_of(*m);
   }
@@ -861,14 +862,20 @@ TEST_F(PagingTest, TransientBodiesGoToTheScratchFileAndComeBackOnDelivery) {
   start_paging();
   Queue& q = transient_queue("q");
   const std::size_t before = MemoryAccount::in_use();
-  for (int i = 0; i < 3; ++i) q.enqueue(message("transient-" + std::to_string(i), false));
-  EXPECT_EQ(MemoryAccount::in_use(), before + 3 * 11) << "in memory until written out";
+  const std::size_t size = pageable("transient-0").size();
+  std::size_t messages_alone = 0;  // what the messages count without their bodies
+  for (int i = 0; i < 3; ++i) {
+    const MessagePtr m = message(pageable("transient-" + std::to_string(i)), false);
+    messages_alone += m->accounted_bytes();
+    q.enqueue(m);
+  }
+  EXPECT_EQ(MemoryAccount::in_use(), before + messages_alone + 3 * size) << "in memory until written out";
   store_->write_out();  // the end of a batch of work: the pager writes and drops the bodies
   EXPECT_EQ(pager_->bodies_paged_out(), 3u);
-  EXPECT_EQ(pager_->scratch_bytes_written(), 3u * 11);
-  EXPECT_EQ(MemoryAccount::in_use(), before) << "the paged-out bodies no longer count as memory in use";
-  EXPECT_EQ(q.ready_bytes(), 3u * 11) << "a paged-out body keeps its size (x-max-length-bytes counts it)";
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(take_body(q), "transient-" + std::to_string(i));
+  EXPECT_EQ(pager_->scratch_bytes_written(), 3u * size);
+  EXPECT_EQ(MemoryAccount::in_use(), before + messages_alone) << "the paged-out bodies no longer count as memory in use";
+  EXPECT_EQ(q.ready_bytes(), 3u * size) << "a paged-out body keeps its size (x-max-length-bytes counts it)";
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(take_body(q), pageable("transient-" + std::to_string(i)));
   EXPECT_EQ(MemoryAccount::in_use(), before);
 }
 
@@ -876,11 +883,11 @@ TEST_F(PagingTest, PersistentBodiesAreReadBackFromTheStoreNotWrittenTwice) {
   open();
   start_paging();
   Queue& q = queue("durable");
-  q.enqueue(message("persistent-body"));
+  q.enqueue(message(pageable("persistent-body")));
   store_->write_out();
   EXPECT_EQ(pager_->bodies_paged_out(), 1u);
   EXPECT_EQ(pager_->scratch_bytes_written(), 0u) << "the store's segment already holds the body";
-  EXPECT_EQ(take_body(q), "persistent-body");
+  EXPECT_EQ(take_body(q), pageable("persistent-body"));
 }
 
 TEST_F(PagingTest, ABodyStaysReadableAfterItsSegmentIsDeleted) {
@@ -909,10 +916,27 @@ TEST_F(PagingTest, BelowTheThresholdNothingIsPaged) {
   open();
   start_paging(/*threshold=*/SIZE_MAX);
   Queue& q = transient_queue("q");
-  q.enqueue(message("stays", false));
+  q.enqueue(message(pageable("stays"), false));
   store_->write_out();
   EXPECT_EQ(pager_->bodies_paged_out(), 0u);
-  EXPECT_EQ(take_body(q), "stays");
+  EXPECT_EQ(take_body(q), pageable("stays"));
+}
+
+TEST_F(PagingTest, ASmallBodyStaysInItsMessage) {
+  open();
+  start_paging();
+  Queue& q = transient_queue("q");
+  const MessagePtr small = message(std::string(BrokerMessage::kInlineBodyLimit, 's'), false);
+  EXPECT_TRUE(small->body().kept_inline());
+  EXPECT_FALSE(small->body().pageable());
+  q.enqueue(small);
+  q.enqueue(message(pageable("large"), false));
+  store_->write_out();
+  EXPECT_EQ(pager_->bodies_paged_out(), 1u) << "only the large body leaves memory";
+  EXPECT_EQ(pager_->scratch_bytes_written(), pageable("large").size());
+  EXPECT_TRUE(small->body().in_memory());
+  EXPECT_EQ(take_body(q), std::string(BrokerMessage::kInlineBodyLimit, 's'));
+  EXPECT_EQ(take_body(q), pageable("large"));
 }
 
 TEST_F(PagingTest, AScratchFileThatCannotBeMadeLeavesBodiesInMemory) {
@@ -922,35 +946,39 @@ TEST_F(PagingTest, AScratchFileThatCannotBeMadeLeavesBodiesInMemory) {
   std::ofstream(not_a_directory) << "x";
   start_paging(0, not_a_directory / "paging");
   Queue& q = transient_queue("q");
-  q.enqueue(message("kept", false));
-  q.enqueue(message("also-kept", false));
+  q.enqueue(message(pageable("kept"), false));
+  q.enqueue(message(pageable("also-kept"), false));
   store_->write_out();
   EXPECT_EQ(pager_->bodies_paged_out(), 0u);
-  EXPECT_EQ(take_body(q), "kept");
-  EXPECT_EQ(take_body(q), "also-kept");
+  EXPECT_EQ(take_body(q), pageable("kept"));
+  EXPECT_EQ(take_body(q), pageable("also-kept"));
 }
 
 TEST_F(PagingTest, ACopyOfAPagedOutBodyIsPagedOutAtTheSamePlace) {
   fs::create_directories(dir_);
   const fs::path file = dir_ / "bodies";
-  std::ofstream(file) << "..original..";
+  const std::string original = pageable("original");
+  std::ofstream(file) << ".." << original << "..";
   const int fd = ::open(file.c_str(), O_RDONLY);
   ASSERT_GE(fd, 0);
-  const BrokerMessage m{"", "k", {}, {}, Bytes{'o', 'r', 'i', 'g', 'i', 'n', 'a', 'l'}, false, AccountedBytes()};
+  const MessagePtr m = BrokerMessage::make(MessageParts{"", "k", {}, {}, false}, as_bytes(original));
   const std::size_t before = MemoryAccount::in_use();
-  m.body.page_out(PagedPlace{std::make_shared<PageFile>(fd, file.string()), 2, 8});
-  EXPECT_EQ(MemoryAccount::in_use(), before - 8);
-  BrokerMessage copy = m;  // as dead-lettering copies a message
-  EXPECT_FALSE(copy.body.in_memory()) << "copying a paged-out body reads nothing";
-  EXPECT_EQ(copy.body.size(), 8u);
-  ASSERT_FALSE(copy.body.page_in());
-  EXPECT_EQ(std::string(copy.body.bytes().begin(), copy.body.bytes().end()), "original");
-  EXPECT_EQ(MemoryAccount::in_use(), before) << "only the copy is back in memory";
+  m->body().page_out(PagedPlace{std::make_shared<PageFile>(fd, file.string()), 2, original.size()});
+  EXPECT_EQ(MemoryAccount::in_use(), before - original.size());
+  const std::size_t with_one_paged_out = MemoryAccount::in_use();
+  const MessagePtr copy = BrokerMessage::make(m->parts(), m->body());  // as dead-lettering copies a message
+  EXPECT_FALSE(copy->body().in_memory()) << "copying a paged-out body reads nothing";
+  EXPECT_EQ(copy->body().size(), original.size());
+  EXPECT_EQ(MemoryAccount::in_use(), with_one_paged_out + copy->accounted_bytes()) << "the copy's body is not in memory";
+  ASSERT_FALSE(copy->body().page_in());
+  EXPECT_EQ(std::string(copy->body().bytes().begin(), copy->body().bytes().end()), original);
+  EXPECT_EQ(MemoryAccount::in_use(), with_one_paged_out + copy->accounted_bytes() + original.size())
+      << "only the copy is back in memory";
   fs::resize_file(file, 4);
-  const std::optional<std::string> error = m.body.page_in();
+  const std::optional<std::string> error = m->body().page_in();
   ASSERT_TRUE(error) << "a file cut short cannot give the body back";
   EXPECT_NE(error->find("ends at 4"), std::string::npos) << *error;
-  EXPECT_FALSE(m.body.in_memory());
+  EXPECT_FALSE(m->body().in_memory());
 }
 
 TEST_F(PagingTest, BodiesReadInTheOrderWrittenComeFromOneReadAheadFreedOnceUsed) {

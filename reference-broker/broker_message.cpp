@@ -1,0 +1,79 @@
+#include "reference-broker/broker_message.h"
+
+#include <cstring>
+#include <new>
+
+namespace firemq {
+
+namespace {
+
+const Props kNoProps;
+const Map kNoHeaders;
+
+// What decoded props and headers take in memory: each decoded item takes several times its encoded size.
+constexpr std::size_t kDecodedHeaderFactor = 8;
+
+}  // namespace
+
+MessagePtr BrokerMessage::make(MessageParts parts, ByteView body) { return allocate(parts, body, nullptr); }
+
+MessagePtr BrokerMessage::make(MessageParts parts, const MessageBody& original) {
+  if (original.in_memory()) return allocate(parts, original.bytes(), nullptr);
+  return allocate(parts, {}, &original.paged_place());
+}
+
+// One allocation for the fields, the exchange's and routing key's characters and an inline body, the message
+// constructed in place.
+MessagePtr BrokerMessage::allocate(const MessageParts& parts, ByteView body, const PagedPlace* paged) {
+  std::unique_ptr<const Attributes> attributes;
+  if (!parts.props.entries.empty() || !parts.headers.empty()) {
+    attributes = std::make_unique<const Attributes>(Attributes{parts.props, parts.headers, parts.header_bytes});
+  }
+  const std::size_t inline_bytes = paged == nullptr && body.size() <= kInlineBodyLimit ? body.size() : 0;
+  void* memory = ::operator new(allocation_size(parts.exchange.size() + parts.routing_key.size(), inline_bytes));
+  return MessagePtr(new (memory) BrokerMessage(parts, body, paged, std::move(attributes)));
+}
+
+BrokerMessage::BrokerMessage(const MessageParts& parts, ByteView body, const PagedPlace* paged,
+                             std::unique_ptr<const Attributes> attributes)
+    : exchange_size_(static_cast<std::uint32_t>(parts.exchange.size())),
+      key_size_(static_cast<std::uint32_t>(parts.routing_key.size())),
+      persistent_(parts.persistent),
+      attributes_(std::move(attributes)),
+      body_(body_for(body, paged, inline_body_start())) {
+  std::memcpy(text(), parts.exchange.data(), exchange_size_);
+  std::memcpy(text() + exchange_size_, parts.routing_key.data(), key_size_);
+  MemoryAccount::add(accounted_bytes());
+}
+
+MessageBody BrokerMessage::body_for(ByteView body, const PagedPlace* paged, std::uint8_t* inline_at) {
+  if (paged != nullptr) return MessageBody(PagedPlace(*paged));
+  if (body.size() > kInlineBodyLimit) return MessageBody(body);
+  if (!body.empty()) std::memcpy(inline_at, body.data(), body.size());
+  return MessageBody(MessageBody::Inline{}, inline_at, body.size());
+}
+
+BrokerMessage::~BrokerMessage() { MemoryAccount::remove(accounted_bytes()); }
+
+void BrokerMessage::release() const {
+  if (--holders_ > 0) return;
+  auto* self = const_cast<BrokerMessage*>(this);  // the last holder: nothing else can see it
+  self->~BrokerMessage();
+  ::operator delete(self);
+}
+
+std::size_t BrokerMessage::accounted_bytes() const {
+  const std::size_t attributes =
+      attributes_ != nullptr ? sizeof(Attributes) + kDecodedHeaderFactor * attributes_->header_bytes : 0;
+  return allocation_size(exchange_size_ + key_size_, body_.kept_inline() ? body_.size() : 0) + attributes;
+}
+
+MessageParts BrokerMessage::parts() const {
+  return MessageParts{std::string(exchange()), std::string(routing_key()), props(), headers(), persistent_,
+                      attributes_ != nullptr ? attributes_->header_bytes : 0};
+}
+
+const Props& BrokerMessage::props() const { return attributes_ != nullptr ? attributes_->props : kNoProps; }
+const Map& BrokerMessage::headers() const { return attributes_ != nullptr ? attributes_->headers : kNoHeaders; }
+
+}  // namespace firemq
