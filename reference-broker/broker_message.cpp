@@ -1,6 +1,8 @@
 #include "reference-broker/broker_message.h"
 
+#include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <new>
 
 namespace firemq {
@@ -22,25 +24,28 @@ MessagePtr BrokerMessage::make(MessageParts parts, const MessageBody& original) 
   return allocate(parts, {}, &original.paged_place());
 }
 
-// One allocation for the fields, the exchange's and routing key's characters and an inline body, the message
-// constructed in place.
+// One allocation for the fields, the slots, the exchange's and routing key's characters and an inline body, the
+// message constructed in place.
 MessagePtr BrokerMessage::allocate(const MessageParts& parts, ByteView body, const PagedPlace* paged) {
-  std::unique_ptr<const Attributes> attributes;
+  const Attributes* attributes = nullptr;
   if (!parts.props.entries.empty() || !parts.headers.empty()) {
-    attributes = std::make_unique<const Attributes>(Attributes{parts.props, parts.headers, parts.header_bytes});
+    attributes = new Attributes{parts.props, parts.headers, parts.header_bytes};
   }
   const std::size_t inline_bytes = paged == nullptr && body.size() <= kInlineBodyLimit ? body.size() : 0;
-  void* memory = ::operator new(allocation_size(parts.exchange.size() + parts.routing_key.size(), inline_bytes));
-  return MessagePtr(new (memory) BrokerMessage(parts, body, paged, std::move(attributes)));
+  void* memory = ::operator new(allocation_size(parts.persistent, attributes != nullptr,
+                                                parts.exchange.size() + parts.routing_key.size(), inline_bytes));
+  return MessagePtr(new (memory) BrokerMessage(parts, body, paged, attributes));
 }
 
 BrokerMessage::BrokerMessage(const MessageParts& parts, ByteView body, const PagedPlace* paged,
-                             std::unique_ptr<const Attributes> attributes)
+                             const Attributes* attributes)
     : exchange_size_(static_cast<std::uint32_t>(parts.exchange.size())),
       key_size_(static_cast<std::uint32_t>(parts.routing_key.size())),
       persistent_(parts.persistent),
-      attributes_(std::move(attributes)),
+      has_attributes_(attributes != nullptr),
       body_(body_for(body, paged, inline_body_start())) {
+  if (persistent_) *store_id_slot() = 0;
+  if (has_attributes_) *attributes_slot() = attributes;
   std::memcpy(text(), parts.exchange.data(), exchange_size_);
   std::memcpy(text() + exchange_size_, parts.routing_key.data(), key_size_);
   MemoryAccount::add(accounted_bytes());
@@ -53,7 +58,18 @@ MessageBody BrokerMessage::body_for(ByteView body, const PagedPlace* paged, std:
   return MessageBody(MessageBody::Inline{}, inline_at, body.size());
 }
 
-BrokerMessage::~BrokerMessage() { MemoryAccount::remove(accounted_bytes()); }
+BrokerMessage::~BrokerMessage() {
+  MemoryAccount::remove(accounted_bytes());
+  delete attributes();
+}
+
+void BrokerMessage::set_store_id(std::uint64_t id) const {
+  if (!persistent_) {  // the store writes persistent messages only: anything else is a bug, not bad input
+    std::cerr << "firemq-broker: internal error: a store id for a transient message" << std::endl;
+    std::abort();
+  }
+  *store_id_slot() = id;
+}
 
 void BrokerMessage::release() const {
   if (--holders_ > 0) return;
@@ -63,17 +79,20 @@ void BrokerMessage::release() const {
 }
 
 std::size_t BrokerMessage::accounted_bytes() const {
-  const std::size_t attributes =
-      attributes_ != nullptr ? sizeof(Attributes) + kDecodedHeaderFactor * attributes_->header_bytes : 0;
-  return allocation_size(exchange_size_ + key_size_, body_.kept_inline() ? body_.size() : 0) + attributes;
+  const Attributes* attrs = attributes();
+  const std::size_t attributes_bytes =
+      attrs != nullptr ? sizeof(Attributes) + kDecodedHeaderFactor * attrs->header_bytes : 0;
+  return allocation_size(persistent_, has_attributes_, exchange_size_ + key_size_,
+                         body_.kept_inline() ? body_.size() : 0) +
+         attributes_bytes;
 }
 
 MessageParts BrokerMessage::parts() const {
   return MessageParts{std::string(exchange()), std::string(routing_key()), props(), headers(), persistent_,
-                      attributes_ != nullptr ? attributes_->header_bytes : 0};
+                      has_attributes_ ? attributes()->header_bytes : 0};
 }
 
-const Props& BrokerMessage::props() const { return attributes_ != nullptr ? attributes_->props : kNoProps; }
-const Map& BrokerMessage::headers() const { return attributes_ != nullptr ? attributes_->headers : kNoHeaders; }
+const Props& BrokerMessage::props() const { return has_attributes_ ? attributes()->props : kNoProps; }
+const Map& BrokerMessage::headers() const { return has_attributes_ ? attributes()->headers : kNoHeaders; }
 
 }  // namespace firemq

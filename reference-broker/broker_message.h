@@ -1,11 +1,14 @@
 // A published message as the broker keeps it: immutable, and shared by every queue it was routed to, so a body
 // is stored once however many queues hold it ("Messages are immutable and shared", as the design says).
 //
-// One allocation per message (docs/benchmarks.md, "One allocation per message"): the fields below, then the
-// exchange's and the routing key's characters and, up to kInlineBodyLimit bytes, the body's. Props and headers,
-// which most messages do not have, live in a block of their own only when there are any. A queue holds a message
-// through a MessagePtr, one word with the count of holders inside the message: the broker thread is the only one
-// that touches messages (core.h), so the count needs no atomics.
+// One allocation per message (docs/benchmarks.md, "One allocation per message"): the four words of fields below,
+// then the slots only some messages need (the store id of a persistent message, the pointer to the props and
+// headers of a message that has any), then the exchange's and the routing key's characters and, up to
+// kInlineBodyLimit bytes, the body's. A transient 16 B message with neither props nor headers, the common case,
+// costs its 32 bytes of fields and its characters: a queue of them stays under 100 bytes a message (docs/
+// benchmarks.md, "A message in four words"). A queue holds a message through a MessagePtr, one word with the count
+// of holders inside the message: the broker thread is the only one that touches messages (core.h), so the count
+// needs no atomics.
 #pragma once
 
 #include <cstdint>
@@ -88,9 +91,10 @@ class BrokerMessage {
   const MessageBody& body() const { return body_; }
 
   // The message store's id for it, given when it is first written (0: not in the store). Bookkeeping on an
-  // otherwise immutable message, set once on the broker thread.
-  std::uint64_t store_id() const { return store_id_; }
-  void set_store_id(std::uint64_t id) const { store_id_ = id; }
+  // otherwise immutable message, set once on the broker thread. Only a persistent message is ever written ("persistent:
+  // Write the message to disk"), so only a persistent one has the slot for it.
+  std::uint64_t store_id() const { return persistent_ ? *store_id_slot() : 0; }
+  void set_store_id(std::uint64_t id) const;
 
   // What the message counts in the MemoryAccount besides a heap body's bytes: its allocation, and the estimate of
   // its props and headers. A paged-out message still costs this much.
@@ -105,28 +109,39 @@ class BrokerMessage {
   };
   friend class MessagePtr;
 
-  BrokerMessage(const MessageParts& parts, ByteView body, const PagedPlace* paged,
-                std::unique_ptr<const Attributes> attributes);
+  BrokerMessage(const MessageParts& parts, ByteView body, const PagedPlace* paged, const Attributes* attributes);
   ~BrokerMessage();
   // The message with `body`, or with a body paged out at `paged` when that is not null.
   static MessagePtr allocate(const MessageParts& parts, ByteView body, const PagedPlace* paged);
   // Its body: paged out at `paged`; else `body` copied to `inline_at` when it is small enough, else to the heap.
   static MessageBody body_for(ByteView body, const PagedPlace* paged, std::uint8_t* inline_at);
-  static std::size_t allocation_size(std::size_t text_bytes, std::size_t inline_body_bytes) {
-    return sizeof(BrokerMessage) + text_bytes + inline_body_bytes;
+  static std::size_t allocation_size(bool persistent, bool has_attributes, std::size_t text_bytes,
+                                     std::size_t inline_body_bytes) {
+    return sizeof(BrokerMessage) + slots_size(persistent, has_attributes) + text_bytes + inline_body_bytes;
   }
-  // The exchange, then the routing key, then an inline body, right after the fields.
-  char* text() { return reinterpret_cast<char*>(this + 1); }
-  const char* text() const { return reinterpret_cast<const char*>(this + 1); }
-  std::uint8_t* inline_body_start() { return reinterpret_cast<std::uint8_t*>(text() + exchange_size_ + key_size_); }
+  static std::size_t slots_size(bool persistent, bool has_attributes) {
+    return (persistent ? sizeof(std::uint64_t) : 0) + (has_attributes ? sizeof(const Attributes*) : 0);
+  }
+
+  // What follows the fields, in this order: the slots a message has (store id, then attributes), the exchange,
+  // the routing key, an inline body.
+  std::uint8_t* after_fields() const { return reinterpret_cast<std::uint8_t*>(const_cast<BrokerMessage*>(this) + 1); }
+  std::uint64_t* store_id_slot() const { return reinterpret_cast<std::uint64_t*>(after_fields()); }
+  const Attributes** attributes_slot() const {
+    return reinterpret_cast<const Attributes**>(after_fields() + slots_size(persistent_, false));
+  }
+  const Attributes* attributes() const { return has_attributes_ ? *attributes_slot() : nullptr; }
+  char* text() const { return reinterpret_cast<char*>(after_fields() + slots_size(persistent_, has_attributes_)); }
+  std::uint8_t* inline_body_start() const {
+    return reinterpret_cast<std::uint8_t*>(text() + exchange_size_ + key_size_);
+  }
   void release() const;
 
   mutable std::uint32_t holders_ = 1;
   std::uint32_t exchange_size_;
   std::uint32_t key_size_;
-  bool persistent_;
-  mutable std::uint64_t store_id_ = 0;
-  std::unique_ptr<const Attributes> attributes_;  // null when the message has neither props nor headers
+  bool persistent_;       // and so it has the store id's slot
+  bool has_attributes_;   // props or headers: it has the slot that points to them
   MessageBody body_;
 };
 

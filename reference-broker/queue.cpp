@@ -28,7 +28,10 @@ std::uint8_t message_priority(const BrokerMessage& m, std::uint8_t max_priority)
 void ReadyMessages::push(QueuedMessage m) {
   Level& level = levels_[m.priority];
   if (!m.redelivered && (level.published.empty() || m.position > level.published.back().position)) {
-    level.published.push_back({std::move(m.message), m.position, m.expires_at_ms.value_or(kNever)});
+    const bool keeps_expiries = !level.expiries.empty() || m.expires_at_ms;
+    if (level.expiries.empty() && m.expires_at_ms) level.expiries.assign(level.published.size(), kNever);
+    if (keeps_expiries) level.expiries.push_back(m.expires_at_ms.value_or(kNever));
+    level.published.push_back({std::move(m.message), m.position});
   } else {
     level.returned.emplace(m.position, std::move(m));
   }
@@ -57,7 +60,10 @@ QueuedMessage ReadyMessages::pop() {
   m.message = std::move(head.message);
   m.position = head.position;
   m.priority = it->first;
-  if (head.expires_at_ms != kNever) m.expires_at_ms = head.expires_at_ms;
+  if (!level.expiries.empty()) {
+    if (level.expiries.front() != kNever) m.expires_at_ms = level.expiries.front();
+    level.expiries.pop_front();
+  }
   level.published.pop_front();
   return m;
 }
@@ -66,7 +72,7 @@ std::optional<std::uint64_t> ReadyMessages::head_expires_at() const {
   const Level* level = head_level();
   if (level == nullptr) return std::nullopt;
   if (level->head_is_returned()) return level->returned.begin()->second.expires_at_ms;
-  const std::uint64_t at = level->published.front().expires_at_ms;
+  const std::uint64_t at = level->expiries.empty() ? kNever : level->expiries.front();
   return at == kNever ? std::nullopt : std::optional<std::uint64_t>(at);
 }
 

@@ -53,14 +53,17 @@ class ReadyMessages {
  private:
   static constexpr std::uint64_t kNever = UINT64_MAX;  // expires_at_ms of a message without expiry
   // A message never delivered: a QueuedMessage without its priority (the level's), its redelivered flag (false)
-  // and with its expiry in one word, 24 bytes.
+  // and its expiry (in the level's `expiries`), two words.
   struct Published {
     MessagePtr message;
     std::uint64_t position;
-    std::uint64_t expires_at_ms;
   };
   struct Level {
     std::deque<Published> published;                 // by position, appended to
+    // The expiry of each of `published`, index for index, or kNever. Empty until a message with an expiry comes
+    // to the level, so that a queue without TTLs pays nothing for them; from then on as long as `published`,
+    // until the two empty together.
+    std::deque<std::uint64_t> expiries;
     std::map<std::uint64_t, QueuedMessage> returned;  // by position
     bool empty() const { return published.empty() && returned.empty(); }
     bool head_is_returned() const {

@@ -177,5 +177,33 @@ TEST(ReadyMessagesOrder, HigherPriorityFirstThenPositionAndTheHeadsExpiry) {
   EXPECT_EQ(ready.head_expires_at(), std::nullopt);
 }
 
+// A level keeps expiries only from its first message with one: the messages published before it have none, those
+// after it keep theirs, and once the level drains a new message without expiry starts without the column again.
+TEST(ReadyMessagesOrder, ExpiriesStartWithTheFirstMessageThatHasOneAndKeepEveryMessagesOwn) {
+  ReadyMessages ready;
+  auto push = [&](std::uint64_t position, std::optional<std::uint64_t> expires) {
+    QueuedMessage m;
+    m.message = message(std::to_string(position));
+    m.position = position;
+    m.expires_at_ms = expires;
+    ready.push(std::move(m));
+  };
+  push(1, std::nullopt);
+  push(2, std::nullopt);
+  push(3, 30);
+  push(4, std::nullopt);
+  push(5, 50);
+  const std::vector<std::optional<std::uint64_t>> expected{std::nullopt, std::nullopt, 30, std::nullopt, 50};
+  for (const auto& expiry : expected) {
+    EXPECT_EQ(ready.head_expires_at(), expiry);
+    QueuedMessage m = ready.pop();
+    EXPECT_EQ(m.expires_at_ms, expiry) << "message " << body(m);
+  }
+  push(6, std::nullopt);
+  EXPECT_EQ(ready.head_expires_at(), std::nullopt);
+  EXPECT_EQ(ready.pop().expires_at_ms, std::nullopt);
+  EXPECT_TRUE(ready.empty());
+}
+
 }  // namespace
 }  // namespace firemq
