@@ -133,6 +133,7 @@ class FieldReader {
 bool is_zero(std::uint64_t v) { return v == 0; }
 bool is_zero(bool v) { return !v; }
 bool is_zero(const std::string& v) { return v.empty(); }
+bool is_zero(std::string_view v) { return v.empty(); }
 bool is_zero(const Map& v) { return v.empty(); }
 bool is_zero(const StrList& v) { return v.empty(); }
 bool is_zero(const Props& v) { return v.entries.empty(); }
@@ -166,6 +167,7 @@ class FieldWriter {
   void write_value(std::uint64_t v) { pk_.pack(v); }
   void write_value(bool v) { pk_.pack(v); }
   void write_value(const std::string& v) { write_str(v); }
+  void write_value(std::string_view v) { write_str(v); }
   // The packer writes straight through to out_, so a map can be appended there directly.
   void write_value(const Map& v) { encode_map(v, out_); }
   void write_value(const Props& v) { write_value(v.entries); }
@@ -524,18 +526,34 @@ Bytes encode_frame(const Message& message, ByteView payload) {
   return out;
 }
 
-void append_frame(Bytes& out, const Message& message, ByteView payload) {
-  // len and hlen are known once the header is written after them; they are filled in then.
+namespace {
+
+// The frame of `op` appended to `out`: len and hlen are known once `write_header` has written the header after
+// them; they are filled in then.
+template <class WriteHeader>
+void append_frame_of(Bytes& out, OpCode op, WriteHeader&& write_header, ByteView payload) {
   const std::size_t start = out.size();
   out.resize(start + kMinFrameSize);
   FieldWriter writer(out);
-  std::visit([&writer](const auto& m) { writer.write(m); }, message);
+  write_header(writer);
   const std::size_t header_size = out.size() - start - kMinFrameSize;
   out.insert(out.end(), payload.begin(), payload.end());
   std::uint8_t* fixed = out.data() + start;
   write_u32_be(fixed, static_cast<std::uint32_t>(kFixedSize + header_size + payload.size()));
-  fixed[kLenSize] = static_cast<std::uint8_t>(op_of(message));
+  fixed[kLenSize] = static_cast<std::uint8_t>(op);
   write_u32_be(fixed + kLenSize + 1, static_cast<std::uint32_t>(header_size));
+}
+
+}  // namespace
+
+void append_frame(Bytes& out, const Message& message, ByteView payload) {
+  append_frame_of(
+      out, op_of(message), [&message](FieldWriter& writer) { std::visit([&writer](const auto& m) { writer.write(m); }, message); },
+      payload);
+}
+
+void append_frame(Bytes& out, const DeliverView& deliver, ByteView payload) {
+  append_frame_of(out, OpCode::deliver, [&deliver](FieldWriter& writer) { writer.write(deliver); }, payload);
 }
 
 Bytes encode_message_frame(const Message& message, ByteView payload) {

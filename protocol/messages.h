@@ -440,6 +440,30 @@ Bytes encode_frame(const Message& message, ByteView payload = {});
 void append_frame(Bytes& out, const Message& message, ByteView payload = {});
 Bytes encode_message_frame(const Message& message, ByteView payload = {});
 
+// A deliver whose names, props and headers are borrowed from what its sender already holds (a broker's queued
+// message), so that they are encoded straight from there instead of being copied into an op::Deliver first. Its
+// fields are op::Deliver's, in the same order and under the same names: append_frame gives the same bytes for it
+// as for the op::Deliver with the same values.
+struct DeliverView {
+  std::uint64_t sub = 0;
+  std::uint64_t tag = 0;
+  bool redelivered = false;
+  std::string_view exchange;
+  std::string_view key;
+  const Props* props;  // never null
+  const Map* headers;  // never null
+  template <class S, class F>
+  static void fields(S& s, F&& f) {
+    f("sub", s.sub), f("tag", s.tag), f("redelivered", s.redelivered), f("exchange", s.exchange),
+        f("key", s.key), f("props", *s.props), f("headers", *s.headers);
+  }
+  // The same deliver as an op, its names, props and headers copied.
+  op::Deliver copy() const {
+    return op::Deliver{sub, tag, redelivered, std::string(exchange), std::string(key), *props, *headers};
+  }
+};
+void append_frame(Bytes& out, const DeliverView& deliver, ByteView payload);
+
 // The header as a Value map, zero-valued fields left out: what encode_header writes, for tests and tools.
 Map header_to_map(const Message& message);
 

@@ -81,6 +81,24 @@ TEST(Messages, EveryOpRoundTripsThroughAFrame) {
 }
 
 
+// A deliver encoded from borrowed fields is byte for byte the deliver op's frame, with every field set and with
+// every field zero (left out alike).
+TEST(Messages, ADeliverViewAppendsTheSameFrameAsTheDeliverOp) {
+  const Props props{Map{{Value("priority"), Value(3)}, {Value("content_type"), Value("text/plain")}}};
+  const Map headers{{Value("h"), Value(std::uint64_t{1})}};
+  const Map no_headers;
+  const Props no_props;
+  const Bytes payload = {0x00, 0x01, 0xff};
+  for (const DeliverView& view : {DeliverView{7, 9, true, "ex", "key", &props, &headers},
+                                  DeliverView{0, 0, false, "", "", &no_props, &no_headers}}) {
+    Bytes from_view = {0xaa};
+    append_frame(from_view, view, payload);
+    Bytes from_op = {0xaa};
+    append_frame(from_op, Message(view.copy()), payload);
+    EXPECT_EQ(from_view, from_op);
+  }
+}
+
 TEST(Messages, FramesAppendedToOneBufferDecodeBackToBackWithTheirPayloads) {
   const std::vector<Message> all = every_op_fully_set();
   const Bytes payload = {0xff, 0xfe, 0x00, 0x80};

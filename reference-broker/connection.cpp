@@ -286,14 +286,23 @@ void Connection::tell_flow() {
   }
 }
 
-void Connection::send(const Message& message, ByteView payload) {
+template <class Append>
+void Connection::queue_frame(Append&& append) {
   if (stopped_) return;
   const std::size_t before = outbound_.size();
-  append_frame(outbound_, message, payload);  // the stream form; a WebSocket transport leaves len out
+  append(outbound_);  // the stream form; a WebSocket transport leaves len out
   const std::size_t size = outbound_.size() - before;
   pending_bytes_ += size;
   MemoryAccount::add(size);  // frames waiting to be written count for the memory watermark
   writer_wakeup_.cancel();
+}
+
+void Connection::send(const Message& message, ByteView payload) {
+  queue_frame([&](Bytes& out) { append_frame(out, message, payload); });
+}
+
+void Connection::send_deliver(const DeliverView& deliver, ByteView body, bool /*persistent: no FireMQ field*/) {
+  queue_frame([&](Bytes& out) { append_frame(out, deliver, body); });
 }
 
 void Connection::close_after_flush() {

@@ -98,7 +98,11 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
     if (Journal* journal = env_core_.journal()) journal->write_out();
   }
   void send(const Message& message, ByteView payload) override;
+  void send_deliver(const DeliverView& deliver, ByteView body, bool persistent) override;
   void close_after_flush() override;
+  // Both sends: the frame `append` puts on the end of the outbound buffer is counted and the writer woken.
+  template <class Append>
+  void queue_frame(Append&& append);
   void stop();
 
   std::unique_ptr<Transport> transport_;

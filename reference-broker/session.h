@@ -41,6 +41,11 @@ class Outbox {
     (void)persistent;
     send(message, body);
   }
+  // A deliver of a queued message, its names, props and headers still the message's own: the hot path, which a
+  // FireMQ connection encodes straight into its write buffer. Any other outbox gets the op, copied.
+  virtual void send_deliver(const DeliverView& deliver, ByteView body, bool persistent) {
+    send_message(deliver.copy(), body, persistent);
+  }
   // Close the socket once every frame queued so far is written.
   virtual void close_after_flush() = 0;
 };

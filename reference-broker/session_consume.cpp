@@ -90,8 +90,8 @@ void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& 
   const op::Subscribe& sub = subscription.request();
   const std::uint64_t tag = track(message, queue, sub.no_ack);
   const BrokerMessage& m = *message.message;
-  out_.send_message(op::Deliver{sub.sub, tag, message.redelivered, std::string(m.exchange()),
-                                std::string(m.routing_key()), m.props(), m.headers()},
+  out_.send_deliver(DeliverView{sub.sub, tag, message.redelivered, m.exchange(), m.routing_key(), &m.props(),
+                                &m.headers()},
                     m.body().bytes(), m.persistent());
 }
 
