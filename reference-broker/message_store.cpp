@@ -276,8 +276,7 @@ PublishRecord* MessageStore::open_publish_of(const BrokerMessage& message) {
   return nullptr;
 }
 
-void MessageStore::finish_open_publishes() {
-  if (open_publishes_.empty() && held_back_.empty()) return;
+void MessageStore::append_open_records() {
   std::vector<PublishRecord> publishes = std::exchange(open_publishes_, {});
   std::vector<Record> held = std::exchange(held_back_, {});
   for (const PublishRecord& publish : publishes) append(publish);

@@ -132,7 +132,12 @@ class MessageStore final : public Journal, public StoredBodies {
   void append(const Record& record);
   void append_after_open_publishes(Record record);
   PublishRecord* open_publish_of(const BrokerMessage& message);
-  void finish_open_publishes();
+  // Appends the open publish records, then the records held back behind them. Runs several times per message
+  // (end_position, around each publish and delivery), almost always with nothing open: that check stays inline.
+  void finish_open_publishes() {
+    if (!open_publishes_.empty() || !held_back_.empty()) append_open_records();
+  }
+  void append_open_records();
   void collect_unclaimed();
   QueueRef ref_for(const Queue& queue, const QueuedMessage& message) const;
   void on_synced(std::uint64_t position, const std::optional<std::string>& error);
