@@ -27,14 +27,22 @@ MessagePtr BrokerMessage::make(MessageParts parts, const MessageBody& original) 
 // One allocation for the fields, the slots, the exchange's and routing key's characters and an inline body, the
 // message constructed in place.
 MessagePtr BrokerMessage::allocate(const MessageParts& parts, ByteView body, const PagedPlace* paged) {
-  const Attributes* attributes = nullptr;
+  std::unique_ptr<const Attributes> attributes;  // the message's own once it is made
   if (!parts.props.entries.empty() || !parts.headers.empty()) {
-    attributes = new Attributes{parts.props, parts.headers, parts.header_bytes};
+    attributes = std::make_unique<const Attributes>(Attributes{parts.props, parts.headers, parts.header_bytes});
   }
   const std::size_t inline_bytes = paged == nullptr && body.size() <= kInlineBodyLimit ? body.size() : 0;
   void* memory = ::operator new(allocation_size(parts.persistent, attributes != nullptr,
                                                 parts.exchange.size() + parts.routing_key.size(), inline_bytes));
-  return MessagePtr(new (memory) BrokerMessage(parts, body, paged, attributes));
+  const BrokerMessage* message = nullptr;
+  try {
+    message = new (memory) BrokerMessage(parts, body, paged, attributes.get());
+  } catch (...) {  // out of memory for a heap body: nothing is kept
+    ::operator delete(memory);
+    throw;
+  }
+  attributes.release();
+  return MessagePtr(message);
 }
 
 BrokerMessage::BrokerMessage(const MessageParts& parts, ByteView body, const PagedPlace* paged,

@@ -145,6 +145,9 @@ Result<Record, std::string> parse_body(ByteView body) {
       if (!in.ok()) return std::string("its queue list is cut short");
       Result<MessagePtr, std::string> message = parse_message(in.rest());
       if (!message) return message.error();
+      // The store writes persistent messages only; a transient one is damage (or another tool's file), reported
+      // as such rather than kept.
+      if (!(*message)->persistent()) return std::string("its message is not persistent");
       (*message)->set_store_id(r.message_id);  // the store knows the message by this id after a restart too
       r.message = std::move(*message);
       return Record(std::move(r));

@@ -173,6 +173,17 @@ TEST(StoreRecord, EveryRecordTypeReadsBackAsWritten) {
   EXPECT_EQ(std::get<QueueDroppedRecord>(records[3]).queue, q);
 }
 
+// The store writes persistent messages only: a whole, checksummed publish record of a transient one (a file
+// another tool wrote, or damage the checksum missed) is reported as corrupt, not recovered and not a crash.
+TEST(StoreRecord, APublishRecordOfATransientMessageIsCorrupt) {
+  Bytes bytes;
+  append_record(bytes, PublishRecord{5, {{queue_store_key("/", "q"), 1, 0, false}}, message("x", false)});
+  const ReadOutcome outcome = read_record(bytes);
+  EXPECT_EQ(outcome.kind, ReadOutcome::Kind::corrupt);
+  EXPECT_NE(outcome.problem.find("not persistent"), std::string::npos) << outcome.problem;
+  EXPECT_EQ(outcome.size, bytes.size()) << "skipped whole: the records after it are still read";
+}
+
 TEST(StoreRecord, ARecordCutAnywhereIsTornAndAnyFlippedByteIsCaught) {
   Bytes bytes;
   append_record(bytes, PublishRecord{1, {{queue_store_key("/", "q"), 1, 0, false}}, message("payload")});
