@@ -547,9 +547,10 @@ void append_frame_of(Bytes& out, OpCode op, WriteHeader&& write_header, ByteView
 }  // namespace
 
 void append_frame(Bytes& out, const Message& message, ByteView payload) {
-  append_frame_of(
-      out, op_of(message), [&message](FieldWriter& writer) { std::visit([&writer](const auto& m) { writer.write(m); }, message); },
-      payload);
+  const auto write_header = [&message](FieldWriter& writer) {
+    std::visit([&writer](const auto& m) { writer.write(m); }, message);
+  };
+  append_frame_of(out, op_of(message), write_header, payload);
 }
 
 void append_frame(Bytes& out, const DeliverView& deliver, ByteView payload) {
