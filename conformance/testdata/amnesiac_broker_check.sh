@@ -34,7 +34,7 @@ set +e
 status=$?
 set -e
 cat "$work/out"
-failed=$(grep -o '^FAILED [a-z0-9.-]*' "$work/out" | cut -d' ' -f2 | sort)
+failed=$(/usr/bin/python3 "$(dirname "$0")/failed_cases.py" "$work/reports/latest/report.json")
 expected_to_pass="durability.message.persistent-in-a-transient-queue-goes-with-the-queue
 durability.topology.exclusive-queue-is-gone-after-kill-9-even-if-durable
 durability.topology.transient-queue-and-exchange-are-gone-after-restart"

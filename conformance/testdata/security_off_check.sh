@@ -35,7 +35,7 @@ set +e
 "$conform" --transport fire --group security --broker "$work/broker-without-security" --reports "$work/reports" >"$work/out" 2>&1
 run=$?
 set -e
-failed=$(grep -o '^FAILED [a-z0-9.-]*' "$work/out" | cut -d' ' -f2 | sort -u)
+failed=$(/usr/bin/python3 "$(dirname "$0")/failed_cases.py" "$work/reports/latest/report.json")
 all=$("$conform" --group security --list 2>/dev/null | grep -o '^security\.[a-z0-9.-]*' | sort -u)
 must_fail=$(echo "$all" | grep -v '^security.loopback.other-users-connect-from-elsewhere$')
 missing=$(comm -23 <(echo "$must_fail") <(echo "$failed"))
