@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <variant>
 #include <vector>
@@ -442,24 +443,23 @@ Bytes encode_message_frame(const Message& message, ByteView payload = {});
 
 // A deliver whose names, props and headers are borrowed from what its sender already holds (a broker's queued
 // message), so that they are encoded straight from there instead of being copied into an op::Deliver first. Its
-// fields are op::Deliver's, in the same order and under the same names: append_frame gives the same bytes for it
-// as for the op::Deliver with the same values.
+// members have op::Deliver's names and it walks op::Deliver's own field list, so append_frame gives the same bytes
+// for it as for the op::Deliver with the same values.
 struct DeliverView {
   std::uint64_t sub = 0;
   std::uint64_t tag = 0;
   bool redelivered = false;
   std::string_view exchange;
   std::string_view key;
-  const Props* props;  // never null
-  const Map* headers;  // never null
+  const Props& props;
+  const Map& headers;
   template <class S, class F>
   static void fields(S& s, F&& f) {
-    f("sub", s.sub), f("tag", s.tag), f("redelivered", s.redelivered), f("exchange", s.exchange),
-        f("key", s.key), f("props", *s.props), f("headers", *s.headers);
+    op::Deliver::fields(s, std::forward<F>(f));
   }
   // The same deliver as an op, its names, props and headers copied.
   op::Deliver copy() const {
-    return op::Deliver{sub, tag, redelivered, std::string(exchange), std::string(key), *props, *headers};
+    return op::Deliver{sub, tag, redelivered, std::string(exchange), std::string(key), props, headers};
   }
 };
 void append_frame(Bytes& out, const DeliverView& deliver, ByteView payload);

@@ -89,8 +89,8 @@ TEST(Messages, ADeliverViewAppendsTheSameFrameAsTheDeliverOp) {
   const Map no_headers;
   const Props no_props;
   const Bytes payload = {0x00, 0x01, 0xff};
-  for (const DeliverView& view : {DeliverView{7, 9, true, "ex", "key", &props, &headers},
-                                  DeliverView{0, 0, false, "", "", &no_props, &no_headers}}) {
+  for (const DeliverView& view : {DeliverView{7, 9, true, "ex", "key", props, headers},
+                                  DeliverView{0, 0, false, "", "", no_props, no_headers}}) {
     Bytes from_view = {0xaa};
     append_frame(from_view, view, payload);
     Bytes from_op = {0xaa};

@@ -90,9 +90,8 @@ void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& 
   const op::Subscribe& sub = subscription.request();
   const std::uint64_t tag = track(message, queue, sub.no_ack);
   const BrokerMessage& m = *message.message;
-  out_.send_deliver(DeliverView{sub.sub, tag, message.redelivered, m.exchange(), m.routing_key(), &m.props(),
-                                &m.headers()},
-                    m.body().bytes(), m.persistent());
+  const DeliverView deliver{sub.sub, tag, message.redelivered, m.exchange(), m.routing_key(), m.props(), m.headers()};
+  out_.send_deliver(deliver, m.body().bytes(), m.persistent());
 }
 
 void Session::on_subscription_cancelled(Subscription& subscription, Queue& queue) {
