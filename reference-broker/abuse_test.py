@@ -8,11 +8,12 @@ factor, and what the abuser held is freed when it goes.
 - a client that subscribes to five thousand queues (--max-subscriptions);
 - a client that takes deliveries with a huge credit and never acks (--max-unacked);
 - a client that floods requests and never reads the replies (the bounded outbound queue: kMaxPendingBytes);
-- a client that is being closed, neither reads nor closes, and keeps sending (kMaxClosingTime).
+- a client that is being closed, neither reads nor closes, and keeps sending (kMaxClosingTime);
+- a management request whose JSON body is nested 50,000 deep (kMaxNesting).
 
 Usage: abuse_test.py BROKER_EXECUTABLE
 """
-import os, socket, statistics, struct, sys, tempfile, time, unittest
+import base64, http.client, os, socket, statistics, struct, sys, tempfile, time, unittest
 
 import msgpack
 
@@ -24,6 +25,11 @@ OK, PUBLISH, SUBSCRIBE, DELIVER, DECLARE_QUEUE, GET = 0x06, 0x20, 0x30, 0x33, 0x
 MAX_HANDSHAKES = 100
 MAX_SUBSCRIPTIONS = 500
 MAX_UNACKED = 1000
+# guest as the other tests have it, and a monitoring user with no permissions at all, who may still send the
+# management API a body (it is read before the permission check).
+DEFINITIONS = {"users": [{"name": "guest", "password": "guest"},
+                         {"name": "watcher", "password": "watcher", "tags": ["monitoring"]}],
+               "vhosts": [{"name": "/"}], "permissions": [{"user": "guest", "vhost": "/"}]}
 # A well-behaved client's ping round trip during an abuse may grow by this factor over its own before it, or to
 # this many milliseconds, whichever is larger: the abusers share the broker's one thread, so some growth is
 # expected, but never a stall.
@@ -64,7 +70,8 @@ class AbuseTest(unittest.TestCase):
         make_certificates(cls.temp.name)
         transports.HANDSHAKE_TIMEOUT_MS = 20000  # the bound, not the deadline, must act on stalled handshakes
         cls.broker = Broker(cls.temp.name, "--max-handshakes", str(MAX_HANDSHAKES),
-                            "--max-subscriptions", str(MAX_SUBSCRIPTIONS), "--max-unacked", str(MAX_UNACKED))
+                            "--max-subscriptions", str(MAX_SUBSCRIPTIONS), "--max-unacked", str(MAX_UNACKED),
+                            definitions=DEFINITIONS)
         cls.pid = cls.broker.process.pid
 
     @classmethod
@@ -243,6 +250,19 @@ class AbuseTest(unittest.TestCase):
             while time.time() - started < 30:
                 sock.sendall(b"\0" * 65536)  # drained by the closing connection, until its time is up
         self.assertLess(time.time() - started, 15)
+
+    def test_a_management_body_nested_50000_deep_is_refused_with_400(self):
+        deep = "[" * 50000 + "]" * 50000
+        body = '{"durable": false, "arguments": {"x": ' + deep + '}}'
+        connection = http.client.HTTPConnection("127.0.0.1", self.broker.ports["ws"], timeout=10)
+        auth = "Basic " + base64.b64encode(b"watcher:watcher").decode()
+        connection.request("PUT", "/api/queues/%2f/abuse-deep", body,
+                           {"Authorization": auth, "Content-Type": "application/json"})
+        response = connection.getresponse()
+        self.assertEqual(response.status, 400)
+        self.assertIn(b"nested deeper than 64 levels", response.read())
+        self.assertIsNone(self.broker.process.poll())
+        self.connect()  # still serving
 
 
 if __name__ == "__main__":
