@@ -216,6 +216,29 @@ TEST(AmqpFieldTable, NestingDeeperThanTheBoundIsRefused) {
   EXPECT_NE(bad.error().msg.find("nested deeper"), std::string::npos) << bad.error().msg;
 }
 
+// A queue.declare whose arguments are one array of `elements` voids (each one byte, 'V').
+Bytes declare_with_voids(std::size_t elements) {
+  Bytes array = {'A'};
+  append_u32_be(array, static_cast<std::uint32_t>(elements));
+  array.insert(array.end(), elements, 'V');
+  Bytes table = {1, 'k'};
+  table.insert(table.end(), array.begin(), array.end());
+  Bytes declare = {0, 50, 0, 10, 0, 0, 1, 'q', 0};
+  append_u32_be(declare, static_cast<std::uint32_t>(table.size()));
+  declare.insert(declare.end(), table.begin(), table.end());
+  return declare;
+}
+
+// A table holds no more items than a FireMQ header may (kMaxItems): each costs tens of bytes once decoded, so a
+// frame of one-byte voids would otherwise become tens of times its size.
+TEST(AmqpFieldTable, MoreThanTheItemBoundIsA502) {
+  EXPECT_TRUE(decode_method(declare_with_voids(kMaxTableItems - 1)).ok());  // and the entry holding them
+  auto bad = decode_method(declare_with_voids(kMaxTableItems));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, 502);
+  EXPECT_NE(bad.error().msg.find("field table has more than 65536 items"), std::string::npos) << bad.error().msg;
+}
+
 TEST(AmqpFieldTable, EveryTypeRoundTrips) {
   FieldTable all = {{"V", Void{}},          {"t", true},
                     {"b", std::int8_t{-1}}, {"B", std::uint8_t{255}},

@@ -14,10 +14,11 @@ Error syntax_error(std::string msg) {
   return e;
 }
 
-// Reads one table or array and everything inside it, with the nesting depth carried down.
+// Reads one table or array and everything inside it, with the nesting depth carried down and the items counted
+// across all of it.
 class ValueReader {
  public:
-  explicit ValueReader(WireReader& in) : in_(in) {}
+  ValueReader(WireReader& in, std::size_t& items) : in_(in), items_(items) {}
 
   Result<FieldTable> table(int depth);
   Result<FieldArray> array(int depth);
@@ -28,8 +29,17 @@ class ValueReader {
   // The bytes of a length-prefixed table or array, as a reader of their own.
   Result<ByteView> sized_body(const char* what, int depth);
 
+  // One more item (an entry or an element) of the outermost table: past kMaxTableItems, an error.
+  Status count_item();
+
   WireReader& in_;
+  std::size_t& items_;
 };
+
+Status ValueReader::count_item() {
+  if (++items_ <= kMaxTableItems) return std::nullopt;
+  return syntax_error("field table has more than " + std::to_string(kMaxTableItems) + " items");
+}
 
 Result<ByteView> ValueReader::sized_body(const char* what, int depth) {
   if (depth > kMaxTableNesting) {
@@ -45,9 +55,10 @@ Result<FieldTable> ValueReader::table(int depth) {
   auto body = sized_body("field table", depth);
   if (!body) return body.error();
   WireReader in(*body);
-  ValueReader inner(in);
+  ValueReader inner(in, items_);
   FieldTable table;
   while (!in.at_end()) {
+    if (Status over = count_item()) return std::move(*over);
     std::string name = in.shortstr();
     const char letter = static_cast<char>(in.u8());
     if (in.failed()) return syntax_error("field table entry truncated after " + std::to_string(table.size()) + " entries");
@@ -62,9 +73,10 @@ Result<FieldArray> ValueReader::array(int depth) {
   auto body = sized_body("field array", depth);
   if (!body) return body.error();
   WireReader in(*body);
-  ValueReader inner(in);
+  ValueReader inner(in, items_);
   FieldArray array;
   while (!in.at_end()) {
+    if (Status over = count_item()) return std::move(*over);
     const char letter = static_cast<char>(in.u8());
     auto v = inner.value(letter, depth + 1);
     if (!v) return syntax_error("field array element " + std::to_string(array.size()) + ": " + v.error().msg);
@@ -176,7 +188,10 @@ const FieldValue* find(const FieldTable& table, std::string_view name) {
   return nullptr;
 }
 
-Result<FieldTable> read_table(WireReader& in) { return ValueReader(in).table(1); }
+Result<FieldTable> read_table(WireReader& in) {
+  std::size_t items = 0;
+  return ValueReader(in, items).table(1);
+}
 
 void write_table(WireWriter& out, const FieldTable& table) {
   const std::size_t at = out.begin_length();

@@ -5,10 +5,11 @@
 // A FieldValue keeps the exact type it was sent with, so a table passes through the broker unchanged, and the
 // interop table (reference-broker/amqp_interop.h) converts it to and from MessagePack in one place.
 //
-// Decoding never throws: a truncated value, an unknown type letter or nesting deeper than kMaxTableNesting is
-// a 502 syntax-error naming what was wrong.
+// Decoding never throws: a truncated value, an unknown type letter, nesting deeper than kMaxTableNesting or more
+// than kMaxTableItems items is a 502 syntax-error naming what was wrong.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <variant>
@@ -21,6 +22,9 @@ namespace firemq::amqp {
 
 // Tables and arrays inside tables: deeper than this is refused, before it can exhaust the stack.
 inline constexpr int kMaxTableNesting = 64;
+// Entries and elements of one table, all levels counted: more is refused, as the FireMQ decoder refuses a header
+// of more than kMaxItems (msgpack_codec.h), since each costs tens of bytes once decoded.
+inline constexpr std::size_t kMaxTableItems = 65536;
 
 struct Void {  // `V`
   bool operator==(const Void&) const = default;
