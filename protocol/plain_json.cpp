@@ -1,5 +1,9 @@
 #include "protocol/plain_json.h"
 
+#include <optional>
+
+#include "protocol/msgpack_codec.h"
+
 namespace firemq {
 namespace {
 
@@ -41,7 +45,29 @@ Json plain_json(const Value& value) {
       value.v);
 }
 
-Result<Value, std::string> value_from_plain_json(const Json& json) {
+namespace {
+
+// What a value read from JSON may still take: the wire's bounds (msgpack_codec.h), so that nothing built from an
+// HTTP body or a definitions file is a value the wire would have refused.
+struct Budget {
+  std::size_t depth = 0;
+  std::size_t items = 0;
+
+  std::optional<std::string> enter() {
+    if (++depth > kMaxNesting) return "nested deeper than " + std::to_string(kMaxNesting) + " levels";
+    return std::nullopt;
+  }
+  std::optional<std::string> count(std::size_t more) {
+    items += more;
+    if (items > kMaxItems) return "more than " + std::to_string(kMaxItems) + " items";
+    return std::nullopt;
+  }
+};
+
+Result<Map, std::string> map_from(const Json& json, Budget& budget);
+
+Result<Value, std::string> value_from(const Json& json, Budget& budget) {
+  if (auto over = budget.count(1)) return *over;
   switch (json.type()) {
     case Json::value_t::null:
       return Value(Nil{});
@@ -56,16 +82,18 @@ Result<Value, std::string> value_from_plain_json(const Json& json) {
     case Json::value_t::string:
       return Value(json.get<std::string>());
     case Json::value_t::array: {
+      if (auto over = budget.enter()) return *over;
       Array out;
       for (const Json& item : json) {
-        auto v = value_from_plain_json(item);
+        auto v = value_from(item, budget);
         if (!v) return v.error();
         out.push_back(std::move(*v));
       }
+      --budget.depth;
       return Value(std::move(out));
     }
     case Json::value_t::object: {
-      auto map = map_from_plain_json(json);
+      auto map = map_from(json, budget);
       if (!map) return map.error();
       return Value(std::move(*map));
     }
@@ -74,16 +102,31 @@ Result<Value, std::string> value_from_plain_json(const Json& json) {
   }
 }
 
-Result<Map, std::string> map_from_plain_json(const Json& json) {
-  if (json.is_null()) return Map{};
-  if (!json.is_object()) return "expected an object, got " + std::string(json.type_name());
+Result<Map, std::string> map_from(const Json& json, Budget& budget) {
+  if (auto over = budget.enter()) return *over;
+  if (auto over = budget.count(json.size())) return *over;  // the keys
   Map out;
   for (const auto& [key, item] : json.items()) {
-    auto v = value_from_plain_json(item);
+    auto v = value_from(item, budget);
     if (!v) return "'" + key + "': " + v.error();
     out.push_back({Value(key), std::move(*v)});
   }
+  --budget.depth;
   return out;
+}
+
+}  // namespace
+
+Result<Value, std::string> value_from_plain_json(const Json& json) {
+  Budget budget;
+  return value_from(json, budget);
+}
+
+Result<Map, std::string> map_from_plain_json(const Json& json) {
+  if (json.is_null()) return Map{};
+  if (!json.is_object()) return "expected an object, got " + std::string(json.type_name());
+  Budget budget;
+  return map_from(json, budget);
 }
 
 }  // namespace firemq

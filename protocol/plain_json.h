@@ -17,7 +17,8 @@ nlohmann::json plain_json(const Value& value);
 nlohmann::json plain_json(const Map& map);  // an object; non-string keys are written as their JSON text
 
 // What an API request's JSON (queue arguments, message properties) stands for: integers as int or uint, other
-// numbers as float64, objects as maps with str keys. The error names what has no MessagePack form.
+// numbers as float64, objects as maps with str keys. The error names what has no MessagePack form. A value is
+// held to the wire's bounds (msgpack_codec.h: kMaxNesting levels, kMaxItems items), whatever JSON it came in.
 Result<Value, std::string> value_from_plain_json(const nlohmann::json& json);
 Result<Map, std::string> map_from_plain_json(const nlohmann::json& json);  // an object, or null for none
 

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include "protocol/msgpack_codec.h"
+
 namespace firemq {
 namespace {
 
@@ -38,6 +40,34 @@ TEST(PlainJson, AMapMustBeAnObject) {
   auto bad = map_from_plain_json(Json::array());
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error(), "expected an object, got array");
+}
+
+// The wire's bounds (msgpack_codec.h) hold for values read from JSON too: a definitions file may nest deeper
+// than an HTTP body, but no argument or header built from it is one the wire would have refused.
+Json nested_arrays(std::size_t levels) {
+  Json v = Json::array();
+  for (std::size_t i = 1; i < levels; ++i) v = Json::array({v});
+  return v;
+}
+
+TEST(PlainJson, AValueMayNestAsDeepAsTheWireAllows) {
+  EXPECT_TRUE(value_from_plain_json(nested_arrays(kMaxNesting)).ok());
+  auto deep = value_from_plain_json(nested_arrays(kMaxNesting + 1));
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.error(), "nested deeper than 64 levels");
+}
+
+TEST(PlainJson, AMapCountsAsALevel) {
+  auto deep = map_from_plain_json(Json{{"x", nested_arrays(kMaxNesting)}});
+  ASSERT_FALSE(deep.ok());
+  EXPECT_EQ(deep.error(), "'x': nested deeper than 64 levels");
+}
+
+TEST(PlainJson, AValueHoldsNoMoreItemsThanTheWireAllows) {
+  EXPECT_TRUE(value_from_plain_json(Json(std::vector<int>(kMaxItems - 1, 0))).ok());
+  auto many = value_from_plain_json(Json(std::vector<int>(kMaxItems, 0)));
+  ASSERT_FALSE(many.ok());
+  EXPECT_EQ(many.error(), "more than 65536 items");
 }
 
 }  // namespace

@@ -9,11 +9,14 @@ factor, and what the abuser held is freed when it goes.
 - a client that takes deliveries with a huge credit and never acks (--max-unacked);
 - a client that floods requests and never reads the replies (the bounded outbound queue: kMaxPendingBytes);
 - a client that is being closed, neither reads nor closes, and keeps sending (kMaxClosingTime);
-- a management request whose JSON body is nested 50,000 deep (kMaxNesting).
+- a management request whose JSON body is nested 50,000 deep, to a queue PUT and an exchange's publish (kMaxNesting);
+- a durable declare of 20 KB of deeply nested arguments (stored compactly) and of 1 MB of arguments (refused on
+  every protocol: kMaxArgumentsBytes);
+- a definitions file, given or in the data directory, nested 50,000 deep (kMaxDefinitionsNesting).
 
 Usage: abuse_test.py BROKER_EXECUTABLE
 """
-import base64, http.client, os, socket, statistics, struct, sys, tempfile, time, unittest
+import base64, http.client, json, os, socket, statistics, struct, subprocess, sys, tempfile, time, unittest
 
 import msgpack
 
@@ -25,9 +28,9 @@ OK, PUBLISH, SUBSCRIBE, DELIVER, DECLARE_QUEUE, GET = 0x06, 0x20, 0x30, 0x33, 0x
 MAX_HANDSHAKES = 100
 MAX_SUBSCRIPTIONS = 500
 MAX_UNACKED = 1000
-# guest as the other tests have it, and a monitoring user with no permissions at all, who may still send the
-# management API a body (it is read before the permission check).
-DEFINITIONS = {"users": [{"name": "guest", "password": "guest"},
+# guest as the other tests have it (with the management tag, for the API's declares), and a monitoring user with
+# no permissions at all, who may still send the management API a body (it is read before the permission check).
+DEFINITIONS = {"users": [{"name": "guest", "password": "guest", "tags": ["management"]},
                          {"name": "watcher", "password": "watcher", "tags": ["monitoring"]}],
                "vhosts": [{"name": "/"}], "permissions": [{"user": "guest", "vhost": "/"}]}
 # A well-behaved client's ping round trip during an abuse may grow by this factor over its own before it, or to
@@ -251,19 +254,87 @@ class AbuseTest(unittest.TestCase):
                 sock.sendall(b"\0" * 65536)  # drained by the closing connection, until its time is up
         self.assertLess(time.time() - started, 15)
 
+    def api(self, method, path, body, user="watcher"):
+        connection = http.client.HTTPConnection("127.0.0.1", self.broker.ports["ws"], timeout=10)
+        auth = "Basic " + base64.b64encode(f"{user}:{user}".encode()).decode()
+        connection.request(method, path, body, {"Authorization": auth, "Content-Type": "application/json"})
+        response = connection.getresponse()
+        return response.status, response.read()
+
     def test_a_management_body_nested_50000_deep_is_refused_with_400(self):
         deep = "[" * 50000 + "]" * 50000
-        body = '{"durable": false, "arguments": {"x": ' + deep + '}}'
-        connection = http.client.HTTPConnection("127.0.0.1", self.broker.ports["ws"], timeout=10)
-        auth = "Basic " + base64.b64encode(b"watcher:watcher").decode()
-        connection.request("PUT", "/api/queues/%2f/abuse-deep", body,
-                           {"Authorization": auth, "Content-Type": "application/json"})
-        response = connection.getresponse()
-        self.assertEqual(response.status, 400)
-        self.assertIn(b"nested deeper than 64 levels", response.read())
-        self.assertIsNone(self.broker.process.poll())
+        for path, body in [("/api/queues/%2f/abuse-deep", '{"durable": false, "arguments": {"x": ' + deep + '}}'),
+                           ("/api/exchanges/%2f/amq.default/publish",
+                            '{"routing_key": "q", "payload": "", "properties": {"headers": {"x": ' + deep + '}}}')]:
+            with self.subTest(path=path):
+                status, answer = self.api("PUT" if "queues" in path else "POST", path, body)
+                self.assertEqual(status, 400)
+                self.assertIn(b"the body is nested deeper than 64 levels", answer)
+                self.assertIsNone(self.broker.process.poll())
         self.connect()  # still serving
 
+    def test_arguments_are_bounded_in_size_and_stored_compactly(self):
+        # A 20 KB durable declare of arguments nested 60 deep: accepted, and stored in about its own size (it
+        # was 1.3 MB pretty-printed, and without a depth bound 220 MB).
+        nested = "[" * 60 + ",".join(["0"] * 10000) + "]" * 60
+        status, answer = self.api("PUT", "/api/queues/%2f/abuse-nested-args",
+                                  '{"durable": true, "arguments": {"x-pad": ' + nested + '}}', user="guest")
+        self.assertEqual(status, 201, answer)
+        stored = os.path.getsize(os.path.join(self.temp.name, "data", "definitions.json"))
+        self.assertLess(stored, 3 * len(nested))
+        # A megabyte of arguments is refused on every protocol, whatever the user may configure.
+        big = {"x-pad": "a" * 1000000}
+        status, answer = self.api("PUT", "/api/queues/%2f/abuse-big-args",
+                                  '{"durable": true, "arguments": ' + json.dumps(big) + '}', user="guest")
+        self.assertEqual(status, 400, answer)
+        self.assertIn(b"over the limit of 65536 (MessagePack-encoded)", answer)
+        client = self.connect()
+        client.send(DECLARE_QUEUE, {"rid": 1, "name": "abuse-big-args", "args": big})
+        op, header = client.receive()
+        self.assertEqual((op, header["code"], header.get("fatal", False)), (ERROR, 506, False))
+        self.assertIn("are 1000012 bytes, over the limit of 65536", header["msg"])
+        status, _ = self.api("GET", "/api/queues/%2f/abuse-big-args", None, user="guest")
+        self.assertEqual(status, 404)
+        self.api("DELETE", "/api/queues/%2f/abuse-nested-args", None, user="guest")
+
+
+class CorruptFilesTest(unittest.TestCase):
+    """Definitions nested 50,000 deep: refused with a message, not a stack overflow (kMaxDefinitionsNesting)."""
+    DEEP = "[" * 50000 + "]" * 50000
+
+    def test_a_deep_definitions_file_stops_the_broker_with_a_message(self):
+        given = json.dumps(DEFINITIONS)[:-1] + ', "queues": [{"name": "q", "vhost": "/", "durable": true, ' \
+            '"arguments": {"x": ' + self.DEEP + '}}]}'
+        with tempfile.TemporaryDirectory() as directory:
+            with open(os.path.join(directory, "definitions.json"), "w") as f:
+                f.write(given)
+            run = subprocess.run([transports.BROKER, "--bind", "127.0.0.1", "--port", "0", "--ws-port", "0",
+                                  "--amqp-port", "off", "--data-dir", os.path.join(directory, "data"),
+                                  "--definitions", os.path.join(directory, "definitions.json")],
+                                 capture_output=True, text=True, timeout=20)
+            self.assertGreater(run.returncode, 0, run.stderr)  # an exit with a status, not a signal
+            self.assertIn("nested deeper than 196 levels", run.stderr + run.stdout)
+
+    def test_a_deep_stored_definitions_file_is_set_aside_and_the_broker_serves(self):
+        # As any unreadable data-directory definitions.json (docs/durability.md, "What the broker does with a
+        # damaged data directory"): reported, renamed, and the broker starts without that topology.
+        with tempfile.TemporaryDirectory() as directory:
+            make_certificates(directory)
+            os.makedirs(os.path.join(directory, "data"), mode=0o700)
+            stored = os.path.join(directory, "data", "definitions.json")
+            with open(stored, "w") as f:
+                f.write('{"queues": [{"name": "q", "vhost": "/", "durable": true, "arguments": {"x": ' + self.DEEP + '}}]}')
+            broker = Broker(directory, definitions=DEFINITIONS)
+            try:
+                client = StreamClient(socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=10))
+                client.sock.sendall(b"FMQ1")
+                client.send(0x01, HELLO)
+                self.assertEqual(client.receive()[0], WELCOME)
+                self.assertTrue(os.path.exists(stored + ".unreadable"))
+            finally:
+                broker.stop()
+            with open(os.path.join(directory, "broker.log")) as log:
+                self.assertIn("nested deeper than 196 levels", log.read())
 
 if __name__ == "__main__":
     transports.BROKER = sys.argv.pop(1)

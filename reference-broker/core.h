@@ -17,16 +17,6 @@
 
 namespace firemq {
 
-// What has passed through the broker since it started, for the management API's message_stats and the
-// Prometheus metrics.
-struct MessageCounters {
-  std::uint64_t published = 0;     // publish frames taken (refused ones included)
-  std::uint64_t delivered = 0;     // deliver and get_ok frames sent
-  std::uint64_t acknowledged = 0;  // deliveries acked by clients
-  std::uint64_t confirmed = 0;     // publishes confirmed (positively)
-  std::uint64_t returned = 0;      // mandatory publishes returned
-};
-
 class Core {
  public:
   // `time` must outlive the core: every expiry and timestamp in it comes from there.

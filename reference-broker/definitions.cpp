@@ -1,4 +1,5 @@
 #include "reference-broker/definitions.h"
+#include "protocol/bounded_json.h"
 #include "reference-broker/permissions.h"
 
 #include <algorithm>
@@ -66,9 +67,13 @@ Result<Definitions, std::string> Definitions::defaults() {
 }
 
 Result<Definitions, std::string> Definitions::parse(const std::string& json_text) {
-  // nlohmann reports type and syntax errors by exception; they are caught here, at the file's one entry point.
+  // The file may come from anyone an operator trusts too much (a management import, a copied export), and what is
+  // done with it recurses, so its nesting is bounded as the data directory's is (bounded_json.h).
+  Result<Json, std::string> parsed = parse_bounded_json(json_text, kMaxDefinitionsNesting);
+  if (!parsed) return parsed.error();
+  // nlohmann reports type errors by exception; they are caught here, at the file's one entry point.
   try {
-    const Json root = Json::parse(json_text);
+    const Json& root = *parsed;
     Definitions d;
     for (const Json& v : root.value("vhosts", Json::array())) d.vhosts_.push_back(v.at("name").get<std::string>());
     for (const Json& u : root.value("users", Json::array())) {

@@ -1,5 +1,6 @@
 #include "reference-broker/durable_topology.h"
 
+#include "protocol/bounded_json.h"
 #include "protocol/reply_codes.h"
 #include "protocol/plain_json.h"
 #include "protocol/typed_json.h"
@@ -68,7 +69,9 @@ Json DurableTopology::snapshot() const {
 }
 
 Status DurableTopology::save() {
-  const std::string text = snapshot().dump(2) + "\n";
+  // Compact, so that the file grows with what was accepted and no more (pretty-printing a deeply nested argument
+  // costs its depth in spaces on every line of it).
+  const std::string text = snapshot().dump() + "\n";
   if (IoStatus error = replace_file_atomically(file_, as_bytes(text))) {
     return make_error(ReplyCode::internal_error, "durable definitions not saved: " + *error);
   }
@@ -80,9 +83,10 @@ Result<Json, std::string> DurableTopology::read(const std::filesystem::path& fil
   if (!std::filesystem::exists(file, ec)) return Json();
   Result<Bytes, std::string> bytes = read_whole_file(file);
   if (!bytes) return bytes.error();
-  Json parsed = Json::parse(bytes->begin(), bytes->end(), nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object()) return file.string() + ": not a JSON object";
-  return parsed;
+  Result<Json, std::string> parsed = parse_bounded_json(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), kMaxDefinitionsNesting);
+  if (!parsed) return file.string() + ": " + parsed.error();
+  if (!parsed->is_object()) return file.string() + ": not a JSON object";
+  return std::move(*parsed);
 }
 
 std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core, Arguments format) {

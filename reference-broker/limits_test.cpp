@@ -1,5 +1,6 @@
 // Operator limits (max-connections per vhost and user, max-queues per vhost) and the bounds no client can push
 // past (config.h ClientBounds): parsed as RabbitMQ writes them, and enforced by the session with 506.
+#include "reference-broker/argument_bounds.h"
 #include "reference-broker/limits.h"
 
 #include <gtest/gtest.h>
@@ -229,6 +230,46 @@ TEST_F(BoundsTest, SubscriptionsPerConnectionAreBounded) {
   EXPECT_NE(c.last_error()->msg.find("limit of 2 subscriptions (--max-subscriptions)"), std::string::npos);
   c.receive(op::Unsubscribe{5, 1});
   c.receive(op::Subscribe{6, 3, "q", 1, false, false, "", {}});
+  EXPECT_TRUE(std::holds_alternative<op::Ok>(c.sent.back()));
+}
+
+// Arguments whose MessagePack encoding is `bytes` long (near 64 KiB): a fixmap of one entry (1 byte), the fixstr
+// key "x-pad" (6) and a str16 (3 bytes of header) of the rest.
+Map arguments_of_size(std::size_t bytes) { return Map{{Value("x-pad"), Value(std::string(bytes - 1 - 6 - 3, 'a'))}}; }
+
+TEST_F(BoundsTest, ArgumentsAreBoundedInSizeOnEveryKindOfRequest) {
+  Client& c = connect();
+  op::DeclareQueue fits = queue(1, "fits");
+  fits.args = arguments_of_size(kMaxArgumentsBytes);
+  c.receive(fits);
+  EXPECT_TRUE(std::holds_alternative<op::Ok>(c.sent.back()));
+  op::DeclareQueue big = queue(2, "big");
+  big.args = arguments_of_size(kMaxArgumentsBytes + 1);
+  c.receive(big);
+  ASSERT_TRUE(c.last_error());
+  EXPECT_EQ(c.last_error()->code, 506u);
+  EXPECT_FALSE(c.last_error()->fatal);
+  EXPECT_EQ(c.last_error()->msg, "the arguments of queue 'big' in vhost '/' are 65537 bytes, over the limit of 65536 "
+                                 "(MessagePack-encoded)");
+  EXPECT_FALSE(core_.vhost("/")->queues().count("big"));
+
+  op::DeclareExchange x;
+  x.rid = 3;
+  x.name = "x";
+  x.type = "headers";
+  x.args = big.args;
+  c.receive(x);
+  ASSERT_TRUE(c.last_error());
+  EXPECT_NE(c.last_error()->msg.find("the arguments of exchange 'x' in vhost '/' are 65537 bytes"), std::string::npos);
+  x.args = {};
+  c.receive(x);
+  c.receive(op::Bind{{4, "x", "fits", "", "", big.args}});
+  ASSERT_TRUE(c.last_error());
+  EXPECT_NE(c.last_error()->msg.find("the arguments of a binding of exchange 'x' are 65537 bytes"), std::string::npos);
+  c.receive(op::Subscribe{5, 1, "fits", 1, false, false, "", big.args});
+  ASSERT_TRUE(c.last_error());
+  EXPECT_NE(c.last_error()->msg.find("the arguments of consumer 'fire-1' are 65537 bytes"), std::string::npos);
+  c.receive(op::Subscribe{6, 1, "fits", 1, false, false, "", fits.args});
   EXPECT_TRUE(std::holds_alternative<op::Ok>(c.sent.back()));
 }
 

@@ -4,12 +4,21 @@
 #include <algorithm>
 
 #include "reference-broker/exchange_routing.h"
+#include "reference-broker/log.h"
 #include "protocol/plain_json.h"
 #include "protocol/url.h"
 #include "reference-broker/management_ui.h"
 
 namespace firemq {
 namespace {
+
+void add(MessageCounters& sum, const MessageCounters& more) {
+  sum.published += more.published;
+  sum.delivered += more.delivered;
+  sum.acknowledged += more.acknowledged;
+  sum.confirmed += more.confirmed;
+  sum.returned += more.returned;
+}
 
 using Json = nlohmann::json;
 namespace http = boost::beast::http;
@@ -213,6 +222,14 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
                          ? nullptr
                          : env_.definitions.authenticate(credentials->substr(0, colon), credentials->substr(colon + 1));
   if (user == nullptr || !env_.config.loopback.admits(user->name, peer_address)) {
+    // Logged as the FireMQ and AMQP listeners log a refused login (log.h), and as RabbitMQ logs "HTTP access
+    // denied": a request that offered credentials is a login attempt; one without them is a browser asking.
+    if (colon != std::string::npos) {
+      const std::string name = credentials->substr(0, colon);
+      log_refused_login("HTTP login", 401, peer_address, name,
+                        user == nullptr ? "unknown user or wrong password"
+                                        : "user '" + name + "' may only connect over loopback (loopback_users)");
+    }
     HttpAnswer answer = api_error(http::status::unauthorized, "not_authorized", "Login failed");
     // A browser asked with WWW-Authenticate opens its own login dialog over the UI; the UI's requests say they are
     // scripted (X-Requested-With, the usual convention) and handle the 401 themselves.
@@ -222,6 +239,7 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
   ApiUser who{user, has_tag(*user, "administrator") || has_tag(*user, "monitoring"), has_tag(*user, "administrator"),
               credentials->substr(colon + 1)};
   if (!who.sees_everything && !has_tag(*user, "management") && !has_tag(*user, "policymaker")) {
+    log_refused_login("HTTP login", 401, peer_address, user->name, "the user has no management tag");
     return api_error(http::status::unauthorized, "not_authorized", "Not management user");
   }
   Route route;
@@ -294,8 +312,11 @@ bool ManagementApi::may_see(const ApiUser& who, const std::string& vhost) const 
 
 Json ManagementApi::overview(const ApiUser& who) const {
   std::uint64_t ready = 0, unacked = 0, queue_count = 0, exchange_count = 0, consumer_count = 0;
+  // As RabbitMQ's overview: a user who does not see every vhost sees the message rates of its own vhosts only.
+  MessageCounters c = who.sees_everything ? env_.core.counters() : MessageCounters{};
   for (const auto& [name, vhost] : env_.core.vhosts()) {
     if (!may_see(who, name)) continue;
+    if (!who.sees_everything) add(c, vhost->counters());
     exchange_count += vhost->exchanges().size();
     for (const auto& [qname, q] : vhost->queues()) {
       ++queue_count;
@@ -304,7 +325,6 @@ Json ManagementApi::overview(const ApiUser& who) const {
       consumer_count += q->consumer_count();
     }
   }
-  const MessageCounters& c = env_.core.counters();
   Json listeners = Json::array();
   for (const ListenerInfo& l : env_.listeners()) listeners.push_back({{"protocol", l.protocol}, {"port", l.port}});
   return {{"product_name", "FireMQ"},

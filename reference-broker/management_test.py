@@ -122,6 +122,33 @@ class ManagementTest(unittest.TestCase):
         self.assertIn("Basic", e.exception.headers["WWW-Authenticate"])
         self.assertEqual(self.call("GET", "/api/overview", password="wrong"), (401, {"error": "not_authorized", "reason": "Login failed"}))
 
+    def test_a_refused_login_is_logged_with_the_user_and_peer(self):
+        self.call("GET", "/api/overview", user="mallory\u001b[31m", password="x")
+        self.call("GET", "/api/overview", user="app", password="a")
+        with open(os.path.join(self.temp.name, "broker.log"), errors="replace") as f:
+            log = f.read()
+        self.assertIn("HTTP login refused (401) from 127.0.0.1", log)
+        self.assertIn("user 'mallory\\x1b[31m': unknown user or wrong password", log)  # escaped, as on the wire
+        self.assertIn("user 'app': the user has no management tag", log)
+
+    def test_overview_rates_are_those_of_the_vhosts_the_user_sees(self):
+        client, _ = self.client()
+        self.request(client, DECLARE_QUEUE, {"rid": 1, "name": "overview-rates"})
+        client.send(PUBLISH, {"exchange": "", "key": "overview-rates"}, b"x")
+        self.request(client, DECLARE_QUEUE, {"rid": 2, "name": "overview-rates", "passive": True})
+        _, everything = self.call("GET", "/api/overview", user="watcher", password="w")
+        self.assertGreaterEqual(everything["message_stats"]["publish"], 1)
+        _, dev = self.call("GET", "/api/overview", user="dev", password="d")  # sees "other" only
+        self.assertEqual(dev["message_stats"]["publish"], 0)
+        other, _ = self.client(user="dev", password="d", vhost="other")
+        self.request(other, DECLARE_QUEUE, {"rid": 1, "name": "overview-rates-other"})
+        other.send(PUBLISH, {"exchange": "", "key": "overview-rates-other"}, b"x")
+        self.request(other, DECLARE_QUEUE, {"rid": 2, "name": "overview-rates-other", "passive": True})
+        _, dev = self.call("GET", "/api/overview", user="dev", password="d")
+        self.assertEqual(dev["message_stats"]["publish"], 1)
+        client.sock.close()
+        other.sock.close()
+
     def test_a_user_without_a_management_tag_is_refused(self):
         self.assertEqual(self.call("GET", "/api/overview", user="app", password="a"),
                          (401, {"error": "not_authorized", "reason": "Not management user"}))

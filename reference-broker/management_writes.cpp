@@ -6,6 +6,7 @@
 
 #include "protocol/reply_codes.h"
 #include "reference-broker/management_api.h"
+#include "protocol/bounded_json.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/plain_json.h"
 
@@ -89,23 +90,12 @@ Result<Json, HttpAnswer> api_body(const HttpRequest& request) {
     return api_error(http::status::unsupported_media_type, "bad_request", "writes must send Content-Type: application/json");
   }
   if (request.body().empty()) return Json::object();
-  // The wire's nesting bound (msgpack_codec.h) holds for HTTP JSON too: nlohmann parses without recursion, but
-  // the conversions after it (value_from_plain_json, dump) recurse, so a body nested 50,000 deep would overflow
-  // the stack. Deeper elements are discarded as they are read and the body refused.
-  bool too_deep = false;
-  auto bound_depth = [&too_deep](int depth, Json::parse_event_t, Json&) {
-    if (depth > static_cast<int>(kMaxNesting)) too_deep = true;
-    return !too_deep;
-  };
-  Json body = Json::parse(request.body(), bound_depth, false);
-  if (too_deep) {
-    return api_error(http::status::bad_request, "bad_request",
-                     "the body is nested deeper than " + std::to_string(kMaxNesting) + " levels");
-  }
-  if (body.is_discarded() || !body.is_object()) {
-    return api_error(http::status::bad_request, "bad_request", "the body is not a JSON object");
-  }
-  return body;
+  // The wire's nesting bound (msgpack_codec.h) holds for HTTP JSON too, checked while parsing (bounded_json.h):
+  // a body nested 50,000 deep would overflow the stack in anything that walks it afterwards.
+  Result<Json, std::string> body = parse_bounded_json(request.body(), kMaxNesting);
+  if (!body) return api_error(http::status::bad_request, "bad_request", "the body is " + body.error());
+  if (!body->is_object()) return api_error(http::status::bad_request, "bad_request", "the body is not a JSON object");
+  return std::move(*body);
 }
 
 namespace {

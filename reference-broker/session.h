@@ -183,6 +183,11 @@ class Session : private DurabilityWaiter {
   void reject_publish(std::uint64_t seq, const Error& error);
   // `durable_at`: the log position the publish's records end at, 0 when it needs no disk.
   void confirm(std::uint64_t seq, std::uint64_t durable_at = 0);
+  // One more of `what` in the broker's counters and in this session's vhost's.
+  void count(std::uint64_t MessageCounters::*what) {
+    ++(env_.core.counters().*what);
+    if (vhost_ != nullptr) ++(vhost_->counters().*what);
+  }
   void release_durable(std::uint64_t durable_position);
   void on_durable(std::uint64_t position) override;
   void on_store_failed(std::uint64_t durable_position, const std::string& reason) override;

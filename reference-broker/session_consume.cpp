@@ -1,5 +1,6 @@
 // The spec's "Consuming" section: subscribe with credit, deliver, ack and nack, unsubscribe, cancelled, get.
 #include "protocol/reply_codes.h"
+#include "reference-broker/argument_bounds.h"
 #include "reference-broker/session.h"
 
 namespace firemq {
@@ -31,6 +32,7 @@ void Session::on_subscribe(const op::Subscribe& r) {
                                         " subscriptions (--max-subscriptions)"));
   }
   if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
+  if (Status big = check_arguments_size(r.args, "consumer '" + request.tag + "'")) return refuse(r.rid, *big);
   Result<Queue*> queue = vhost_->usable_queue(r.queue, exclusive_owner_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
@@ -75,7 +77,7 @@ void Session::on_credit(const op::Credit& r) {
 
 std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) {
   const std::uint64_t tag = next_tag_++;
-  ++env_.core.counters().delivered;
+  count(&MessageCounters::delivered);
   if (no_ack) {
     queue.acknowledge(message);  // "Messages count as acknowledged once sent."
     // Durable before this connection's next confirm, as an ack is (a delivery may come from another's publish).
@@ -131,7 +133,7 @@ void Session::on_ack(const op::Ack& r) {
     auto it = unacked_.find(tag);
     if (std::shared_ptr<Queue> q = it->second.queue.lock()) q->acknowledge(it->second.message);
     unacked_.erase(it);
-    ++env_.core.counters().acknowledged;
+    count(&MessageCounters::acknowledged);
   }
   resume_deliveries_if(were_held);
 }

@@ -9,7 +9,7 @@ namespace firemq {
 void Session::on_publish(op::Publish& p, Carried carried) {
   const ByteView body = carried.payload;
   has_published_ = true;
-  ++env_.core.counters().published;  // flow control pauses connections that publish
+  count(&MessageCounters::published);  // flow control pauses connections that publish
   // "seq: Client-assigned sequence number, starting at 1 and increasing by 1." A seq that does not increase
   // cannot be confirmed unambiguously by {upto}: it is nacked (docs/spec-notes.md, "seq discipline").
   if (p.seq != 0 && p.seq <= last_seq_) {
@@ -34,7 +34,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
     // "Sent for a mandatory publish that no queue received, with code 312 (no-route). The return is sent before
     // the publish's confirm." An unroutable publish is still confirmed: the broker has dealt with it.
     if (p.mandatory) {
-      ++env_.core.counters().returned;
+      count(&MessageCounters::returned);
       out_.send_message(op::Return{p.seq, static_cast<std::uint64_t>(ReplyCode::no_route), "NO_ROUTE", p.exchange,
                                    p.key, p.props, p.headers},
                         body, p.persistent);
@@ -69,7 +69,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
 
 void Session::confirm(std::uint64_t seq, std::uint64_t durable_at) {
   if (seq == 0) return;
-  ++env_.core.counters().confirmed;
+  count(&MessageCounters::confirmed);
   const bool message_on_disk = durable_at != 0;
   // An earlier request's records (an ack) are durable before this confirm goes (docs/durability.md); after a
   // store failure nothing more becomes durable, and only the publishes that needed the disk themselves wait.

@@ -43,12 +43,25 @@ struct Route {
   std::vector<Queue*> queues;
 };
 
+// What has passed through the broker since it started, or through one vhost, for the management API's message_stats and the
+// Prometheus metrics.
+struct MessageCounters {
+  std::uint64_t published = 0;     // publish frames taken (refused ones included)
+  std::uint64_t delivered = 0;     // deliver and get_ok frames sent
+  std::uint64_t acknowledged = 0;  // deliveries acked by clients
+  std::uint64_t confirmed = 0;     // publishes confirmed (positively)
+  std::uint64_t returned = 0;      // mandatory publishes returned
+};
+
 class Vhost : private DeadLetterer {
  public:
   // `time` must outlive the vhost.
   Vhost(std::string name, const TimeSource& time);
 
   const std::string& name() const { return name_; }
+  // This vhost's share of Core::counters(): the management API shows a user the rates of the vhosts it sees.
+  MessageCounters& counters() { return counters_; }
+  const MessageCounters& counters() const { return counters_; }
 
   Status declare_exchange(const op::DeclareExchange& request);
   Status delete_exchange(const op::DeleteExchange& request);
@@ -100,6 +113,7 @@ class Vhost : private DeadLetterer {
   void note_change(bool durable) { durable_changed_ = durable_changed_ || durable; }
 
   std::string name_;
+  MessageCounters counters_;
   const TimeSource& time_;
   std::map<std::string, Exchange> exchanges_;
   // Shared so that unacknowledged deliveries can refer to their queue weakly: a deleted queue is gone for them too.
