@@ -94,6 +94,16 @@ inline constexpr std::chrono::milliseconds kLingerAfterClose{2000};
 // connection, which is drained, not gated, forever.
 inline constexpr std::chrono::milliseconds kMaxClosingTime{5000};
 
+// The HTTP listeners (ws, wss, the management API): a keep-alive connection that has sent no byte of its next
+// request for this long is closed, as common servers do (cowboy's idle_timeout, nginx's keepalive_timeout), so
+// that idle sockets do not hold descriptors for the whole handshake timeout.
+inline constexpr std::chrono::milliseconds kHttpIdleTimeout{5000};
+
+// Descriptors kept free for the broker's own files (the store's segments, definitions.json) and for the next
+// client: when an accepted socket's descriptor is this close to the soft RLIMIT_NOFILE, or accept fails with
+// EMFILE/ENFILE, the connection that has waited longest in its handshake is dropped (listener.cpp).
+inline constexpr int kReservedDescriptors = 32;
+
 // The largest --max-frame: a message must fit one record of the message store (store_record.cpp allows 1 GiB,
 // leaving room for its queue list and the headers dead-lettering adds).
 inline constexpr std::size_t kMaxFrameLimit = 256 * 1024 * 1024;

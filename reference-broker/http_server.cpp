@@ -5,7 +5,10 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include <type_traits>
+
 #include "reference-broker/config.h"
+#include "reference-broker/log.h"
 #include "reference-broker/stream_transport.h"
 #include "reference-broker/websocket_transport.h"
 
@@ -63,48 +66,103 @@ awaitable<void> refuse_oversized(Stream& stream, bool body) {
   while (!ec) co_await stream.async_read_some(asio::buffer(discard), asio::redirect_error(use_awaitable, ec));
 }
 
-// Reads requests until one is upgraded to a FireMQ connection, the client closes, or a request is refused
-// without keep-alive.
+// An HTTP connection while it waits for a request: in the broker-wide handshake list (ConnectionRegistry), where
+// FireMQ's and AMQP's connections wait for their welcome. Past --max-handshakes the longest waiting is dropped,
+// whichever its listener, so a flood of sockets that send nothing or half a request on the ws/wss ports holds at
+// most the bound. Leaves the list once a complete request is in (it is being answered), joins again while the
+// keep-alive connection waits for the next.
+class WaitingForRequest final : public InHandshake {
+ public:
+  WaitingForRequest(ConnectionRegistry* registry, beast::tcp_stream& stream) : registry_(registry), stream_(stream) {}
+  WaitingForRequest(const WaitingForRequest&) = delete;
+  WaitingForRequest& operator=(const WaitingForRequest&) = delete;
+  ~WaitingForRequest() override { leave(); }
+
+  void join() {
+    if (registry_ != nullptr && !joined_) registry_->begin_handshake(this);
+    joined_ = registry_ != nullptr;
+  }
+  void leave() {
+    if (joined_) registry_->handshake_done(this);
+    joined_ = false;
+  }
+  // Closing the socket ends the pending read (or TLS handshake) with an error; serve() then ends.
+  void drop_in_handshake() override {
+    leave();
+    log_line("http connection " + describe_endpoints(stream_.socket()) +
+             " dropped: too many connections in their handshake (--max-handshakes)");
+    error_code ec;
+    stream_.socket().close(ec);
+  }
+
+ private:
+  ConnectionRegistry* registry_;
+  beast::tcp_stream& stream_;
+  bool joined_ = false;
+};
+
+// Waits until the next request's first byte is in `buffer` (it may already be: a pipelined request), for at most
+// kHttpIdleTimeout. False: the client closed, or sent nothing in that time.
+template <class Stream>
+awaitable<bool> await_next_request(Stream& stream, beast::flat_buffer& buffer) {
+  if (buffer.size() > 0) co_return true;
+  beast::get_lowest_layer(stream).expires_after(kHttpIdleTimeout);
+  error_code ec;
+  const std::size_t n =
+      co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+  buffer.commit(n);
+  co_return !ec && n > 0;
+}
+
+// Serves one connection: for wss, the TLS handshake first; then requests until one is upgraded to a FireMQ
+// connection, the client closes or idles, or a request is refused without keep-alive.
 template <class Stream>
 awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
+  auto& tcp = beast::get_lowest_layer(stream);
+  WaitingForRequest waiting(env.handshakes, tcp);
+  waiting.join();
+  // One deadline from accept to the first complete request, TLS handshake included, as for fire:// and AMQP.
+  tcp.expires_after(env.handshake_timeout);
+  error_code ec;
+  if constexpr (std::is_same_v<Stream, TlsHttpStream>) {
+    co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return;  // plain bytes, an old TLS version, a client that vanished: nothing to answer
+  }
   beast::flat_buffer buffer;
-  while (true) {
+  for (bool first = true;; first = false) {
+    if (!first) {
+      waiting.join();
+      if (!(co_await await_next_request(stream, buffer))) break;
+      tcp.expires_after(env.handshake_timeout);  // the rest of the request, once it has begun
+    }
     http::request_parser<http::string_body> parser;
     parser.header_limit(kMaxRequestHeaderBytes);
     parser.body_limit(kMaxRequestBodyBytes);
-    beast::get_lowest_layer(stream).expires_after(env.handshake_timeout);
-    error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    waiting.leave();
     if (ec == http::error::body_limit || ec == http::error::header_limit) {
       co_await refuse_oversized(stream, ec == http::error::body_limit);
       co_return;
     }
-    if (ec) break;  // closed, timed out, or not HTTP: there is no request to answer
+    if (ec) break;  // closed, timed out, dropped, or not HTTP: there is no request to answer
     HttpRequest request = parser.release();
     // An upgrade is for /fire only (404 elsewhere, http_routes); the management API and UI take the other requests.
     const bool for_management = env.management != nullptr && !beast::websocket::is_upgrade(request) &&
                                 ManagementApi::serves(std::string_view(request.target().data(), request.target().size()));
-    HttpAnswer answer = for_management ? env.management->handle(request, peer_address_of(beast::get_lowest_layer(stream).socket()))
+    HttpAnswer answer = for_management ? env.management->handle(request, peer_address_of(tcp.socket()))
                                        : route_http_request(request);
     if (!answer.upgrade) {
+      tcp.expires_after(env.handshake_timeout);  // a client that does not read its answer is not waited for
       const bool more = co_await respond(stream, request, std::move(answer));
       if (more) continue;
       break;
     }
     if (env.faults.ignore_url_vhost) answer.hints = {};
+    // From here the FireMQ connection engine bounds it: the upgrade and hello are in its handshake.
     env.start_connection(make_transport(std::move(stream), std::move(request), std::move(answer.hints), env));
     co_return;
   }
-  error_code ec;
-  beast::get_lowest_layer(stream).socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
-}
-
-awaitable<void> serve_tls(TlsHttpStream stream, const HttpServerEnv& env) {
-  beast::get_lowest_layer(stream).expires_after(env.handshake_timeout);
-  error_code ec;
-  co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return;  // plain bytes, an old TLS version, a client that vanished: nothing to answer
-  co_await serve(std::move(stream), env);
+  tcp.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
 }
 
 }  // namespace
@@ -120,7 +178,7 @@ void serve_https(asio::ip::tcp::socket socket, asio::ssl::context& tls, const Ht
   error_code ec;
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
   auto executor = socket.get_executor();
-  asio::co_spawn(executor, serve_tls(TlsHttpStream(beast::tcp_stream(std::move(socket)), tls), env), asio::detached);
+  asio::co_spawn(executor, serve(TlsHttpStream(beast::tcp_stream(std::move(socket)), tls), env), asio::detached);
 }
 
 }  // namespace firemq

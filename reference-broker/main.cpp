@@ -224,14 +224,22 @@ firemq::Result<bool, std::string> check_bounds(const firemq::ClientBounds& b) {
 }
 
 // Each connection holds a descriptor: the soft limit (often 1024) is raised to the hard one, as RabbitMQ's
-// packages do, so that the bounds above, not the descriptor table, decide how many clients fit.
+// packages do, so that the bounds above, not the descriptor table, decide how many clients fit. The limit it
+// runs with is logged, since it decides how many connections fit (listener.cpp keeps kReservedDescriptors free).
 void raise_descriptor_limit() {
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    std::cerr << "firemq-broker: could not raise the descriptor limit: " << std::strerror(errno) << std::endl;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t soft = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      std::cerr << "firemq-broker: could not raise the descriptor limit: " << std::strerror(errno) << std::endl;
+      limit.rlim_cur = soft;
+    }
   }
+  const auto shown = [](rlim_t n) { return n == RLIM_INFINITY ? std::string("unlimited") : std::to_string(n); };
+  std::cout << "firemq-broker: descriptor limit (RLIMIT_NOFILE) " << shown(limit.rlim_cur)
+            << (limit.rlim_cur != soft ? " (raised from " + shown(soft) + ")" : std::string()) << std::endl;
 }
 
 int main(int argc, char** argv) {

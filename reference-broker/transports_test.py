@@ -41,7 +41,7 @@ class Broker:
 
     FREE_PORTS = ["--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0", "--amqp-port", "off"]
 
-    def __init__(self, directory, *extra, definitions=None, listeners=FREE_PORTS):
+    def __init__(self, directory, *extra, definitions=None, listeners=FREE_PORTS, preexec_fn=None):
         self.directory = directory
         definitions_file = os.path.join(directory, "definitions.json")
         with open(definitions_file, "w") as f:
@@ -56,7 +56,7 @@ class Broker:
              "--tls-cert", c("server.pem"), "--tls-key", c("server.key"), "--port-file", ports,
              "--data-dir", c("data"), "--definitions", definitions_file,
              "--handshake-timeout-ms", str(HANDSHAKE_TIMEOUT_MS), *extra],
-            stdout=self.log, stderr=self.log)
+            stdout=self.log, stderr=self.log, preexec_fn=preexec_fn)
         deadline = time.time() + 20
         while not os.path.exists(ports):
             if self.process.poll() is not None or time.time() > deadline:
