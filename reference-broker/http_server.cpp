@@ -43,20 +43,19 @@ std::unique_ptr<Transport> make_transport(TlsHttpStream stream, HttpRequest requ
   return make_wss_transport(std::move(stream), std::move(request), std::move(hints), env.handshake_timeout, env.faults);
 }
 
-// A request over the bounds: 413 (body) or 431 (headers), said before closing. What the client is still sending
-// is read and dropped for a moment, so that the kernel does not answer it with a reset that destroys the answer.
+// A request refused before it is answered, said before closing (RFC 9110: 400 for a message the server cannot
+// parse, 413 for a body over the bound, 431 for headers over it), with the management API's JSON error shape.
+// What the client is still sending is read and dropped for a moment, so that the kernel does not answer it with
+// a reset that destroys the answer.
 template <class Stream>
-awaitable<void> refuse_oversized(Stream& stream, bool body) {
-  http::response<http::string_body> response{
-      body ? http::status::payload_too_large : http::status::request_header_fields_too_large, 11};
+awaitable<void> refuse_request(Stream& stream, http::status status, const std::string& reason) {
+  http::response<http::string_body> response{status, 11};
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, "application/json");
   response.keep_alive(false);
-  response.body() = std::string(R"({"error":"bad_request","reason":")") +
-                    (body ? "the request body is larger than " + std::to_string(kMaxRequestBodyBytes) + " bytes"
-                          : "the request headers are larger than " + std::to_string(kMaxRequestHeaderBytes) + " bytes") +
-                    "\"}\n";
+  response.body() = R"({"error":"bad_request","reason":")" + reason + "\"}\n";
   response.prepare_payload();
+  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
   error_code ec;
   co_await http::async_write(stream, response, asio::redirect_error(use_awaitable, ec));
   auto& socket = beast::get_lowest_layer(stream).socket();
@@ -64,6 +63,15 @@ awaitable<void> refuse_oversized(Stream& stream, bool body) {
   beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
   std::array<char, 16 * 1024> discard;
   while (!ec) co_await stream.async_read_some(asio::buffer(discard), asio::redirect_error(use_awaitable, ec));
+}
+
+// Whether a read's error means the client sent something that is not an HTTP request (a garbage request line,
+// two different Content-Lengths, Content-Length with Transfer-Encoding, a negative length: Beast's parse errors),
+// as opposed to a client that closed, timed out or was dropped, to which there is nothing to say.
+bool is_malformed_request(const error_code& ec) {
+  if (ec.category() != http::make_error_code(http::error::bad_method).category()) return false;
+  return ec != http::error::end_of_stream && ec != http::error::partial_message && ec != http::error::need_more &&
+         ec != http::error::need_buffer;
 }
 
 // An HTTP connection while it waits for a request: in the broker-wide handshake list (ConnectionRegistry), where
@@ -140,11 +148,22 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
     parser.body_limit(kMaxRequestBodyBytes);
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
     waiting.leave();
-    if (ec == http::error::body_limit || ec == http::error::header_limit) {
-      co_await refuse_oversized(stream, ec == http::error::body_limit);
+    if (ec == http::error::body_limit) {
+      co_await refuse_request(stream, http::status::payload_too_large,
+                              "the request body is larger than " + std::to_string(kMaxRequestBodyBytes) + " bytes");
       co_return;
     }
-    if (ec) break;  // closed, timed out, dropped, or not HTTP: there is no request to answer
+    if (ec == http::error::header_limit) {
+      co_await refuse_request(
+          stream, http::status::request_header_fields_too_large,
+          "the request headers are larger than " + std::to_string(kMaxRequestHeaderBytes) + " bytes");
+      co_return;
+    }
+    if (is_malformed_request(ec)) {  // Beast's messages are fixed text ("bad Content-Length"): safe in JSON
+      co_await refuse_request(stream, http::status::bad_request, "malformed HTTP request: " + ec.message());
+      co_return;
+    }
+    if (ec) break;  // closed, timed out or dropped: there is no request to answer
     HttpRequest request = parser.release();
     // An upgrade is for /fire only (404 elsewhere, http_routes); the management API and UI take the other requests.
     const bool for_management = env.management != nullptr && !beast::websocket::is_upgrade(request) &&
