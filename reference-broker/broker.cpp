@@ -59,7 +59,8 @@ void Broker::report_unclaimed_messages() const {
 Result<bool, std::string> Broker::listen() {
   const ListenerPorts& ports = config_.ports;
   http_env_ = {config_.handshake_timeout, config_.websocket_faults,
-               [this](std::unique_ptr<Transport> t) { start_connection(std::move(t)); }, &management_, &registry_};
+               [this](std::unique_ptr<Transport> t) { start_connection(std::move(t)); }, &management_, &registry_,
+               &config_.trusted_origins};
   if (!config_.tls.certificate.empty()) {
     auto tls = make_tls_context(config_.tls);
     if (!tls) return tls.error();

@@ -66,6 +66,7 @@ struct BrokerConfig {
   std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P} once bound
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   LoopbackPolicy loopback;       // who may log in only from loopback (RabbitMQ's loopback_users)
+  OriginPolicy trusted_origins;  // WebSocket Origins that count as this machine for loopback_users
   std::string data_dir = "firemq-data";  // durable definitions and the message store (docs/durability.md)
   std::uint64_t segment_bytes = 64ull << 20;  // the message store starts a new segment file past this size
 

@@ -177,6 +177,13 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
       break;
     }
     if (env.faults.ignore_url_vhost) answer.hints = {};
+    // The page that asked a browser to open this socket (RFC 6455 section 10.2: the Origin header is for the
+    // server to decide on). From an untrusted one, loopback_users treats the login as remote: any user but a
+    // loopback-only one may still connect from any page, as browser SDKs need.
+    if (const auto origin = request.find(http::field::origin); origin != request.end() && env.trusted_origins &&
+        !env.trusted_origins->trusts(std::string_view(origin->value().data(), origin->value().size()))) {
+      answer.hints.foreign_origin = std::string(origin->value());
+    }
     // From here the FireMQ connection engine bounds it: the upgrade and hello are in its handshake.
     env.start_connection(make_transport(std::move(stream), std::move(request), std::move(answer.hints), env));
     co_return;

@@ -35,6 +35,8 @@ struct HttpServerEnv {
   ManagementApi* management = nullptr;  // /api/ and /metrics; none: 404 there too
   // The broker-wide handshake list (--max-handshakes) a waiting HTTP connection joins; none: unbounded (tests).
   ConnectionRegistry* handshakes = nullptr;
+  // Whose WebSocket upgrades count as from this machine (--trusted-origins); none: every Origin is trusted.
+  const OriginPolicy* trusted_origins = nullptr;
 };
 
 // Serves one accepted HTTP connection (ws) or HTTPS connection (wss: the TLS handshake first). `env` and `tls`

@@ -22,6 +22,7 @@ struct RawFlags {
   std::string amqp_port = "5672";
   std::string loopback_users = "guest";
   std::string loopback_addresses = "127.0.0.0/8,::1";
+  std::string trusted_origins = "loopback";
   std::vector<std::string> vhost_limits, user_limits;  // NAME:KEY=N each
 };
 
@@ -94,6 +95,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "users who may log in only from a loopback address (RabbitMQ's loopback_users), comma-separated; \"\": none")
       ("loopback-addresses", po::value(&raw.loopback_addresses)->default_value(raw.loopback_addresses),
        "for tests and unusual setups: the address ranges (CIDR, comma-separated) that count as loopback")
+      ("trusted-origins", po::value(&raw.trusted_origins)->default_value(raw.trusted_origins),
+       "WebSocket Origin headers under which a loopback-only user may log in, comma-separated: origins "
+       "(https://app.example.com) and/or loopback (http(s)://localhost, 127.x, [::1], any port); the list replaces "
+       "the default, so keep loopback in it to add to it; \"\": only upgrades without an Origin")
       ("data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
        "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")
       ("segment-bytes", po::value(&c.segment_bytes)->default_value(c.segment_bytes),
@@ -184,12 +189,15 @@ firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, fire
   return true;
 }
 
-// --loopback-users and --loopback-addresses; the error names the entry that is not an address range.
+// --loopback-users, --loopback-addresses and --trusted-origins; the error names the entry that is wrong.
 firemq::Result<bool, std::string> apply_loopback_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
   config.loopback.users = firemq::split_names(raw.loopback_users);
   auto ranges = firemq::parse_address_ranges(raw.loopback_addresses);
   if (!ranges) return "--loopback-addresses: " + ranges.error();
   config.loopback.addresses = std::move(*ranges);
+  auto origins = firemq::parse_trusted_origins(raw.trusted_origins);
+  if (!origins) return "--trusted-origins: " + origins.error();
+  config.trusted_origins = std::move(*origins);
   return true;
 }
 

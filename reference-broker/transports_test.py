@@ -127,12 +127,13 @@ def first_answer_to_hello(sock):
 class WsClient:
     """ws:// and wss://: an RFC 6455 client, masked frames, one FireMQ frame per binary message."""
 
-    def __init__(self, sock, path="/fire", version="13", key=None):
+    def __init__(self, sock, path="/fire", version="13", key=None, origin=None):
         self.sock = sock
         self.sock.settimeout(5)
         key = key if key is not None else base64.b64encode(os.urandom(16)).decode()
+        origin_line = f"Origin: {origin}\r\n" if origin is not None else ""  # what a browser adds
         request = (f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: {version}\r\n\r\n")
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: {version}\r\n{origin_line}\r\n")
         sock.sendall(request.encode())
         response = b""
         while b"\r\n\r\n" not in response:
