@@ -5,10 +5,14 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
 #include <type_traits>
 
 #include "reference-broker/config.h"
 #include "reference-broker/log.h"
+#include "reference-broker/management_ui.h"
 #include "reference-broker/stream_transport.h"
 #include "reference-broker/websocket_transport.h"
 
@@ -18,11 +22,51 @@ namespace {
 namespace http = beast::http;
 using boost::system::error_code;
 
+// The base64 SHA-256 of the text between the page's first `open` tag and the `close` after it, as CSP's
+// 'sha256-...' source names an inline script or style (CSP Level 2, "hash-source"): the UI keeps its one
+// inline <script> and <style>, and no other inline code can run.
+std::string inline_hash(std::string_view page, std::string_view open, std::string_view close) {
+  const auto begin = page.find(open);
+  if (begin == std::string_view::npos) return {};
+  const auto start = begin + open.size();
+  const std::string_view inner = page.substr(start, page.find(close, start) - start);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(inner.data()), inner.size(), digest);
+  std::string base64(4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(base64.data()), digest, SHA256_DIGEST_LENGTH);
+  base64.resize(static_cast<std::size_t>(n));
+  return "'sha256-" + base64 + "'";
+}
+
+// The management UI's Content-Security-Policy: its own inline script and style by hash, API calls to the same
+// origin, the data: favicon; nothing else, and no framing (clickjacking; frame-ancestors is CSP's X-Frame-Options).
+const std::string& ui_content_security_policy() {
+  static const std::string policy = "default-src 'none'; script-src " +
+                                    inline_hash(kManagementPage, "<script>", "</script>") + "; style-src " +
+                                    inline_hash(kManagementPage, "<style>", "</style>") +
+                                    "; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+                                    "frame-ancestors 'none'";
+  return policy;
+}
+
+// On every answer, the UI's page and the API's JSON alike (as OWASP's secure headers advise): the browser
+// must not guess another content type (a JSON error quoting a peer's text read as HTML), nor put any of it in a
+// frame. Only the page runs code; everything else gets a policy that allows nothing.
+template <class Body>
+void set_security_headers(http::response<Body>& response, std::string_view content_type) {
+  response.set("X-Content-Type-Options", "nosniff");
+  response.set(http::field::x_frame_options, "DENY");
+  response.set("Content-Security-Policy", content_type.starts_with("text/html")
+                                                          ? ui_content_security_policy()
+                                                          : std::string("default-src 'none'; frame-ancestors 'none'"));
+}
+
 template <class Stream>
 awaitable<bool> respond(Stream& stream, const HttpRequest& request, HttpAnswer answer) {
   http::response<http::string_body> response{answer.status, request.version()};
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, answer.content_type);
+  set_security_headers(response, answer.content_type);
   if (answer.ask_for_credentials) response.set(http::field::www_authenticate, "Basic realm=\"FireMQ management\"");
   response.keep_alive(request.keep_alive());
   if (!answer.text.empty() && answer.text.back() != '\n') answer.text += '\n';
@@ -52,6 +96,7 @@ awaitable<void> refuse_request(Stream& stream, http::status status, const std::s
   http::response<http::string_body> response{status, 11};
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, "application/json");
+  set_security_headers(response, "application/json");
   response.keep_alive(false);
   response.body() = R"({"error":"bad_request","reason":")" + reason + "\"}\n";
   response.prepare_payload();

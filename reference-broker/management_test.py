@@ -7,7 +7,7 @@ non-loopback address), whoami, the overview, a FireMQ connection with its conn_i
 transport, a subscription's consumer tag (fire-<sub> by default), queues with their counts, declare, publish, get
 and delete through the API, bindings, closing a connection (the client gets close 320), the Prometheus metrics,
 bad input (malformed JSON, wrong types, unknown vhost, broken percent-encoding, a huge body, malformed HTTP: 400
-before the close), and RabbitMQ's
+before the close), the security headers (CSP, X-Frame-Options, nosniff) on the UI and the API, and RabbitMQ's
 own CLI client, rabbitmqadmin, listing, declaring, publishing, getting and deleting.
 
 Usage: management_test.py BROKER_EXECUTABLE
@@ -278,6 +278,27 @@ class ManagementTest(unittest.TestCase):
         sock.shutdown(socket.SHUT_WR)
         self.assertEqual(sock.recv(65536), b"")
         sock.close()
+
+    def test_ui_and_api_answers_carry_the_security_headers(self):
+        for path, user in (("/", None), ("/api/overview", "guest"), ("/api/no-such-thing", "guest"), ("/metrics", None)):
+            with self.subTest(path=path):
+                auth = (b"Authorization: Basic " + base64.b64encode(b"guest:guest") + b"\r\n") if user else b""
+                _, headers, _ = self.raw_exchange(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode() +
+                                                  auth + b"\r\n")
+                self.assertEqual(headers.get("x-content-type-options"), "nosniff")
+                self.assertEqual(headers.get("x-frame-options"), "DENY")
+                self.assertIn("frame-ancestors 'none'", headers.get("content-security-policy", ""))
+        # The page's policy allows its own inline script and style, by their hashes, and nothing else inline.
+        status, headers, page = self.raw_exchange(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        self.assertTrue(status.startswith("HTTP/1.1 200"), status)
+        policy = headers["content-security-policy"]
+        text = page.decode()
+        for tag in ("script", "style"):
+            inner = text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
+            digest = base64.b64encode(hashlib.sha256(inner.encode()).digest()).decode()
+            self.assertIn(f"{tag}-src 'sha256-{digest}'", policy)
+        self.assertNotIn("unsafe-inline", policy)
+        self.assertIn("default-src 'none'", policy)
 
     def test_what_review_found(self):
         # Definitions hold every password hash: administrators only.
