@@ -18,6 +18,14 @@ struct TlsFiles {
   std::string certificate;  // PEM: the server's certificate, then any intermediates
   std::string private_key;  // PEM
   std::string client_ca;    // PEM; empty: client certificates are not asked for
+  // TLS 1.2's cipher suites, in OpenSSL's cipher-list syntax and in the server's order of preference
+  // (--tls-ciphers). The default is Mozilla's "intermediate" list: forward-secret key exchange (ECDHE, DHE) with
+  // an AEAD (AES-GCM, ChaCha20-Poly1305) only; no static RSA key exchange, no CBC, no SHA-1 MACs. TLS 1.3's
+  // suites, all of them forward-secret AEADs, stay OpenSSL's.
+  std::string ciphers =
+      "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+      "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+      "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
 };
 
 // Testing only (--websocket-fault): a WebSocket transport broken one way, so that the conformance cases for the

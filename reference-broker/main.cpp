@@ -85,6 +85,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("tls-cert", po::value(&c.tls.certificate),
        "PEM certificate (chain) of the TLS listeners; without it fires:// and wss:// are off")
       ("tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")
+      ("tls-ciphers", po::value(&c.tls.ciphers)->default_value(c.tls.ciphers, "forward-secret AEAD suites"),
+       "the TLS listeners' TLS 1.2 cipher suites, OpenSSL cipher-list syntax, in the server's order of preference; "
+       "the default: ECDHE and DHE with AES-GCM and ChaCha20-Poly1305 (Mozilla's intermediate list); TLS 1.3's "
+       "suites are OpenSSL's")
       ("tls-ca", po::value(&c.tls.client_ca),
        "PEM CA certificates: TLS clients must present a certificate signed by one (default: not asked)")
       ("port-file", po::value(&c.port_file),

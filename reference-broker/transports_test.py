@@ -344,6 +344,26 @@ class TransportsTest(unittest.TestCase):
             with self.subTest(scheme=scheme), self.assertRaises((ssl.SSLError, ConnectionResetError)):
                 self.tls_socket(scheme, old)
 
+    def s_client(self, scheme, cipher):
+        """openssl s_client over TLS 1.2 offering only `cipher`: (handshake done, the cipher it reports)."""
+        result = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{self.broker.ports[scheme]}",
+                                 "-tls1_2", "-cipher", cipher, "-servername", "localhost"],
+                                input=b"", capture_output=True, timeout=20)
+        out = result.stdout.decode(errors="replace")
+        chosen = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("Cipher    :")]
+        return result.returncode == 0 and bool(chosen) and chosen[0] != "0000", chosen[0] if chosen else None
+
+    def test_tls_1_2_takes_forward_secret_aead_suites_only_in_the_servers_order(self):
+        for scheme in ("fires", "wss"):
+            with self.subTest(scheme=scheme):
+                # Static RSA key exchange, CBC with SHA-1 MACs: refused.
+                for weak in ("AES128-SHA", "AES256-GCM-SHA384", "ECDHE-RSA-AES128-SHA"):
+                    self.assertFalse(self.s_client(scheme, weak)[0], weak)
+                self.assertEqual(self.s_client(scheme, "ECDHE-RSA-AES128-GCM-SHA256"), (True, "ECDHE-RSA-AES128-GCM-SHA256"))
+                # The server's preference wins: offered last, AES-128-GCM (first in the broker's list) is chosen.
+                self.assertEqual(self.s_client(scheme, "ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256"),
+                                 (True, "ECDHE-RSA-AES128-GCM-SHA256"))
+
     def test_abandoned_handshakes_leave_nothing_behind(self):
         witness = self.open("fire")
         self.welcome(witness)
