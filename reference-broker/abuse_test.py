@@ -12,11 +12,14 @@ factor, and what the abuser held is freed when it goes.
 - a management request whose JSON body is nested 50,000 deep, to a queue PUT and an exchange's publish (kMaxNesting);
 - a durable declare of 20 KB of deeply nested arguments (stored compactly) and of 1 MB of arguments (refused on
   every protocol: kMaxArgumentsBytes);
-- a definitions file, given or in the data directory, nested 50,000 deep (kMaxDefinitionsNesting).
+- a definitions file, given or in the data directory, nested 50,000 deep (kMaxDefinitionsNesting);
+- three hundred HTTP sockets that send nothing or half a request (--max-handshakes, which HTTP shares), and an
+  idle keep-alive connection (kHttpIdleTimeout);
+- on a broker whose descriptor limit is 256, four hundred idle HTTP sockets (kReservedDescriptors).
 
 Usage: abuse_test.py BROKER_EXECUTABLE
 """
-import base64, http.client, json, os, socket, statistics, struct, subprocess, sys, tempfile, time, unittest
+import base64, http.client, json, os, resource, socket, statistics, struct, subprocess, sys, tempfile, time, unittest
 
 import msgpack
 
@@ -33,6 +36,7 @@ MAX_UNACKED = 1000
 DEFINITIONS = {"users": [{"name": "guest", "password": "guest", "tags": ["management"]},
                          {"name": "watcher", "password": "watcher", "tags": ["monitoring"]}],
                "vhosts": [{"name": "/"}], "permissions": [{"user": "guest", "vhost": "/"}]}
+WATCHER_AUTH = "Basic " + base64.b64encode(b"watcher:watcher").decode()
 # A well-behaved client's ping round trip during an abuse may grow by this factor over its own before it, or to
 # this many milliseconds, whichever is larger: the abusers share the broker's one thread, so some growth is
 # expected, but never a stall.
@@ -273,6 +277,62 @@ class AbuseTest(unittest.TestCase):
                 self.assertIsNone(self.broker.process.poll())
         self.connect()  # still serving
 
+    def api_overview(self, broker=None):
+        """A well-behaved management client: GET /api/overview on a connection of its own; returns the status."""
+        connection = http.client.HTTPConnection("127.0.0.1", (broker or self.broker).ports["ws"], timeout=5)
+        try:
+            connection.request("GET", "/api/overview", headers={"Authorization": WATCHER_AUTH})
+            response = connection.getresponse()
+            response.read()
+            return response.status
+        finally:
+            connection.close()
+
+    def test_three_hundred_idle_and_half_request_http_sockets_hold_at_most_the_bound(self):
+        bystander = self.connect()
+        before_ms = self.ping_ms(bystander)
+        descriptors_before = self.broker.open_descriptors()
+        half_request = b"GET /api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthor"  # and then nothing
+        stalled = []
+        try:
+            for i in range(300):
+                s = socket.create_connection(("127.0.0.1", self.broker.ports["ws"]), timeout=10)
+                if i % 2:
+                    s.sendall(half_request)
+                stalled.append(s)
+            # The HTTP sockets are in the one handshake list: past the bound the oldest are dropped.
+            self.assertTrue(eventually(lambda: self.broker.open_descriptors() <= descriptors_before + MAX_HANDSHAKES + 2),
+                            f"{self.broker.open_descriptors()} descriptors open, {descriptors_before} before")
+            during = self.broker.open_descriptors()
+            print(f"\n  300 stalled HTTP sockets: {descriptors_before} descriptors before, {during} during", file=sys.stderr)
+            # The API and a new FireMQ client still get in, and the client already in keeps its latency.
+            self.assertEqual(self.api_overview(), 200)
+            self.connect().sock.close()
+            self.assert_latency_kept(before_ms, self.ping_ms(bystander))
+        finally:
+            for s in stalled:
+                s.close()
+        self.assertTrue(eventually(lambda: self.broker.open_descriptors() <= descriptors_before),
+                        f"{self.broker.open_descriptors()} descriptors open after the abusers left, {descriptors_before} before")
+        bystander.sock.close()
+
+    def test_an_idle_keep_alive_http_connection_is_closed_after_the_idle_timeout(self):
+        sock = socket.create_connection(("127.0.0.1", self.broker.ports["ws"]), timeout=15)
+        sock.sendall(b"GET /api/overview HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: " + WATCHER_AUTH.encode() +
+                     b"\r\n\r\n")
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += sock.recv(65536)
+        self.assertTrue(answer.startswith(b"HTTP/1.1 200"), answer[:200])
+        answered = time.time()
+        # The rest of the answer, then the close: kHttpIdleTimeout (5 s), not the handshake timeout (20 s here).
+        while sock.recv(65536):
+            pass
+        idle = time.time() - answered
+        self.assertGreater(idle, 4)
+        self.assertLess(idle, 8)
+        sock.close()
+
     def test_arguments_are_bounded_in_size_and_stored_compactly(self):
         # A 20 KB durable declare of arguments nested 60 deep: accepted, and stored in about its own size (it
         # was 1.3 MB pretty-printed, and without a depth bound 220 MB).
@@ -335,6 +395,40 @@ class CorruptFilesTest(unittest.TestCase):
                 broker.stop()
             with open(os.path.join(directory, "broker.log")) as log:
                 self.assertIn("nested deeper than 196 levels", log.read())
+
+
+class DescriptorReserveTest(unittest.TestCase):
+    """A broker whose descriptor limit is low (256, soft and hard, so that it cannot raise it) and whose handshake
+    bound is above it: the descriptors, not the bound, run short first. The reserve (kReservedDescriptors) keeps the
+    API and new FireMQ connections working: near the limit the longest-waiting handshake is dropped."""
+    LIMIT = 256
+
+    def test_four_hundred_idle_http_sockets_leave_room_for_the_api_and_firemq(self):
+        with tempfile.TemporaryDirectory() as temp:
+            make_certificates(temp)
+            transports.HANDSHAKE_TIMEOUT_MS = 20000  # the reserve, not the deadline, must act on idle sockets
+            limit = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (self.LIMIT, self.LIMIT))
+            broker = Broker(temp, "--max-handshakes", "100000", definitions=DEFINITIONS, preexec_fn=limit)
+            stalled = []
+            try:
+                for _ in range(400):
+                    stalled.append(socket.create_connection(("127.0.0.1", broker.ports["ws"]), timeout=10))
+                self.assertTrue(eventually(lambda: broker.open_descriptors() <= self.LIMIT - 30),
+                                f"{broker.open_descriptors()} descriptors open")
+                print(f"\n  400 idle HTTP sockets, limit {self.LIMIT}: {broker.open_descriptors()} descriptors open",
+                      file=sys.stderr)
+                self.assertEqual(AbuseTest.api_overview(self, broker), 200)
+                client = StreamClient(socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=5))
+                client.sock.sendall(b"FMQ1")
+                client.send(0x01, HELLO)
+                self.assertEqual(client.receive()[0], WELCOME)
+                client.sock.close()
+                self.assertIsNone(broker.process.poll())
+            finally:
+                for s in stalled:
+                    s.close()
+                broker.stop()
+
 
 if __name__ == "__main__":
     transports.BROKER = sys.argv.pop(1)

@@ -52,7 +52,7 @@ AmqpConnection::AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, Amq
     : socket_(std::move(socket)),
       registry_(registry),
       core_model_(env.core),
-      core_(env, static_cast<AmqpWire&>(*this), describe_endpoints(socket_), {std::nullopt, peer_address_of(socket_)}),
+      core_(env, static_cast<AmqpWire&>(*this), describe_endpoints(socket_), {std::nullopt, peer_address_of(socket_), std::nullopt}),
       writer_wakeup_(socket_.get_executor()),
       reader_wakeup_(socket_.get_executor()),
       heartbeat_timer_(socket_.get_executor()),

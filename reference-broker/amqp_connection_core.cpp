@@ -227,7 +227,8 @@ void AmqpConnectionCore::on_open(const Method& method) {
   const std::string& named = method.text("virtual_host");
   login_.vhost = named.empty() ? "/" : named;
   auto principal = log_in(env_.definitions, env_.config.loopback,
-                          {"plain", login_.auth.user, login_.auth.pass, login_.vhost, hints_.peer_address});
+                          {"plain", login_.auth.user, login_.auth.pass, login_.vhost, hints_.peer_address,
+                           std::nullopt});  // no Origin: AMQP is not reached from web pages
   if (!principal) return refuse_login("AMQP connection.open", login_.auth.user, principal.error(), method.id());
   // The operator's max-connections limits (limits.h) count the connection once, here, whatever number of channels
   // it opens later (their sessions do not count themselves), until on_connection_lost. RabbitMQ checks them at

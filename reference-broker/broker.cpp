@@ -58,8 +58,9 @@ void Broker::report_unclaimed_messages() const {
 
 Result<bool, std::string> Broker::listen() {
   const ListenerPorts& ports = config_.ports;
-  http_env_ = {config_.handshake_timeout, config_.websocket_faults, [this](std::unique_ptr<Transport> t) { start_connection(std::move(t)); },
-               &management_};
+  http_env_ = {config_.handshake_timeout, config_.websocket_faults,
+               [this](std::unique_ptr<Transport> t) { start_connection(std::move(t)); }, &management_, &registry_,
+               &config_.trusted_origins};
   if (!config_.tls.certificate.empty()) {
     auto tls = make_tls_context(config_.tls);
     if (!tls) return tls.error();
@@ -93,6 +94,7 @@ Result<bool, std::string> Broker::add_listener(std::optional<std::uint16_t> port
   if (!port) return true;  // off
   auto listener = Listener::bind(io_, config_.bind_address, *port, std::move(scheme), std::move(on_accept));
   if (!listener) return listener.error();
+  (*listener)->on_descriptors_short([this] { return registry_.drop_oldest_handshake(); });
   listeners_.push_back(std::move(*listener));
   return true;
 }

@@ -56,6 +56,10 @@ class Broker {
   // Before store_ (which pages out through it to its last write_out): a queue longer than memory (paging.h).
   Pager pager_{PagingOptions{paging_threshold(config_.paging_ratio, alarms_.memory_high_watermark()),
                              config_.data_dir + "/paging"}};
+  // Before io_, so that they outlive it: the coroutines io_ destroys last (an HTTP connection waiting for a
+  // request) leave the handshake list as they go.
+  ConnectionRegistry registry_{config_.bounds.handshakes};
+  AmqpConnectionRegistry amqp_registry_{registry_};  // shares registry_'s handshake bound
   asio::io_context io_{1};
   std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires and wss listeners
   // The management API on the HTTP listeners; it lists the listeners that are bound.
@@ -67,8 +71,6 @@ class Broker {
   HttpServerEnv http_env_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   asio::signal_set signals_{io_, SIGTERM, SIGINT};
-  ConnectionRegistry registry_{config_.bounds.handshakes};
-  AmqpConnectionRegistry amqp_registry_{registry_};  // shares registry_'s handshake bound
   bool shutting_down_ = false;
   // After io_: destroyed first, while io_ still exists for the storage thread's last completion.
   std::unique_ptr<DurableTopology> topology_;

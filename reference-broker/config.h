@@ -18,6 +18,14 @@ struct TlsFiles {
   std::string certificate;  // PEM: the server's certificate, then any intermediates
   std::string private_key;  // PEM
   std::string client_ca;    // PEM; empty: client certificates are not asked for
+  // TLS 1.2's cipher suites, in OpenSSL's cipher-list syntax and in the server's order of preference
+  // (--tls-ciphers). The default is Mozilla's "intermediate" list: forward-secret key exchange (ECDHE, DHE) with
+  // an AEAD (AES-GCM, ChaCha20-Poly1305) only; no static RSA key exchange, no CBC, no SHA-1 MACs. TLS 1.3's
+  // suites, all of them forward-secret AEADs, stay OpenSSL's.
+  std::string ciphers =
+      "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+      "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305:"
+      "DHE-RSA-AES128-GCM-SHA256:DHE-RSA-AES256-GCM-SHA384:DHE-RSA-CHACHA20-POLY1305";
 };
 
 // Testing only (--websocket-fault): a WebSocket transport broken one way, so that the conformance cases for the
@@ -66,6 +74,7 @@ struct BrokerConfig {
   std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P} once bound
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   LoopbackPolicy loopback;       // who may log in only from loopback (RabbitMQ's loopback_users)
+  OriginPolicy trusted_origins;  // WebSocket Origins that count as this machine for loopback_users
   std::string data_dir = "firemq-data";  // durable definitions and the message store (docs/durability.md)
   std::uint64_t segment_bytes = 64ull << 20;  // the message store starts a new segment file past this size
 
@@ -93,6 +102,16 @@ inline constexpr std::chrono::milliseconds kLingerAfterClose{2000};
 // frames and the lingering together. A peer that neither reads nor closes would otherwise keep a closing
 // connection, which is drained, not gated, forever.
 inline constexpr std::chrono::milliseconds kMaxClosingTime{5000};
+
+// The HTTP listeners (ws, wss, the management API): a keep-alive connection that has sent no byte of its next
+// request for this long is closed, as common servers do (cowboy's idle_timeout, nginx's keepalive_timeout), so
+// that idle sockets do not hold descriptors for the whole handshake timeout.
+inline constexpr std::chrono::milliseconds kHttpIdleTimeout{5000};
+
+// Descriptors kept free for the broker's own files (the store's segments, definitions.json) and for the next
+// client: when an accepted socket's descriptor is this close to the soft RLIMIT_NOFILE, or accept fails with
+// EMFILE/ENFILE, the connection that has waited longest in its handshake is dropped (listener.cpp).
+inline constexpr int kReservedDescriptors = 32;
 
 // The largest --max-frame: a message must fit one record of the message store (store_record.cpp allows 1 GiB,
 // leaving room for its queue list and the headers dead-lettering adds).

@@ -39,6 +39,12 @@ void ConnectionRegistry::begin_handshake(InHandshake* c) {
   handshaking_.push_back(c);
 }
 
+bool ConnectionRegistry::drop_oldest_handshake() {
+  if (handshaking_.empty()) return false;
+  handshaking_.front()->drop_in_handshake();  // it leaves the list as it goes
+  return true;
+}
+
 void ConnectionRegistry::remove(Connection* c) {
   connections_.erase(c);
   handshaking_.remove(c);

@@ -46,6 +46,9 @@ class ConnectionRegistry {
   // hold descriptors and memory, and a real client, whose handshake takes milliseconds, is not the one dropped.
   void begin_handshake(InHandshake* c);
   void handshake_done(InHandshake* c) { handshaking_.remove(c); }
+  // Descriptors are short (listener.cpp): the connection that has waited longest in its handshake is dropped.
+  // False: none is in its handshake.
+  bool drop_oldest_handshake();
   void remove(Connection* c);
   std::size_t in_handshake() const { return handshaking_.size(); }
   const std::unordered_set<Connection*>& all() const { return connections_; }

@@ -2,6 +2,7 @@
 
 #include "protocol/reply_codes.h"
 #include "reference-broker/heartbeat.h"
+#include "reference-broker/log.h"
 
 namespace firemq {
 namespace {
@@ -37,6 +38,13 @@ Result<Principal> log_in(const Definitions& definitions, const LoopbackPolicy& l
   }
   // RabbitMQ's loopback_users, checked once the password matched (rabbit_access_control: the check follows
   // authentication), so that only a client that knows the password learns that the user exists.
+  // A browser connects from loopback for any page; one from a foreign origin is not this machine's (OriginPolicy).
+  if (request.foreign_origin && loopback.restricts(user->name)) {
+    return fatal(ReplyCode::access_refused, "user '" + user->name +
+                                                "' may only connect over loopback (loopback_users), and a web page "
+                                                "from origin '" + printable(*request.foreign_origin) +
+                                                "' is not (--trusted-origins); create another user for it");
+  }
   if (!loopback.admits(user->name, request.peer_address)) {
     return fatal(ReplyCode::access_refused, "user '" + user->name +
                                                 "' may only connect over loopback (loopback_users); create another "
@@ -62,7 +70,8 @@ Result<Admission> admit_hello(const op::Hello& hello, const TransportHints& hint
   auto vhost = vhost_of(hello, hints);
   if (!vhost) return vhost.error();
   auto principal = log_in(definitions, config.loopback,
-                          {hello.auth.mech, hello.auth.user, hello.auth.pass, *vhost, hints.peer_address});
+                          {hello.auth.mech, hello.auth.user, hello.auth.pass, *vhost, hints.peer_address,
+                           hints.foreign_origin});
   if (!principal) return principal.error();
   return Admission{std::move(*principal), negotiate_heartbeat(hello.heartbeat, config.heartbeat_seconds)};
 }

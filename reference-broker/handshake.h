@@ -21,6 +21,9 @@ struct LoginRequest {
   std::string password;
   std::string vhost;      // "/" when the client named none
   std::optional<std::string> peer_address;  // the client's IP address; none: no network peer (in-process)
+  // A WebSocket upgrade's Origin header when it is not a trusted origin (OriginPolicy): a web page of another
+  // site, which a browser on this host lets reach loopback. Such a login is not from loopback for loopback_users.
+  std::optional<std::string> foreign_origin;
 };
 
 // An authenticated client on a vhost it may use.
@@ -48,6 +51,7 @@ struct Admission {
 struct TransportHints {
   std::optional<std::string> url_vhost;
   std::optional<std::string> peer_address;  // an IP address in text, as Asio prints it
+  std::optional<std::string> foreign_origin;  // LoginRequest::foreign_origin
 };
 
 // hello: the version, the vhost (hello's, or the WebSocket URL's when hello names none; both named and different

@@ -25,7 +25,7 @@ op::Hello hello_for(std::string vhost, std::string user = "guest", std::string p
 class HandshakeTest : public ::testing::Test {
  protected:
   Result<Admission> admit(const op::Hello& hello, std::optional<std::string> url_vhost = std::nullopt) {
-    return admit_hello(hello, TransportHints{std::move(url_vhost), std::nullopt}, definitions_, config_);
+    return admit_hello(hello, TransportHints{std::move(url_vhost), std::nullopt, std::nullopt}, definitions_, config_);
   }
   BrokerConfig config_;
   Definitions definitions_ = test_definitions();
@@ -78,10 +78,11 @@ TEST_F(HandshakeTest, WrongPasswordUnknownVhostAndNoPermissionAreFatal403) {
 }
 
 TEST_F(HandshakeTest, LoginIsSharedByEveryProtocol) {
-  auto principal = log_in(definitions_, config_.loopback, {"plain", "bob", "pw", "dev", std::nullopt});
+  auto principal = log_in(definitions_, config_.loopback, {"plain", "bob", "pw", "dev", std::nullopt, std::nullopt});
   ASSERT_TRUE(principal);
   EXPECT_EQ(principal->vhost, "dev");
-  auto other_mechanism = log_in(definitions_, config_.loopback, {"AMQPLAIN-ish", "bob", "pw", "dev", std::nullopt});
+  auto other_mechanism =
+      log_in(definitions_, config_.loopback, {"AMQPLAIN-ish", "bob", "pw", "dev", std::nullopt, std::nullopt});
   ASSERT_FALSE(other_mechanism);
   EXPECT_EQ(other_mechanism.error().code, 403u);
 }
@@ -89,9 +90,10 @@ TEST_F(HandshakeTest, LoginIsSharedByEveryProtocol) {
 // RabbitMQ's loopback_users (default [guest]): guest may log in only from a loopback address.
 class LoopbackUsersTest : public HandshakeTest {
  protected:
-  Result<Admission> admit_from(const std::string& peer, std::string user = "guest", std::string pass = "guest") {
-    return admit_hello(hello_for("dev", std::move(user), std::move(pass)), TransportHints{std::nullopt, peer},
-                       definitions_, config_);
+  Result<Admission> admit_from(const std::string& peer, std::string user = "guest", std::string pass = "guest",
+                               std::optional<std::string> foreign_origin = std::nullopt) {
+    return admit_hello(hello_for("dev", std::move(user), std::move(pass)),
+                       TransportHints{std::nullopt, peer, std::move(foreign_origin)}, definitions_, config_);
   }
 };
 
@@ -147,6 +149,53 @@ TEST(AddressRanges, ParseCidrListsAndRefuseWhatIsNotOne) {
   EXPECT_TRUE(parse_address_ranges("")->empty());
   for (const char* bad : {"127.0.0.0/33", "::1/129", "localhost", "127.0.0.0/", "10.0.0.0/x"}) {
     auto refused = parse_address_ranges(bad);
+    ASSERT_FALSE(refused) << bad;
+    EXPECT_NE(refused.error().find(bad), std::string::npos) << refused.error();
+  }
+}
+
+// A WebSocket page of a foreign origin (http_server.cpp decides which are) is not loopback for loopback_users.
+TEST_F(LoopbackUsersTest, GuestFromLoopbackUnderAForeignOriginIsFatal403NamingIt) {
+  auto admitted = admit_from("127.0.0.1", "guest", "guest", "https://evil.example");
+  ASSERT_FALSE(admitted);
+  EXPECT_EQ(admitted.error().code, 403u);
+  EXPECT_TRUE(admitted.error().fatal);
+  EXPECT_NE(admitted.error().msg.find("a web page from origin 'https://evil.example' is not (--trusted-origins)"),
+            std::string::npos) << admitted.error().msg;
+  EXPECT_TRUE(admit_from("127.0.0.1", "bob", "pw", "https://evil.example"));  // only loopback-only users
+  auto wrong = admit_from("127.0.0.1", "guest", "wrong", "https://evil.example");
+  ASSERT_FALSE(wrong);
+  EXPECT_EQ(wrong.error().msg, "login refused: unknown user or wrong password");
+}
+
+TEST(OriginPolicy, LoopbackOriginsAndListedOnesAreTrusted) {
+  const OriginPolicy by_default;
+  for (const char* trusted : {"http://localhost", "https://localhost:8443", "HTTP://LOCALHOST:80", "http://127.0.0.1",
+                              "http://127.9.9.9:3000", "https://[::1]", "http://[::1]:8080"}) {
+    EXPECT_TRUE(by_default.trusts(std::string_view(trusted))) << trusted;
+  }
+  EXPECT_TRUE(by_default.trusts(std::nullopt));  // not a browser
+  for (const char* foreign : {"https://evil.example", "null", "", "http://localhost.evil.example",
+                              "http://127.0.0.1.evil.example", "http://evil.example#localhost", "http://localhost/path",
+                              "ftp://localhost", "http://[::1", "http://[::2]", "http://10.0.0.1", "localhost"}) {
+    EXPECT_FALSE(by_default.trusts(std::string_view(foreign))) << foreign;
+  }
+  auto listed = parse_trusted_origins("https://App.example.com, http://dev.example:8080");
+  ASSERT_TRUE(listed);
+  EXPECT_TRUE(listed->trusts(std::string_view("https://app.example.com")));
+  EXPECT_TRUE(listed->trusts(std::string_view("http://dev.example:8080")));
+  EXPECT_FALSE(listed->trusts(std::string_view("http://dev.example")));
+  EXPECT_FALSE(listed->trusts(std::string_view("http://localhost")));  // the list replaces the default
+  auto added = parse_trusted_origins("loopback,https://app.example.com");
+  ASSERT_TRUE(added);
+  EXPECT_TRUE(added->trusts(std::string_view("http://localhost:1234")));
+  EXPECT_TRUE(added->trusts(std::string_view("https://app.example.com")));
+  auto none = parse_trusted_origins("");
+  ASSERT_TRUE(none);
+  EXPECT_FALSE(none->trusts(std::string_view("http://localhost")));
+  EXPECT_TRUE(none->trusts(std::nullopt));
+  for (const char* bad : {"app.example.com", "https://app.example.com/", "*", "https://"}) {
+    auto refused = parse_trusted_origins(bad);
     ASSERT_FALSE(refused) << bad;
     EXPECT_NE(refused.error().find(bad), std::string::npos) << refused.error();
   }

@@ -45,7 +45,8 @@ HttpAnswer route_http_request(const HttpRequest& request) {
   auto vhost = vhost_parameter(target);
   if (!vhost) return refuse(http::status::bad_request, "bad ?vhost= parameter: " + vhost.error());
   // The rest of the upgrade (version 13, the headers) is checked by Beast when the transport accepts it.
-  return HttpAnswer{true, TransportHints{*vhost, std::nullopt /* the transport adds the peer */}, http::status::switching_protocols, {}};
+  // The transport adds the peer's address, http_server the Origin's verdict.
+  return HttpAnswer{true, TransportHints{*vhost, std::nullopt, std::nullopt}, http::status::switching_protocols, {}};
 }
 
 Result<std::optional<std::string>, std::string> vhost_parameter(std::string_view target) {

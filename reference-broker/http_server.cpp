@@ -5,7 +5,14 @@
 #include <boost/beast/ssl.hpp>
 #include <boost/beast/websocket.hpp>
 
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include <type_traits>
+
 #include "reference-broker/config.h"
+#include "reference-broker/log.h"
+#include "reference-broker/management_ui.h"
 #include "reference-broker/stream_transport.h"
 #include "reference-broker/websocket_transport.h"
 
@@ -15,11 +22,51 @@ namespace {
 namespace http = beast::http;
 using boost::system::error_code;
 
+// The base64 SHA-256 of the text between the page's first `open` tag and the `close` after it, as CSP's
+// 'sha256-...' source names an inline script or style (CSP Level 2, "hash-source"): the UI keeps its one
+// inline <script> and <style>, and no other inline code can run.
+std::string inline_hash(std::string_view page, std::string_view open, std::string_view close) {
+  const auto begin = page.find(open);
+  if (begin == std::string_view::npos) return {};
+  const auto start = begin + open.size();
+  const std::string_view inner = page.substr(start, page.find(close, start) - start);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(inner.data()), inner.size(), digest);
+  std::string base64(4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(base64.data()), digest, SHA256_DIGEST_LENGTH);
+  base64.resize(static_cast<std::size_t>(n));
+  return "'sha256-" + base64 + "'";
+}
+
+// The management UI's Content-Security-Policy: its own inline script and style by hash, API calls to the same
+// origin, the data: favicon; nothing else, and no framing (clickjacking; frame-ancestors is CSP's X-Frame-Options).
+const std::string& ui_content_security_policy() {
+  static const std::string policy = "default-src 'none'; script-src " +
+                                    inline_hash(kManagementPage, "<script>", "</script>") + "; style-src " +
+                                    inline_hash(kManagementPage, "<style>", "</style>") +
+                                    "; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+                                    "frame-ancestors 'none'";
+  return policy;
+}
+
+// On every answer, the UI's page and the API's JSON alike (as OWASP's secure headers advise): the browser
+// must not guess another content type (a JSON error quoting a peer's text read as HTML), nor put any of it in a
+// frame. Only the page runs code; everything else gets a policy that allows nothing.
+template <class Body>
+void set_security_headers(http::response<Body>& response, std::string_view content_type) {
+  response.set("X-Content-Type-Options", "nosniff");
+  response.set(http::field::x_frame_options, "DENY");
+  response.set("Content-Security-Policy", content_type.starts_with("text/html")
+                                                          ? ui_content_security_policy()
+                                                          : std::string("default-src 'none'; frame-ancestors 'none'"));
+}
+
 template <class Stream>
 awaitable<bool> respond(Stream& stream, const HttpRequest& request, HttpAnswer answer) {
   http::response<http::string_body> response{answer.status, request.version()};
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, answer.content_type);
+  set_security_headers(response, answer.content_type);
   if (answer.ask_for_credentials) response.set(http::field::www_authenticate, "Basic realm=\"FireMQ management\"");
   response.keep_alive(request.keep_alive());
   if (!answer.text.empty() && answer.text.back() != '\n') answer.text += '\n';
@@ -40,20 +87,20 @@ std::unique_ptr<Transport> make_transport(TlsHttpStream stream, HttpRequest requ
   return make_wss_transport(std::move(stream), std::move(request), std::move(hints), env.handshake_timeout, env.faults);
 }
 
-// A request over the bounds: 413 (body) or 431 (headers), said before closing. What the client is still sending
-// is read and dropped for a moment, so that the kernel does not answer it with a reset that destroys the answer.
+// A request refused before it is answered, said before closing (RFC 9110: 400 for a message the server cannot
+// parse, 413 for a body over the bound, 431 for headers over it), with the management API's JSON error shape.
+// What the client is still sending is read and dropped for a moment, so that the kernel does not answer it with
+// a reset that destroys the answer.
 template <class Stream>
-awaitable<void> refuse_oversized(Stream& stream, bool body) {
-  http::response<http::string_body> response{
-      body ? http::status::payload_too_large : http::status::request_header_fields_too_large, 11};
+awaitable<void> refuse_request(Stream& stream, http::status status, const std::string& reason) {
+  http::response<http::string_body> response{status, 11};
   response.set(http::field::server, kServerName);
   response.set(http::field::content_type, "application/json");
+  set_security_headers(response, "application/json");
   response.keep_alive(false);
-  response.body() = std::string(R"({"error":"bad_request","reason":")") +
-                    (body ? "the request body is larger than " + std::to_string(kMaxRequestBodyBytes) + " bytes"
-                          : "the request headers are larger than " + std::to_string(kMaxRequestHeaderBytes) + " bytes") +
-                    "\"}\n";
+  response.body() = R"({"error":"bad_request","reason":")" + reason + "\"}\n";
   response.prepare_payload();
+  beast::get_lowest_layer(stream).expires_after(std::chrono::seconds(2));
   error_code ec;
   co_await http::async_write(stream, response, asio::redirect_error(use_awaitable, ec));
   auto& socket = beast::get_lowest_layer(stream).socket();
@@ -63,48 +110,130 @@ awaitable<void> refuse_oversized(Stream& stream, bool body) {
   while (!ec) co_await stream.async_read_some(asio::buffer(discard), asio::redirect_error(use_awaitable, ec));
 }
 
-// Reads requests until one is upgraded to a FireMQ connection, the client closes, or a request is refused
-// without keep-alive.
+// Whether a read's error means the client sent something that is not an HTTP request (a garbage request line,
+// two different Content-Lengths, Content-Length with Transfer-Encoding, a negative length: Beast's parse errors),
+// as opposed to a client that closed, timed out or was dropped, to which there is nothing to say.
+bool is_malformed_request(const error_code& ec) {
+  if (ec.category() != http::make_error_code(http::error::bad_method).category()) return false;
+  return ec != http::error::end_of_stream && ec != http::error::partial_message && ec != http::error::need_more &&
+         ec != http::error::need_buffer;
+}
+
+// An HTTP connection while it waits for a request: in the broker-wide handshake list (ConnectionRegistry), where
+// FireMQ's and AMQP's connections wait for their welcome. Past --max-handshakes the longest waiting is dropped,
+// whichever its listener, so a flood of sockets that send nothing or half a request on the ws/wss ports holds at
+// most the bound. Leaves the list once a complete request is in (it is being answered), joins again while the
+// keep-alive connection waits for the next.
+class WaitingForRequest final : public InHandshake {
+ public:
+  WaitingForRequest(ConnectionRegistry* registry, beast::tcp_stream& stream) : registry_(registry), stream_(stream) {}
+  WaitingForRequest(const WaitingForRequest&) = delete;
+  WaitingForRequest& operator=(const WaitingForRequest&) = delete;
+  ~WaitingForRequest() override { leave(); }
+
+  void join() {
+    if (registry_ != nullptr && !joined_) registry_->begin_handshake(this);
+    joined_ = registry_ != nullptr;
+  }
+  void leave() {
+    if (joined_) registry_->handshake_done(this);
+    joined_ = false;
+  }
+  // Closing the socket ends the pending read (or TLS handshake) with an error; serve() then ends.
+  void drop_in_handshake() override {
+    leave();
+    log_line("http connection " + describe_endpoints(stream_.socket()) +
+             " dropped: too many connections in their handshake (--max-handshakes)");
+    error_code ec;
+    stream_.socket().close(ec);
+  }
+
+ private:
+  ConnectionRegistry* registry_;
+  beast::tcp_stream& stream_;
+  bool joined_ = false;
+};
+
+// Waits until the next request's first byte is in `buffer` (it may already be: a pipelined request), for at most
+// kHttpIdleTimeout. False: the client closed, or sent nothing in that time.
+template <class Stream>
+awaitable<bool> await_next_request(Stream& stream, beast::flat_buffer& buffer) {
+  if (buffer.size() > 0) co_return true;
+  beast::get_lowest_layer(stream).expires_after(kHttpIdleTimeout);
+  error_code ec;
+  const std::size_t n =
+      co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+  buffer.commit(n);
+  co_return !ec && n > 0;
+}
+
+// Serves one connection: for wss, the TLS handshake first; then requests until one is upgraded to a FireMQ
+// connection, the client closes or idles, or a request is refused without keep-alive.
 template <class Stream>
 awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
+  auto& tcp = beast::get_lowest_layer(stream);
+  WaitingForRequest waiting(env.handshakes, tcp);
+  waiting.join();
+  // One deadline from accept to the first complete request, TLS handshake included, as for fire:// and AMQP.
+  tcp.expires_after(env.handshake_timeout);
+  error_code ec;
+  if constexpr (std::is_same_v<Stream, TlsHttpStream>) {
+    co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
+    if (ec) co_return;  // plain bytes, an old TLS version, a client that vanished: nothing to answer
+  }
   beast::flat_buffer buffer;
-  while (true) {
+  for (bool first = true;; first = false) {
+    if (!first) {
+      waiting.join();
+      if (!(co_await await_next_request(stream, buffer))) break;
+      tcp.expires_after(env.handshake_timeout);  // the rest of the request, once it has begun
+    }
     http::request_parser<http::string_body> parser;
     parser.header_limit(kMaxRequestHeaderBytes);
     parser.body_limit(kMaxRequestBodyBytes);
-    beast::get_lowest_layer(stream).expires_after(env.handshake_timeout);
-    error_code ec;
     co_await http::async_read(stream, buffer, parser, asio::redirect_error(use_awaitable, ec));
-    if (ec == http::error::body_limit || ec == http::error::header_limit) {
-      co_await refuse_oversized(stream, ec == http::error::body_limit);
+    waiting.leave();
+    if (ec == http::error::body_limit) {
+      co_await refuse_request(stream, http::status::payload_too_large,
+                              "the request body is larger than " + std::to_string(kMaxRequestBodyBytes) + " bytes");
       co_return;
     }
-    if (ec) break;  // closed, timed out, or not HTTP: there is no request to answer
+    if (ec == http::error::header_limit) {
+      co_await refuse_request(
+          stream, http::status::request_header_fields_too_large,
+          "the request headers are larger than " + std::to_string(kMaxRequestHeaderBytes) + " bytes");
+      co_return;
+    }
+    if (is_malformed_request(ec)) {  // Beast's messages are fixed text ("bad Content-Length"): safe in JSON
+      co_await refuse_request(stream, http::status::bad_request, "malformed HTTP request: " + ec.message());
+      co_return;
+    }
+    if (ec) break;  // closed, timed out or dropped: there is no request to answer
     HttpRequest request = parser.release();
     // An upgrade is for /fire only (404 elsewhere, http_routes); the management API and UI take the other requests.
     const bool for_management = env.management != nullptr && !beast::websocket::is_upgrade(request) &&
                                 ManagementApi::serves(std::string_view(request.target().data(), request.target().size()));
-    HttpAnswer answer = for_management ? env.management->handle(request, peer_address_of(beast::get_lowest_layer(stream).socket()))
+    HttpAnswer answer = for_management ? env.management->handle(request, peer_address_of(tcp.socket()))
                                        : route_http_request(request);
     if (!answer.upgrade) {
+      tcp.expires_after(env.handshake_timeout);  // a client that does not read its answer is not waited for
       const bool more = co_await respond(stream, request, std::move(answer));
       if (more) continue;
       break;
     }
     if (env.faults.ignore_url_vhost) answer.hints = {};
+    // The page that asked a browser to open this socket (RFC 6455 section 10.2: the Origin header is for the
+    // server to decide on). From an untrusted one, loopback_users treats the login as remote: any user but a
+    // loopback-only one may still connect from any page, as browser SDKs need.
+    if (const auto origin = request.find(http::field::origin); origin != request.end() && env.trusted_origins &&
+        !env.trusted_origins->trusts(std::string_view(origin->value().data(), origin->value().size()))) {
+      answer.hints.foreign_origin = std::string(origin->value());
+    }
+    // From here the FireMQ connection engine bounds it: the upgrade and hello are in its handshake.
     env.start_connection(make_transport(std::move(stream), std::move(request), std::move(answer.hints), env));
     co_return;
   }
-  error_code ec;
-  beast::get_lowest_layer(stream).socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
-}
-
-awaitable<void> serve_tls(TlsHttpStream stream, const HttpServerEnv& env) {
-  beast::get_lowest_layer(stream).expires_after(env.handshake_timeout);
-  error_code ec;
-  co_await stream.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
-  if (ec) co_return;  // plain bytes, an old TLS version, a client that vanished: nothing to answer
-  co_await serve(std::move(stream), env);
+  tcp.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
 }
 
 }  // namespace
@@ -120,7 +249,7 @@ void serve_https(asio::ip::tcp::socket socket, asio::ssl::context& tls, const Ht
   error_code ec;
   socket.set_option(asio::ip::tcp::no_delay(true), ec);
   auto executor = socket.get_executor();
-  asio::co_spawn(executor, serve_tls(TlsHttpStream(beast::tcp_stream(std::move(socket)), tls), env), asio::detached);
+  asio::co_spawn(executor, serve(TlsHttpStream(beast::tcp_stream(std::move(socket)), tls), env), asio::detached);
 }
 
 }  // namespace firemq

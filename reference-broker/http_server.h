@@ -2,8 +2,12 @@
 // so far is FireMQ's WebSocket endpoint, /fire ("ws://host:15672/fire"): an upgrade there becomes a FireMQ
 // connection; any other path is 404 and is never upgraded. The management API (its own issue) adds routes here.
 //
-// Runs on the broker thread only. Requests are read under the handshake timeout, so a client that connects and
-// sends nothing, or half a request, is closed.
+// Runs on the broker thread only. A connection that is waiting for a request (from accept, through TLS, to a
+// complete request; and again between keep-alive requests) is in the broker-wide handshake list with FireMQ's and
+// AMQP's (--max-handshakes: the longest waiting is dropped), and has deadlines: the first request complete within
+// the handshake timeout, then an idle keep-alive connection closed after kHttpIdleTimeout without a byte (as
+// cowboy's idle_timeout in RabbitMQ's management plugin). So sockets that send nothing, half a request, or sit
+// idle after an answer hold at most the bound's share of descriptors, and not for long.
 #pragma once
 
 #include <chrono>
@@ -15,6 +19,7 @@
 
 #include "protocol/error.h"
 #include "reference-broker/asio.h"
+#include "reference-broker/connection.h"
 #include "reference-broker/http_routes.h"
 #include "reference-broker/management_api.h"
 #include "reference-broker/tls_context.h"
@@ -28,6 +33,10 @@ struct HttpServerEnv {
   // Hands an accepted WebSocket upgrade to the connection engine.
   std::function<void(std::unique_ptr<Transport>)> start_connection;
   ManagementApi* management = nullptr;  // /api/ and /metrics; none: 404 there too
+  // The broker-wide handshake list (--max-handshakes) a waiting HTTP connection joins; none: unbounded (tests).
+  ConnectionRegistry* handshakes = nullptr;
+  // Whose WebSocket upgrades count as from this machine (--trusted-origins); none: every Origin is trusted.
+  const OriginPolicy* trusted_origins = nullptr;
 };
 
 // Serves one accepted HTTP connection (ws) or HTTPS connection (wss: the TLS handshake first). `env` and `tls`

@@ -4,6 +4,8 @@
 // Runs on the broker thread only.
 #pragma once
 
+#include <sys/resource.h>
+
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +25,11 @@ class Listener {
                                                              std::uint16_t port, std::string scheme,
                                                              OnAccept on_accept);
 
+  // What to do when descriptors run short (accept fails with EMFILE/ENFILE, or the accepted socket's descriptor is
+  // within kReservedDescriptors of the soft RLIMIT_NOFILE): free one, the broker's longest-waiting handshake.
+  // False: there was none to drop.
+  void on_descriptors_short(std::function<bool()> make_room) { make_room_ = std::move(make_room); }
+
   void start();
   void close();
   std::uint16_t port() const { return port_; }
@@ -32,10 +39,13 @@ class Listener {
   Listener(asio::io_context& io, std::string scheme, OnAccept on_accept)
       : acceptor_(io), scheme_(std::move(scheme)), on_accept_(std::move(on_accept)) {}
   awaitable<void> accept_loop();
+  // Near the descriptor limit: false when `socket` was refused (listener.cpp says how the reserve is kept).
+  bool keep_reserve(asio::ip::tcp::socket& socket, rlim_t limit);
 
   asio::ip::tcp::acceptor acceptor_;
   std::string scheme_;
   OnAccept on_accept_;
+  std::function<bool()> make_room_;
   std::uint16_t port_ = 0;
   bool closed_ = false;
 };

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <cctype>
 
 namespace firemq {
 namespace {
@@ -46,6 +47,49 @@ bool matches(const AddressRange& range, const std::array<std::uint8_t, 16>& addr
   return true;
 }
 
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+// The host of an http or https origin ("https://host[:port]", RFC 6454's serialization; an IPv6 host in
+// brackets), lower-case; nullopt when `origin` is not one (also "null", which sandboxed pages and file:// send).
+std::optional<std::string> origin_host(std::string_view origin) {
+  const std::string text = lower(origin);
+  std::string_view rest(text);
+  if (rest.substr(0, 7) == "http://") {
+    rest.remove_prefix(7);
+  } else if (rest.substr(0, 8) == "https://") {
+    rest.remove_prefix(8);
+  } else {
+    return std::nullopt;
+  }
+  std::string_view host;
+  if (!rest.empty() && rest.front() == '[') {
+    const auto close = rest.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    host = rest.substr(1, close - 1);
+    rest.remove_prefix(close + 1);
+  } else {
+    host = rest.substr(0, rest.find(':'));
+    rest.remove_prefix(host.size());
+  }
+  if (!rest.empty()) {  // only ":port" may follow: an origin has no path
+    if (rest.front() != ':' || rest.size() == 1 ||
+        !std::all_of(rest.begin() + 1, rest.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::nullopt;
+    }
+  }
+  // A name or an address, nothing else: no path, query, fragment or user part hides in it.
+  const auto host_char = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == ':';
+  };
+  if (host.empty() || !std::all_of(host.begin(), host.end(), host_char)) return std::nullopt;
+  return std::string(host);
+}
+
 }  // namespace
 
 std::optional<std::array<std::uint8_t, 16>> parse_address(std::string_view text) {
@@ -83,6 +127,39 @@ bool in_ranges(const std::vector<AddressRange>& ranges, std::string_view address
 bool LoopbackPolicy::admits(const std::string& user, const std::optional<std::string>& peer_address) const {
   if (std::find(users.begin(), users.end(), user) == users.end()) return true;
   return !peer_address || in_ranges(addresses, *peer_address);
+}
+
+bool LoopbackPolicy::restricts(const std::string& user) const {
+  return std::find(users.begin(), users.end(), user) != users.end();
+}
+
+bool OriginPolicy::trusts(const std::optional<std::string_view>& origin) const {
+  if (!origin) return true;  // not a browser: its peer address is the whole story
+  if (std::find(origins.begin(), origins.end(), lower(trimmed(*origin))) != origins.end()) return true;
+  if (!loopback) return false;
+  const auto host = origin_host(trimmed(*origin));
+  if (!host) return false;
+  // The names and addresses of this machine's loopback interface, whatever --loopback-addresses says: where the
+  // page came from, not where the socket did.
+  static const std::vector<AddressRange> kLoopback = *parse_address_ranges("127.0.0.0/8,::1");
+  return *host == "localhost" || in_ranges(kLoopback, *host);
+}
+
+Result<OriginPolicy, std::string> parse_trusted_origins(std::string_view list) {
+  OriginPolicy policy;
+  policy.loopback = false;
+  for (std::string_view entry : split(list)) {
+    if (entry == "loopback") {
+      policy.loopback = true;
+    } else if (origin_host(entry)) {
+      policy.origins.push_back(lower(entry));
+    } else {
+      return "'" + std::string(entry) +
+             "' is neither loopback nor an origin (http or https, scheme://host[:port], no path: "
+             "https://app.example.com)";
+    }
+  }
+  return policy;
 }
 
 std::vector<std::string> split_names(std::string_view list) {

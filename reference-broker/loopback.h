@@ -36,7 +36,25 @@ struct LoopbackPolicy {
   // Whether `user` may log in from `peer_address` (the client's IP address in text). No address: the session
   // has no network peer (an in-process session: unit tests, the fuzzer), which is as local as loopback.
   bool admits(const std::string& user, const std::optional<std::string>& peer_address) const;
+  bool restricts(const std::string& user) const;
 };
+
+// Which WebSocket upgrades' Origin headers count as from this machine (--trusted-origins). A browser on the
+// broker's host connects from loopback whatever page asks it to, and sends that page's origin: a page of a
+// foreign site must not log in as a loopback-only user (guest). Trusted: no Origin header (not a browser), and,
+// with `loopback` (the default), an http or https origin whose host is localhost, 127.x.x.x or [::1], any port
+// (a page served from this machine is its developer's own), and the origins listed, compared case-insensitively
+// with the header as browsers send it (scheme://host[:port], the default port left out). docs/security.md.
+struct OriginPolicy {
+  bool loopback = true;
+  std::vector<std::string> origins;  // lower-case
+
+  bool trusts(const std::optional<std::string_view>& origin) const;
+};
+
+// "loopback,https://app.example.com": `loopback` and origins separated by commas; "" trusts only upgrades without
+// an Origin header. The error names the entry that is neither.
+Result<OriginPolicy, std::string> parse_trusted_origins(std::string_view list);
 
 // "guest,admin": names separated by commas; "" is the empty list.
 std::vector<std::string> split_names(std::string_view list);

@@ -22,6 +22,7 @@ struct RawFlags {
   std::string amqp_port = "5672";
   std::string loopback_users = "guest";
   std::string loopback_addresses = "127.0.0.0/8,::1";
+  std::string trusted_origins = "loopback";
   std::vector<std::string> vhost_limits, user_limits;  // NAME:KEY=N each
 };
 
@@ -84,6 +85,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("tls-cert", po::value(&c.tls.certificate),
        "PEM certificate (chain) of the TLS listeners; without it fires:// and wss:// are off")
       ("tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")
+      ("tls-ciphers", po::value(&c.tls.ciphers)->default_value(c.tls.ciphers, "forward-secret AEAD suites"),
+       "the TLS listeners' TLS 1.2 cipher suites, OpenSSL cipher-list syntax, in the server's order of preference; "
+       "the default: ECDHE and DHE with AES-GCM and ChaCha20-Poly1305 (Mozilla's intermediate list); TLS 1.3's "
+       "suites are OpenSSL's")
       ("tls-ca", po::value(&c.tls.client_ca),
        "PEM CA certificates: TLS clients must present a certificate signed by one (default: not asked)")
       ("port-file", po::value(&c.port_file),
@@ -94,6 +99,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "users who may log in only from a loopback address (RabbitMQ's loopback_users), comma-separated; \"\": none")
       ("loopback-addresses", po::value(&raw.loopback_addresses)->default_value(raw.loopback_addresses),
        "for tests and unusual setups: the address ranges (CIDR, comma-separated) that count as loopback")
+      ("trusted-origins", po::value(&raw.trusted_origins)->default_value(raw.trusted_origins),
+       "WebSocket Origin headers under which a loopback-only user may log in, comma-separated: origins "
+       "(https://app.example.com) and/or loopback (http(s)://localhost, 127.x, [::1], any port); the list replaces "
+       "the default, so keep loopback in it to add to it; \"\": only upgrades without an Origin")
       ("data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
        "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")
       ("segment-bytes", po::value(&c.segment_bytes)->default_value(c.segment_bytes),
@@ -184,12 +193,15 @@ firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, fire
   return true;
 }
 
-// --loopback-users and --loopback-addresses; the error names the entry that is not an address range.
+// --loopback-users, --loopback-addresses and --trusted-origins; the error names the entry that is wrong.
 firemq::Result<bool, std::string> apply_loopback_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
   config.loopback.users = firemq::split_names(raw.loopback_users);
   auto ranges = firemq::parse_address_ranges(raw.loopback_addresses);
   if (!ranges) return "--loopback-addresses: " + ranges.error();
   config.loopback.addresses = std::move(*ranges);
+  auto origins = firemq::parse_trusted_origins(raw.trusted_origins);
+  if (!origins) return "--trusted-origins: " + origins.error();
+  config.trusted_origins = std::move(*origins);
   return true;
 }
 
@@ -224,14 +236,22 @@ firemq::Result<bool, std::string> check_bounds(const firemq::ClientBounds& b) {
 }
 
 // Each connection holds a descriptor: the soft limit (often 1024) is raised to the hard one, as RabbitMQ's
-// packages do, so that the bounds above, not the descriptor table, decide how many clients fit.
+// packages do, so that the bounds above, not the descriptor table, decide how many clients fit. The limit it
+// runs with is logged, since it decides how many connections fit (listener.cpp keeps kReservedDescriptors free).
 void raise_descriptor_limit() {
   rlimit limit{};
-  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
-  limit.rlim_cur = limit.rlim_max;
-  if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-    std::cerr << "firemq-broker: could not raise the descriptor limit: " << std::strerror(errno) << std::endl;
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  const rlim_t soft = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      std::cerr << "firemq-broker: could not raise the descriptor limit: " << std::strerror(errno) << std::endl;
+      limit.rlim_cur = soft;
+    }
   }
+  const auto shown = [](rlim_t n) { return n == RLIM_INFINITY ? std::string("unlimited") : std::to_string(n); };
+  std::cout << "firemq-broker: descriptor limit (RLIMIT_NOFILE) " << shown(limit.rlim_cur)
+            << (limit.rlim_cur != soft ? " (raised from " + shown(soft) + ")" : std::string()) << std::endl;
 }
 
 int main(int argc, char** argv) {

@@ -6,7 +6,8 @@ Covers: basic auth (401 without or with bad credentials, a user without a manage
 non-loopback address), whoami, the overview, a FireMQ connection with its conn_id, client map, user, vhost and
 transport, a subscription's consumer tag (fire-<sub> by default), queues with their counts, declare, publish, get
 and delete through the API, bindings, closing a connection (the client gets close 320), the Prometheus metrics,
-bad input (malformed JSON, wrong types, unknown vhost, broken percent-encoding, a huge body), and RabbitMQ's
+bad input (malformed JSON, wrong types, unknown vhost, broken percent-encoding, a huge body, malformed HTTP: 400
+before the close), the security headers (CSP, X-Frame-Options, nosniff) on the UI and the API, and RabbitMQ's
 own CLI client, rabbitmqadmin, listing, declaring, publishing, getting and deleting.
 
 Usage: management_test.py BROKER_EXECUTABLE
@@ -263,6 +264,68 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("PUT", path, {})[0], 201)
         self.assertEqual(self.call("GET", path)[1]["name"], odd)
         self.assertEqual(self.call("DELETE", path)[0], 204)
+
+    def raw_exchange(self, request):
+        """Sends `request` on a socket of its own and reads until the broker closes: (status line, headers, body)."""
+        sock = socket.create_connection(("127.0.0.1", self.broker.ports["ws"]), timeout=10)
+        sock.sendall(request)
+        answer = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        sock.close()
+        head, _, body = answer.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+        return lines[0], headers, body
+
+    def test_a_malformed_request_gets_400_with_a_reason_before_the_close(self):
+        auth = b"Authorization: Basic " + base64.b64encode(b"guest:guest") + b"\r\n"
+        cases = {
+            "two different Content-Lengths": b"PUT /api/queues/%2F/m HTTP/1.1\r\nHost: x\r\n" + auth +
+                b"Content-Length: 2\r\nContent-Length: 3\r\n\r\n{}",
+            "Content-Length and Transfer-Encoding": b"PUT /api/queues/%2F/m HTTP/1.1\r\nHost: x\r\n" + auth +
+                b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n{}",
+            "a negative Content-Length": b"PUT /api/queues/%2F/m HTTP/1.1\r\nHost: x\r\n" + auth +
+                b"Content-Length: -2\r\n\r\n{}",
+            "a garbage request line": b"\x16\x03\x01 hello there\r\n\r\n",
+        }
+        for name, request in cases.items():
+            with self.subTest(name):
+                status, headers, body = self.raw_exchange(request)
+                self.assertTrue(status.startswith("HTTP/1.1 400 "), status)
+                self.assertEqual(headers.get("connection"), "close")
+                reply = json.loads(body)
+                self.assertEqual(reply["error"], "bad_request")
+                self.assertTrue(reply["reason"].startswith("malformed HTTP request: "), reply)
+        # A client that sends nothing and closes gets nothing back: there was no request to answer.
+        sock = socket.create_connection(("127.0.0.1", self.broker.ports["ws"]), timeout=10)
+        sock.shutdown(socket.SHUT_WR)
+        self.assertEqual(sock.recv(65536), b"")
+        sock.close()
+
+    def test_ui_and_api_answers_carry_the_security_headers(self):
+        for path, user in (("/", None), ("/api/overview", "guest"), ("/api/no-such-thing", "guest"), ("/metrics", None)):
+            with self.subTest(path=path):
+                auth = (b"Authorization: Basic " + base64.b64encode(b"guest:guest") + b"\r\n") if user else b""
+                _, headers, _ = self.raw_exchange(f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".encode() +
+                                                  auth + b"\r\n")
+                self.assertEqual(headers.get("x-content-type-options"), "nosniff")
+                self.assertEqual(headers.get("x-frame-options"), "DENY")
+                self.assertIn("frame-ancestors 'none'", headers.get("content-security-policy", ""))
+        # The page's policy allows its own inline script and style, by their hashes, and nothing else inline.
+        status, headers, page = self.raw_exchange(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        self.assertTrue(status.startswith("HTTP/1.1 200"), status)
+        policy = headers["content-security-policy"]
+        text = page.decode()
+        for tag in ("script", "style"):
+            inner = text.split(f"<{tag}>", 1)[1].split(f"</{tag}>", 1)[0]
+            digest = base64.b64encode(hashlib.sha256(inner.encode()).digest()).decode()
+            self.assertIn(f"{tag}-src 'sha256-{digest}'", policy)
+        self.assertNotIn("unsafe-inline", policy)
+        self.assertIn("default-src 'none'", policy)
 
     def test_what_review_found(self):
         # Definitions hold every password hash: administrators only.

@@ -27,7 +27,7 @@ class ApiSession : private Outbox {
   ApiSession(const ManagementEnv& env, const ApiUser& who, const std::string& vhost,
              const std::optional<std::string>& peer_address)
       : session_(SessionEnv{env.config, env.definitions, env.core}, *this,
-                 "management API " + peer_address.value_or("(no peer)"), TransportHints{std::nullopt, peer_address}) {
+                 "management API " + peer_address.value_or("(no peer)"), TransportHints{std::nullopt, peer_address, std::nullopt}) {
     op::Hello hello;
     hello.ver = 1;
     hello.vhost = vhost;

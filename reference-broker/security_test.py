@@ -6,7 +6,9 @@
   test's connections from 127.0.0.1 are "remote";
 - passwords are kept only as RabbitMQ's salted SHA-256 hashes, checked here with Python's hashlib;
 - the data directory is 0700 and the files the broker writes in it 0600;
-- a refused login is logged with the peer's address and the user name (escaped), never the password.
+- a refused login is logged with the peer's address and the user name (escaped), never the password;
+- a WebSocket upgrade from a web page of a foreign origin (its Origin header) is not loopback for
+  loopback_users, whatever its peer address: guest is refused, other users are not (--trusted-origins).
 
 Usage: security_test.py BROKER_EXECUTABLE
 """
@@ -124,6 +126,87 @@ class EmptyLoopbackUsersTest(unittest.TestCase):
                 self.assertEqual(client.receive()[0], WELCOME)
             finally:
                 broker.stop()
+
+
+class OriginTest(unittest.TestCase):
+    """What a browser on the broker's own host does for any page: connect from 127.0.0.1 and send the page's
+    origin. Loopback is the default here (127.0.0.0/8), so only the Origin tells a foreign page from a local one."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.temp = tempfile.TemporaryDirectory()
+        make_certificates(cls.temp.name)
+        cls.broker = Broker(cls.temp.name, definitions=DEFINITIONS)
+        cls.tls = transports.ssl.create_default_context(cafile=os.path.join(cls.temp.name, "ca.pem"))
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.broker.stop()
+        cls.temp.cleanup()
+
+    def first_answer(self, origin, user="guest", password="guest", scheme="ws", broker=None):
+        broker = broker or self.broker
+        sock = transports.socket.create_connection(("127.0.0.1", broker.ports[scheme]), timeout=5)
+        if scheme == "wss":
+            sock = self.tls.wrap_socket(sock, server_hostname="localhost")
+        client = transports.WsClient(sock, origin=origin)
+        self.assertEqual(client.status, 101)
+        client.send(0x01, hello(user, password))
+        return client.receive()
+
+    def assert_refused(self, answer):
+        op, reply = answer
+        self.assertEqual((op, reply["code"], reply["fatal"]), (ERROR, 403, True), reply)
+        self.assertIn("user 'guest' may only connect over loopback (loopback_users), and a web page from origin",
+                      reply["msg"])
+
+    def test_guest_from_a_foreign_origin_is_refused_on_ws_and_wss(self):
+        for scheme in ("ws", "wss"):
+            with self.subTest(scheme=scheme):
+                self.assert_refused(self.first_answer("https://evil.example", scheme=scheme))
+        self.assert_refused(self.first_answer("null"))  # a sandboxed page or file:// says nothing of its host
+
+    def test_guest_without_an_origin_or_from_a_loopback_origin_is_welcome(self):
+        for origin in (None, "http://localhost:8080", "https://127.0.0.1", "http://[::1]:3000", "HTTP://LocalHost"):
+            with self.subTest(origin=origin):
+                self.assertEqual(self.first_answer(origin)[0], WELCOME)
+
+    def test_a_look_alike_of_a_loopback_origin_is_foreign(self):
+        for origin in ("http://localhost.evil.example", "http://127.0.0.1.evil.example", "http://evil.example#localhost"):
+            with self.subTest(origin=origin):
+                self.assert_refused(self.first_answer(origin))
+
+    def test_another_user_is_welcome_from_any_origin(self):
+        self.assertEqual(self.first_answer("https://evil.example", "remote", REMOTE_PASSWORD)[0], WELCOME)
+
+    def test_trusted_origins_replace_the_default(self):
+        with tempfile.TemporaryDirectory() as temp:
+            make_certificates(temp)
+            broker = Broker(temp, "--trusted-origins", "https://app.example.com", definitions=DEFINITIONS)
+            try:
+                self.assertEqual(self.first_answer("https://APP.example.com", broker=broker)[0], WELCOME)
+                self.assertEqual(self.first_answer(None, broker=broker)[0], WELCOME)
+                self.assert_refused(self.first_answer("http://localhost:8080", broker=broker))  # loopback not listed
+                self.assert_refused(self.first_answer("https://app.example.com:8443", broker=broker))
+            finally:
+                broker.stop()
+
+    def test_trusted_origins_with_loopback_add_to_it(self):
+        with tempfile.TemporaryDirectory() as temp:
+            make_certificates(temp)
+            broker = Broker(temp, "--trusted-origins", "loopback, https://app.example.com", definitions=DEFINITIONS)
+            try:
+                self.assertEqual(self.first_answer("https://app.example.com", broker=broker)[0], WELCOME)
+                self.assertEqual(self.first_answer("http://localhost:8080", broker=broker)[0], WELCOME)
+                self.assert_refused(self.first_answer("https://evil.example", broker=broker))
+            finally:
+                broker.stop()
+
+    def test_a_trusted_origin_that_is_not_one_is_a_clear_error(self):
+        result = transports.subprocess.run([transports.BROKER, "--trusted-origins", "app.example.com"],
+                                           capture_output=True, text=True, timeout=10)
+        self.assertEqual(result.returncode, 2)
+        self.assertIn("--trusted-origins: 'app.example.com' is neither loopback nor an origin", result.stderr)
 
 
 if __name__ == "__main__":

@@ -56,7 +56,9 @@ class StreamTransport final : public Transport {
 
   std::string_view scheme() const override { return kTls ? "fires" : "fire"; }
   std::string describe() const override { return describe_endpoints(stream_.lowest_layer()); }
-  TransportHints hints() const override { return {std::nullopt, peer_address_of(stream_.lowest_layer())}; }
+  TransportHints hints() const override {
+    return {std::nullopt, peer_address_of(stream_.lowest_layer()), std::nullopt};
+  }
 
   awaitable<Result<bool, std::string>> open() override {
     if constexpr (kTls) {

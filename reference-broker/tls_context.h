@@ -1,5 +1,6 @@
 // The TLS settings of the fires:// and wss:// listeners: the server's certificate and key, TLS 1.2 and 1.3 only,
-// and, when a CA is given, client certificates verified against it (off by default). The spec names no TLS
+// TLS 1.2 with forward-secret AEAD suites only in the server's order (--tls-ciphers), and, when a CA is given,
+// client certificates verified against it (off by default). The spec names no TLS
 // parameters (docs/spec-notes.md, "TLS").
 #pragma once
 

@@ -41,7 +41,7 @@ class Broker:
 
     FREE_PORTS = ["--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0", "--amqp-port", "off"]
 
-    def __init__(self, directory, *extra, definitions=None, listeners=FREE_PORTS):
+    def __init__(self, directory, *extra, definitions=None, listeners=FREE_PORTS, preexec_fn=None):
         self.directory = directory
         definitions_file = os.path.join(directory, "definitions.json")
         with open(definitions_file, "w") as f:
@@ -56,7 +56,7 @@ class Broker:
              "--tls-cert", c("server.pem"), "--tls-key", c("server.key"), "--port-file", ports,
              "--data-dir", c("data"), "--definitions", definitions_file,
              "--handshake-timeout-ms", str(HANDSHAKE_TIMEOUT_MS), *extra],
-            stdout=self.log, stderr=self.log)
+            stdout=self.log, stderr=self.log, preexec_fn=preexec_fn)
         deadline = time.time() + 20
         while not os.path.exists(ports):
             if self.process.poll() is not None or time.time() > deadline:
@@ -127,12 +127,13 @@ def first_answer_to_hello(sock):
 class WsClient:
     """ws:// and wss://: an RFC 6455 client, masked frames, one FireMQ frame per binary message."""
 
-    def __init__(self, sock, path="/fire", version="13", key=None):
+    def __init__(self, sock, path="/fire", version="13", key=None, origin=None):
         self.sock = sock
         self.sock.settimeout(5)
         key = key if key is not None else base64.b64encode(os.urandom(16)).decode()
+        origin_line = f"Origin: {origin}\r\n" if origin is not None else ""  # what a browser adds
         request = (f"GET {path} HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: {version}\r\n\r\n")
+                   f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: {version}\r\n{origin_line}\r\n")
         sock.sendall(request.encode())
         response = b""
         while b"\r\n\r\n" not in response:
@@ -342,6 +343,26 @@ class TransportsTest(unittest.TestCase):
         for scheme in ("fires", "wss"):
             with self.subTest(scheme=scheme), self.assertRaises((ssl.SSLError, ConnectionResetError)):
                 self.tls_socket(scheme, old)
+
+    def s_client(self, scheme, cipher):
+        """openssl s_client over TLS 1.2 offering only `cipher`: (handshake done, the cipher it reports)."""
+        result = subprocess.run(["openssl", "s_client", "-connect", f"127.0.0.1:{self.broker.ports[scheme]}",
+                                 "-tls1_2", "-cipher", cipher, "-servername", "localhost"],
+                                input=b"", capture_output=True, timeout=20)
+        out = result.stdout.decode(errors="replace")
+        chosen = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("Cipher    :")]
+        return result.returncode == 0 and bool(chosen) and chosen[0] != "0000", chosen[0] if chosen else None
+
+    def test_tls_1_2_takes_forward_secret_aead_suites_only_in_the_servers_order(self):
+        for scheme in ("fires", "wss"):
+            with self.subTest(scheme=scheme):
+                # Static RSA key exchange, CBC with SHA-1 MACs: refused.
+                for weak in ("AES128-SHA", "AES256-GCM-SHA384", "ECDHE-RSA-AES128-SHA"):
+                    self.assertFalse(self.s_client(scheme, weak)[0], weak)
+                self.assertEqual(self.s_client(scheme, "ECDHE-RSA-AES128-GCM-SHA256"), (True, "ECDHE-RSA-AES128-GCM-SHA256"))
+                # The server's preference wins: offered last, AES-128-GCM (first in the broker's list) is chosen.
+                self.assertEqual(self.s_client(scheme, "ECDHE-RSA-CHACHA20-POLY1305:ECDHE-RSA-AES128-GCM-SHA256"),
+                                 (True, "ECDHE-RSA-AES128-GCM-SHA256"))
 
     def test_abandoned_handshakes_leave_nothing_behind(self):
         witness = self.open("fire")
