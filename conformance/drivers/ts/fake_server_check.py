@@ -47,6 +47,18 @@ def frame(op, header):
     return struct.pack(">IBI", 1 + 4 + len(h), op, len(h)) + h
 
 
+def all_of(*conditions):
+    """An `until` for Session.watch that is true once each condition has held for some frame or line, in any
+    order."""
+    met = [False] * len(conditions)
+
+    def until(what, value):
+        for i, condition in enumerate(conditions):
+            met[i] = met[i] or condition(what, value)
+        return all(met)
+    return until
+
+
 class Session:
     """The driver, connected to the fake server, which has sent welcome."""
 
@@ -132,7 +144,10 @@ def check_flow(node, driver_js):
         session.command({"id": 2, "cmd": "publish", "exchange": "", "key": "q", "body": "held"})
         paused = session.watch(1, lambda what, value: False)
         session.conn.sendall(frame(FLOW, {"pause": False}))
-        resumed = session.watch(2, lambda what, value: what == "line" and value.get("id") == 2)
+        # Until both the publish frame and the command's reply: the client sends the frame before it writes the
+        # reply, but they come on two channels (the socket, the driver's stdout), and the line can be read first.
+        resumed = session.watch(2, all_of(lambda what, value: what == "frame" and value == PUBLISH,
+                                          lambda what, value: what == "line" and value.get("id") == 2))
     finally:
         session.end()
     print(f"flow: while paused {paused}; after resume {resumed}")
