@@ -6,7 +6,7 @@ the check needs):
 - heartbeats: with a negotiated interval h, "each side sends ping when it has sent nothing for h / 2 seconds.
   Each side considers the peer dead when it has received nothing for 2 x h seconds." (the driver reports the
   connection closed, by heartbeat);
-- flow: "Clients stop publishing until pause: false."
+- flow: "Clients stop publishing until pause: false." (also when a resume and a new pause come in one read).
 
 Usage: fake_server_check.py NODE DRIVER_JS
 """
@@ -45,6 +45,18 @@ def read_frame(conn):
 def frame(op, header):
     h = msgpack.packb(header)
     return struct.pack(">IBI", 1 + 4 + len(h), op, len(h)) + h
+
+
+def all_of(*conditions):
+    """An `until` for Session.watch that is true once each condition has held for some frame or line, in any
+    order."""
+    met = [False] * len(conditions)
+
+    def until(what, value):
+        for i, condition in enumerate(conditions):
+            met[i] = met[i] or condition(what, value)
+        return all(met)
+    return until
 
 
 class Session:
@@ -132,7 +144,10 @@ def check_flow(node, driver_js):
         session.command({"id": 2, "cmd": "publish", "exchange": "", "key": "q", "body": "held"})
         paused = session.watch(1, lambda what, value: False)
         session.conn.sendall(frame(FLOW, {"pause": False}))
-        resumed = session.watch(2, lambda what, value: what == "line" and value.get("id") == 2)
+        # Until both the publish frame and the command's reply: the client sends the frame before it writes the
+        # reply, but they come on two channels (the socket, the driver's stdout), and the line can be read first.
+        resumed = session.watch(2, all_of(lambda what, value: what == "frame" and value == PUBLISH,
+                                          lambda what, value: what == "line" and value.get("id") == 2))
     finally:
         session.end()
     print(f"flow: while paused {paused}; after resume {resumed}")
@@ -146,9 +161,37 @@ def check_flow(node, driver_js):
     return problems
 
 
+def check_flow_resume_and_pause_in_one_read(node, driver_js):
+    """A resume and a new pause in one TCP chunk: the client has read the pause when it could send the held
+    publish, so it holds it until the next resume."""
+    session = Session(node, driver_js, 0)
+    try:
+        session.watch(2, lambda what, value: what == "line" and value.get("id") == 1)  # connect's reply
+        session.conn.sendall(frame(FLOW, {"pause": True}))
+        session.watch(2, lambda what, value: what == "line" and value.get("event") == "flow")
+        session.command({"id": 2, "cmd": "publish", "exchange": "", "key": "q", "body": "held"})
+        session.watch(0.5, lambda what, value: False)
+        # One send of 2 small frames on loopback: the client reads them in one chunk.
+        session.conn.sendall(frame(FLOW, {"pause": False}) + frame(FLOW, {"pause": True}))
+        paused_again = session.watch(1, lambda what, value: False)
+        session.conn.sendall(frame(FLOW, {"pause": False}))
+        resumed = session.watch(2, all_of(lambda what, value: what == "frame" and value == PUBLISH,
+                                          lambda what, value: what == "line" and value.get("id") == 2))
+    finally:
+        session.end()
+    print(f"flow, resume and pause in one read: then {paused_again}; after the last resume {resumed}")
+    problems = []
+    if [v for _, what, v in paused_again if what == "frame" and v == PUBLISH]:
+        problems.append("flow: the client published after a resume and a pause in one read")
+    if not [v for _, what, v in resumed if what == "frame" and v == PUBLISH]:
+        problems.append("flow: the client did not publish once resumed after a resume and a pause in one read")
+    return problems
+
+
 def main():
     node, driver_js = sys.argv[1:3]
-    problems = check_heartbeats(node, driver_js) + check_flow(node, driver_js)
+    problems = (check_heartbeats(node, driver_js) + check_flow(node, driver_js) +
+                check_flow_resume_and_pause_in_one_read(node, driver_js))
     for p in problems:
         print(p)
     return 1 if problems else 0

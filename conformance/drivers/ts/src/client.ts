@@ -149,8 +149,9 @@ export class FireClient {
   // With confirm, resolves once the server confirmed (true) or nacked (false) the message.
   async publish(message: Omit<Message, "body"> & { body: Uint8Array; mandatory?: boolean; persistent?: boolean },
                 confirm: boolean): Promise<boolean | undefined> {
-    // flow: "Clients stop publishing until pause: false."
-    if (this.flowResumed) await this.flowResumed.promise;
+    // flow: "Clients stop publishing until pause: false." A loop, not an if: the publish goes on a microtask
+    // after the resume, once the rest of that read is handled, and a pause in the same read holds it again.
+    while (this.flowResumed) await this.flowResumed.promise;
     // "Client-assigned sequence number, starting at 1 and increasing by 1. `0` means no confirm is wanted."
     const seq = confirm ? this.nextSeq : 0;
     const frame = encodeFrame(Op.publish, {
