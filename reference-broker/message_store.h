@@ -72,7 +72,7 @@ class MessageStore final : public Journal, public StoredBodies {
 
   // Writes the buffered records to the current segment and asks the storage thread to sync them. Cheap when
   // there is nothing new; the broker calls it after each batch of work, before frames go out.
-  void write_out();
+  void write_out() override;
 
   // Paging: after each write_out, the pager pages out what waits (bodies already here are read back from here).
   void set_pager(Pager* pager) { pager_ = pager; }
