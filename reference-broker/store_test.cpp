@@ -729,6 +729,70 @@ TEST_F(StoreSessionTest, APublishCoveredByASuccessfulFsyncIsConfirmedWhenALaterF
   mailbox_.run_posted();
 }
 
+// Was (issue 27, item 7c): a durable declare whose definitions save failed was answered 541 but the queue stayed;
+// publishes to it were routed and confirmed, then invisible after a restart until it was declared again.
+TEST_F(StoreSessionTest, ADurableDeclareWhoseSaveFailedLeavesNoQueueToPublishTo) {
+  const fs::path file = attach_topology();
+  fs::create_directory(file.string() + ".tmp");  // the save fails (as with ENOSPC or EIO)
+  op::DeclareQueue declare;
+  declare.rid = 7;
+  declare.name = "orders";
+  declare.durable = true;
+  session_.on_frame(frame_of(declare));
+  ASSERT_NE(error_for(7), nullptr);
+  EXPECT_EQ(error_for(7)->code, 541u);
+  EXPECT_FALSE(core_.vhost("/")->queues().count("orders")) << "told it failed, but the queue is there";
+  RecordingOutbox out2;
+  auto other = another_session(out2, "c2");
+  op::Publish p;
+  p.seq = 1;
+  p.key = "orders";
+  p.persistent = true;
+  other->on_frame(frame_of(p, "order-1"));
+  store_->write_out();
+  other->flush();
+  EXPECT_EQ(store_->live_message_count(), 0u) << "a message stored for a queue a restart would not have";
+  other->on_connection_lost();
+  fs::remove(file.string() + ".tmp");
+}
+
+// The rule after a store failure: durable declares and deletes are refused (541) before anything changes, so that
+// the broker holds what a restart finds; transient ones still work.
+TEST_F(StoreSessionTest, AfterAStoreFailureDurableTopologyIsRefusedUntouchedAndTransientTopologyWorks) {
+  attach_topology();
+  storage_faults().fail_fsync_number = storage_faults().fsyncs.load() + 1;
+  publish(1, true);
+  end_of_read();
+  run_storage_until_sent(1);
+  ASSERT_FALSE(store_->failure().empty());
+  RecordingOutbox a, b, c;
+  auto declarer = another_session(a, "a");
+  op::DeclareQueue declare;
+  declare.rid = 1;
+  declare.name = "late";
+  declare.durable = true;
+  declarer->on_frame(frame_of(declare));
+  ASSERT_EQ(a.sent.size(), 1u);
+  EXPECT_EQ(std::get<op::Error>(a.sent[0]).code, 541u);
+  EXPECT_FALSE(core_.vhost("/")->queues().count("late"));
+  auto deleter = another_session(b, "b");
+  op::DeleteQueue remove;
+  remove.rid = 2;
+  remove.name = "dq";
+  deleter->on_frame(frame_of(remove));
+  ASSERT_EQ(b.sent.size(), 1u);
+  EXPECT_EQ(std::get<op::Error>(b.sent[0]).code, 541u);
+  EXPECT_NE(std::get<op::Error>(b.sent[0]).msg.find("message store failed"), std::string::npos);
+  EXPECT_TRUE(core_.vhost("/")->queues().count("dq")) << "refused, yet deleted";
+  auto transient = another_session(c, "c3");
+  declare.name = "scratch";
+  declare.durable = false;
+  transient->on_frame(frame_of(declare));
+  ASSERT_EQ(c.sent.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<op::Ok>(c.sent[0]));
+  for (auto* s : {declarer.get(), deleter.get(), transient.get()}) s->on_connection_lost();
+}
+
 // --- Found by a review of the store: each test failed before the fix it names. ---
 
 // A consumer that takes whatever it is offered, as a subscription with credit does.
