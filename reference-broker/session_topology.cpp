@@ -22,6 +22,15 @@ Error bound_reached(const std::string& what, std::size_t bound, const std::strin
   return make_error(ReplyCode::resource_error, what + " has reached its limit of " + std::to_string(bound) + " (" + name + ")");
 }
 
+// Saves the definitions file if durable topology changed. Once the store has failed no save can succeed; a change
+// still due then is an older request's (a request that would change durable topology now is refused before it
+// does, Session::check_store_for), so it stays due and fails no one else's request: transient topology goes on.
+Status save_unless_store_failed(Core& core) {
+  const Journal* journal = core.journal();
+  if (journal != nullptr && !journal->failure().empty()) return std::nullopt;
+  return core.save_topology();
+}
+
 }  // namespace
 
 // After the message store failed, the durable topology cannot change until a restart: the log can no longer be
@@ -66,7 +75,7 @@ void Session::on_declare_exchange(const op::DeclareExchange& r) {
   const bool creates = !r.passive && !vhost_->exchanges().count(r.name);
   if (Status failed = check_store_for(creates && r.durable)) return refuse(r.rid, *failed);
   if (Status bad = vhost_->declare_exchange(r)) return refuse(r.rid, *bad);
-  if (Status unsaved = env_.core.save_topology()) {
+  if (Status unsaved = save_unless_store_failed(env_.core)) {
     if (creates) vhost_->forget_new_exchange(r.name);  // told it failed: not there now, nor after a restart
     return refuse(r.rid, *unsaved);
   }
@@ -77,7 +86,7 @@ void Session::on_delete_exchange(const op::DeleteExchange& r) {
   if (Status denied = allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
   if (Status failed = check_store_for(vhost_->is_durable_exchange(r.name))) return refuse(r.rid, *failed);
   if (Status bad = vhost_->delete_exchange(r)) return refuse(r.rid, *bad);
-  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
+  if (Status unsaved = save_unless_store_failed(env_.core)) return refuse(r.rid, *unsaved);
   reply_ok(r.rid);
 }
 
@@ -94,7 +103,7 @@ void Session::on_declare_queue(const op::DeclareQueue& r) {
   if (!ok) return refuse(r.rid, ok.error());
   // "durable: Survives a broker restart": the definitions file holds it before the reply goes. If it cannot,
   // the queue goes too: publishes to it would be confirmed, then be gone after a restart.
-  if (Status unsaved = env_.core.save_topology()) {
+  if (Status unsaved = save_unless_store_failed(env_.core)) {
     if (creates) vhost_->forget_new_queue(ok->name);
     return refuse(r.rid, *unsaved);
   }
@@ -106,7 +115,7 @@ void Session::on_delete_queue(const op::DeleteQueue& r) {
   if (Status failed = check_store_for(vhost_->is_durable_queue(r.name))) return refuse(r.rid, *failed);
   Result<std::uint64_t> deleted = vhost_->delete_queue(r, exclusive_owner_);
   if (!deleted) return refuse(r.rid, deleted.error());
-  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
+  if (Status unsaved = save_unless_store_failed(env_.core)) return refuse(r.rid, *unsaved);
   out_.send(op::Ok{r.rid, "", *deleted, 0, false});  // "ok with messages, the number of messages deleted"
 }
 
@@ -132,7 +141,7 @@ void Session::on_bind(const op::BindFields& r, bool bind) {
   const bool adds = bind && !vhost_->is_bound(r);
   Status bad = bind ? vhost_->bind(r, exclusive_owner_) : vhost_->unbind(r, exclusive_owner_);
   if (bad) return refuse(r.rid, *bad);
-  if (Status unsaved = env_.core.save_topology()) {
+  if (Status unsaved = save_unless_store_failed(env_.core)) {
     if (adds) vhost_->forget_new_binding(r);
     return refuse(r.rid, *unsaved);
   }

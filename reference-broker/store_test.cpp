@@ -793,6 +793,28 @@ TEST_F(StoreSessionTest, AfterAStoreFailureDurableTopologyIsRefusedUntouchedAndT
   for (auto* s : {declarer.get(), deleter.get(), transient.get()}) s->on_connection_lost();
 }
 
+// Was: a durable declare whose own store fsync failed stayed due for a save, and every later request retried the
+// save and failed with it: after the store failed, even a transient declare was answered 541 (fatal).
+TEST_F(StoreSessionTest, AfterADurableDeclaresOwnFsyncFailedATransientDeclareStillWorks) {
+  attach_topology();
+  storage_faults().fail_fsync_number = storage_faults().fsyncs.load() + 1;
+  op::DeclareQueue declare;
+  declare.rid = 1;
+  declare.name = "orders";
+  declare.durable = true;
+  session_.on_frame(frame_of(declare));  // the store's fsync before the definitions save fails
+  ASSERT_NE(error_for(1), nullptr);
+  EXPECT_FALSE(core_.vhost("/")->queues().count("orders"));
+  RecordingOutbox out2;
+  auto other = another_session(out2, "c2");
+  declare.name = "scratch";
+  declare.durable = false;
+  other->on_frame(frame_of(declare));
+  ASSERT_EQ(out2.sent.size(), 1u);
+  EXPECT_TRUE(std::holds_alternative<op::Ok>(out2.sent[0])) << "transient topology is refused after the failure";
+  other->on_connection_lost();
+}
+
 // --- Found by a review of the store: each test failed before the fix it names. ---
 
 // A consumer that takes whatever it is offered, as a subscription with credit does.
