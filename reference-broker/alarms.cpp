@@ -18,8 +18,9 @@ Alarms::Alarms(AlarmLimits limits) : limits_(std::move(limits)) {
   if (limits_.memory_high_watermark == 0) limits_.memory_high_watermark = default_memory_high_watermark();
 }
 
-bool Alarms::update() {
-  const bool was = active();
+bool Alarms::update(const std::string& storage_failure) {
+  const bool was_memory = memory_, was_disk = disk_, was_failed = !storage_failure_.empty();
+  if (storage_failure_.empty()) storage_failure_ = storage_failure;  // the first failure; it never clears
   memory_ = MemoryAccount::in_use() >= limits_.memory_high_watermark;
   struct statvfs fs {};
   // A filesystem that cannot be read raises no alarm: the broker goes on rather than stopping every publisher.
@@ -28,7 +29,16 @@ bool Alarms::update() {
   } else {
     disk_ = false;
   }
-  return active() != was;
+  return memory_ != was_memory || disk_ != was_disk || !storage_failure_.empty() != was_failed;
+}
+
+std::string Alarms::describe() const {
+  std::string out;
+  const auto add = [&out](const std::string& alarm) { out += (out.empty() ? "" : "; ") + alarm; };
+  if (memory_) add("memory high watermark reached");
+  if (disk_) add("disk free limit reached");
+  if (!storage_failure_.empty()) add("message store failed, publishers are paused until restart: " + storage_failure_);
+  return out;
 }
 
 }  // namespace firemq

@@ -151,12 +151,17 @@ awaitable<void> Broker::tick_loop() {
     error_code ec;
     co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
     core_.tick();
-    // x-expires and auto-delete removals change the durable topology outside any request.
-    if (Status unsaved = core_.save_topology()) std::cerr << "firemq-broker: " << unsaved->msg << std::endl;
+    // x-expires and auto-delete removals change the durable topology outside any request. Not once the store has
+    // failed: no save can succeed until a restart, and each try would log again every tick.
+    const bool store_failed = store_ && !store_->failure().empty();
+    if (Status unsaved = store_failed ? Status() : core_.save_topology()) {
+      std::cerr << "firemq-broker: " << unsaved->msg << std::endl;
+    }
     if (store_) store_->write_out();  // expiries' records
-    if (alarms_.update()) {
-      std::cout << "firemq-broker: " << (alarms_.active() ? "alarm: " : "alarms cleared")
-                << (alarms_.memory() ? "memory high watermark reached " : "") << (alarms_.disk() ? "disk free limit reached" : "")
+    // A failed store is the disk alarm too: a broker that cannot write pauses its publishers (as RabbitMQ's disk
+    // alarm does), rather than leaving them to learn it one nack at a time.
+    if (alarms_.update(store_ ? store_->failure() : std::string())) {
+      std::cout << "firemq-broker: " << (alarms_.active() ? "alarm: " + alarms_.describe() : "alarms cleared")
                 << std::endl;
       registry_.set_alarm(alarms_.active());
       amqp_registry_.set_alarm(alarms_.active());

@@ -112,7 +112,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("amqp-fault", po::value<std::string>(),
        "testing: break the AMQP interop table one way (drop-delivery-mode or decimal-ignores-scale)")
       ("storage-fault", po::value<std::string>(),
-       "testing: fail the Nth write or fsync of the data directory (write:N or fsync:N)")
+       "testing: fail the Nth write or fsync of the data directory with EIO or ENOSPC (write:N or fsync:N, then "
+       "optionally :eio or :enospc)")
       ("heartbeat", po::value(&c.heartbeat_seconds)->default_value(c.heartbeat_seconds),
        "the server's heartbeat interval in seconds; 0 lets the client's value stand")
       ("max-frame", po::value(&c.max_frame)->default_value(c.max_frame),

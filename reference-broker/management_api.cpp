@@ -2,12 +2,14 @@
 #include "reference-broker/management_api.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "reference-broker/exchange_routing.h"
 #include "reference-broker/log.h"
 #include "protocol/plain_json.h"
 #include "protocol/url.h"
 #include "reference-broker/management_ui.h"
+#include "reference-broker/memory_account.h"
 
 namespace firemq {
 namespace {
@@ -263,8 +265,16 @@ HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& rout
 
 HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who) {
   const std::string& what = route[0];
-  // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME; the others are /api/KIND/VHOST/NAME.
-  const bool named_first = what == "vhosts" || what == "users" || what == "connections";
+  if (what == "health" || what == "nodes") {
+    // The node's state names files of the data directory: for administrator and monitoring users, as RabbitMQ.
+    if (!who.sees_everything) return api_error(http::status::unauthorized, "not_authorized", "Not monitor user");
+    if (what == "health") {
+      if (route.size() == 3 && route[1] == "checks" && route[2] == "alarms") return alarms_check();
+      return not_found();
+    }
+  }
+  // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME, /api/nodes/NAME; the others are /api/KIND/VHOST/NAME.
+  const bool named_first = what == "vhosts" || what == "users" || what == "connections" || what == "nodes";
   const std::optional<std::string> vhost = named_first ? std::nullopt : route.at(1);
   const std::optional<std::string> name = named_first ? route.at(1) : route.at(2);
   if (route.size() > (named_first ? 2u : 3u) || (vhost && !env_.core.vhost(*vhost))) return not_found();
@@ -286,6 +296,7 @@ Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, cons
                                                    const std::optional<std::string>& vhost) const {
   if (what == "overview") return overview(who);
   if (what == "whoami") return Json{{"name", who.user->name}, {"tags", who.user->tags}};
+  if (what == "nodes") return Json::array({node()});
   if (what == "vhosts") return vhosts(who);
   if (what == "users" || what == "permissions") {
     if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
@@ -332,7 +343,7 @@ Json ManagementApi::overview(const ApiUser& who) const {
           {"management_version", kServerVersion},
           {"rabbitmq_version", kServerVersion},
           {"cluster_name", "firemq"},
-          {"node", "firemq@localhost"},
+          {"node", kNodeName},
           {"queue_totals", {{"messages", ready + unacked}, {"messages_ready", ready}, {"messages_unacknowledged", unacked}}},
           {"object_totals",
            {{"connections", connections(who).size()}, {"channels", channels(who).size()}, {"exchanges", exchange_count},
@@ -340,7 +351,49 @@ Json ManagementApi::overview(const ApiUser& who) const {
           {"message_stats",
            {{"publish", c.published}, {"deliver_get", c.delivered}, {"ack", c.acknowledged},
             {"confirm", c.confirmed}, {"return_unroutable", c.returned}}},
-          {"listeners", listeners}};
+          {"listeners", listeners},
+          {"alarms", alarms_in_effect()}};
+}
+
+// FireMQ's: the resources whose alarm holds ("memory", "disk"), for the UI's banner; any management user sees
+// them (the failed file itself is in /api/nodes, for monitoring users).
+Json ManagementApi::alarms_in_effect() const {
+  Json alarms = Json::array();
+  if (env_.alarms.memory()) alarms.push_back("memory");
+  if (env_.alarms.disk()) alarms.push_back("disk");
+  return alarms;
+}
+
+// The one node, with RabbitMQ's alarm fields: mem_alarm, and disk_free_alarm, which a failed message store raises
+// as well as low free space (both mean the broker cannot write); storage_failure says which file failed and how.
+Json ManagementApi::node() const {
+  std::error_code ec;
+  const auto space = std::filesystem::space(env_.config.alarms.disk_path, ec);
+  const std::string& failure = env_.alarms.storage_failure();
+  return {{"name", kNodeName},
+          {"type", "disc"},
+          {"running", true},
+          {"mem_used", MemoryAccount::in_use()},
+          {"mem_limit", env_.alarms.memory_high_watermark()},
+          {"mem_alarm", env_.alarms.memory()},
+          {"disk_free", ec ? 0 : static_cast<std::uint64_t>(space.available)},
+          {"disk_free_limit", env_.config.alarms.disk_free_limit},
+          {"disk_free_alarm", env_.alarms.disk()},
+          {"storage_failure", failure.empty() ? Json() : Json(failure)}};
+}
+
+// RabbitMQ's GET /api/health/checks/alarms: 200 {"status": "ok"}, or 503 with the alarms in effect.
+HttpAnswer ManagementApi::alarms_check() const {
+  if (!env_.alarms.active()) return api_json(http::status::ok, {{"status", "ok"}});
+  Json alarms = Json::array();
+  if (env_.alarms.memory()) alarms.push_back({{"node", kNodeName}, {"resource", "memory"}});
+  if (env_.alarms.disk()) {
+    const std::string& failure = env_.alarms.storage_failure();
+    alarms.push_back({{"node", kNodeName}, {"resource", "disk"},
+                      {"reason", failure.empty() ? "disk free limit reached" : "message store failed: " + failure}});
+  }
+  return api_json(http::status::service_unavailable,
+                  {{"status", "failed"}, {"reason", "There are alarms in effect in the cluster"}, {"alarms", alarms}});
 }
 
 Json ManagementApi::vhosts(const ApiUser& who) const {

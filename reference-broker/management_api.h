@@ -103,6 +103,10 @@ class ManagementApi {
   // management_api.cpp: the JSON of what the broker holds, limited to what `who` may see.
   bool may_see(const ApiUser& who, const std::string& vhost) const;
   nlohmann::json overview(const ApiUser& who) const;
+  static constexpr const char* kNodeName = "firemq@localhost";
+  nlohmann::json node() const;
+  nlohmann::json alarms_in_effect() const;
+  HttpAnswer alarms_check() const;
   nlohmann::json vhosts(const ApiUser& who) const;
   nlohmann::json users() const;
   nlohmann::json permissions() const;

@@ -141,8 +141,11 @@ std::string ManagementApi::metrics() const {
            static_cast<std::uint64_t>(env_.config.alarms.disk_free_limit));
   e.single("rabbitmq_alarms_memory_used_watermark", "gauge", "1 while the memory alarm is in effect",
            env_.alarms.memory() ? 1 : 0);
-  e.single("rabbitmq_alarms_free_disk_space_watermark", "gauge", "1 while the disk alarm is in effect",
+  e.single("rabbitmq_alarms_free_disk_space_watermark", "gauge",
+           "1 while the disk alarm is in effect (free space below the limit, or the message store failed)",
            env_.alarms.disk() ? 1 : 0);
+  e.single("firemq_storage_failed", "gauge", "1 once a write or fsync of the data directory failed (until restart)",
+           env_.alarms.storage_failure().empty() ? 0 : 1);
   fsync_histogram(e);
   return e.text();
 }

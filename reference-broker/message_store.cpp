@@ -338,8 +338,14 @@ void MessageStore::queue_deleted(const Queue& queue) {
 std::optional<std::string> MessageStore::sync_now() {
   write_out();
   if (!failure_.empty()) return failure_;
-  IoStatus error = current_->sync();
-  if (!error) error = sync_directory(options_.directory);
+  // Through the ledger: when the storage thread's fsync of this segment failed first (its completion may not
+  // have come back yet), this fsync would return 0 for lost pages; the ledger answers with that failure instead.
+  // It claims no position: it syncs only the current segment, and the storage thread's fsync of every file
+  // written is what moves the durable position.
+  IoStatus error = syncer_->ledger().sync(0, [this]() -> IoStatus {
+    if (IoStatus failed = current_->sync()) return failed;
+    return sync_directory(options_.directory);
+  });
   if (error) fail(*error);
   return error;
 }
@@ -411,6 +417,9 @@ void MessageStore::fail(const std::string& reason) {
   // on disk.
   failure_ = reason;
   buffer_.clear();
+  // What a successful fsync covered is durable, even when its completion has not come back yet (the failure
+  // may be the broker thread's own fsync, made after it): those waiters are confirmed, the rest nacked.
+  if (syncer_) durable_position_ = std::max(durable_position_, syncer_->ledger().durable());
   std::cerr << "firemq-broker: message store failed, persistent publishes to durable queues are refused until "
                "restart: "
             << reason << std::endl;

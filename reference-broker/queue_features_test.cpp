@@ -417,5 +417,23 @@ TEST(Alarms, DiskAlarmRisesWhenFreeSpaceIsBelowTheLimit) {
   EXPECT_TRUE(alarms.disk());
 }
 
+// A failed message store is the disk alarm, and it never clears: the store is not trusted again until a restart.
+TEST(Alarms, AFailedStoreRaisesTheDiskAlarmForGood) {
+  AlarmLimits limits;
+  limits.memory_high_watermark = SIZE_MAX;
+  limits.disk_free_limit = 0;  // free space is not what fails here
+  Alarms alarms(limits);
+  EXPECT_FALSE(alarms.update());
+  EXPECT_TRUE(alarms.update("fsync /data/messages/segment-000000000001.log: Input/output error"));
+  EXPECT_TRUE(alarms.active());
+  EXPECT_TRUE(alarms.disk());
+  EXPECT_FALSE(alarms.disk_free_low());
+  EXPECT_NE(alarms.describe().find("segment-000000000001.log: Input/output error"), std::string::npos);
+  EXPECT_FALSE(alarms.update("write /data/messages/segment-000000000002.log: No space left on device"));
+  EXPECT_FALSE(alarms.update());
+  EXPECT_TRUE(alarms.active()) << "cleared without a restart";
+  EXPECT_NE(alarms.storage_failure().find("segment-000000000001"), std::string::npos) << "the first failure is kept";
+}
+
 }  // namespace
 }  // namespace firemq

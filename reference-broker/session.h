@@ -177,6 +177,7 @@ class Session : private DurabilityWaiter {
   Status check_room_for_exchange(const op::DeclareExchange& r) const;
   Status check_room_for_queue(const op::DeclareQueue& r) const;
   Status check_room_for_binding(const op::BindFields& r) const;
+  Status check_store_for(bool durable_change) const;
 
   // session_publish.cpp
   void on_publish(op::Publish& p, Carried carried);

@@ -22,7 +22,27 @@ Error bound_reached(const std::string& what, std::size_t bound, const std::strin
   return make_error(ReplyCode::resource_error, what + " has reached its limit of " + std::to_string(bound) + " (" + name + ")");
 }
 
+// Saves the definitions file if durable topology changed. Once the store has failed no save can succeed; a change
+// still due then is an older request's (a request that would change durable topology now is refused before it
+// does, Session::check_store_for), so it stays due and fails no one else's request: transient topology goes on.
+Status save_unless_store_failed(Core& core) {
+  const Journal* journal = core.journal();
+  if (journal != nullptr && !journal->failure().empty()) return std::nullopt;
+  return core.save_topology();
+}
+
 }  // namespace
+
+// After the message store failed, the durable topology cannot change until a restart: the log can no longer be
+// made durable before the definitions file (docs/durability.md). Refused before anything changes, so that what
+// the client is told (541) is what a restart finds.
+Status Session::check_store_for(bool durable_change) const {
+  const Journal* journal = env_.core.journal();
+  if (!durable_change || journal == nullptr || journal->failure().empty()) return std::nullopt;
+  return make_error(ReplyCode::internal_error,
+                    "durable topology cannot change until the broker restarts: the message store failed: " +
+                        journal->failure());
+}
 
 // Whether a new exchange, queue or binding fits within the vhost's bounds; checked only for what a request would
 // add, so that redeclaring what exists always succeeds.
@@ -52,15 +72,21 @@ Status Session::check_room_for_binding(const op::BindFields& r) const {
 void Session::on_declare_exchange(const op::DeclareExchange& r) {
   if (Status denied = r.passive ? Status() : allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
   if (Status full = check_room_for_exchange(r)) return refuse(r.rid, *full);
+  const bool creates = !r.passive && !vhost_->exchanges().count(r.name);
+  if (Status failed = check_store_for(creates && r.durable)) return refuse(r.rid, *failed);
   if (Status bad = vhost_->declare_exchange(r)) return refuse(r.rid, *bad);
-  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
+  if (Status unsaved = save_unless_store_failed(env_.core)) {
+    if (creates) vhost_->forget_new_exchange(r.name);  // told it failed: not there now, nor after a restart
+    return refuse(r.rid, *unsaved);
+  }
   reply_ok(r.rid);
 }
 
 void Session::on_delete_exchange(const op::DeleteExchange& r) {
   if (Status denied = allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
+  if (Status failed = check_store_for(vhost_->is_durable_exchange(r.name))) return refuse(r.rid, *failed);
   if (Status bad = vhost_->delete_exchange(r)) return refuse(r.rid, *bad);
-  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
+  if (Status unsaved = save_unless_store_failed(env_.core)) return refuse(r.rid, *unsaved);
   reply_ok(r.rid);
 }
 
@@ -71,18 +97,25 @@ void Session::on_declare_queue(const op::DeclareQueue& r) {
     return refuse(r.rid, *denied);
   }
   if (Status full = check_room_for_queue(r)) return refuse(r.rid, *full);
+  const bool creates = !r.passive && (r.name.empty() || !vhost_->queues().count(r.name));
+  if (Status failed = check_store_for(creates && r.durable && !r.exclusive)) return refuse(r.rid, *failed);
   Result<op::Ok> ok = vhost_->declare_queue(r, exclusive_owner_);
   if (!ok) return refuse(r.rid, ok.error());
-  // "durable: Survives a broker restart": the definitions file holds it before the reply goes.
-  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
+  // "durable: Survives a broker restart": the definitions file holds it before the reply goes. If it cannot,
+  // the queue goes too: publishes to it would be confirmed, then be gone after a restart.
+  if (Status unsaved = save_unless_store_failed(env_.core)) {
+    if (creates) vhost_->forget_new_queue(ok->name);
+    return refuse(r.rid, *unsaved);
+  }
   out_.send(*ok);  // "Reply: ok with name, messages and consumers."
 }
 
 void Session::on_delete_queue(const op::DeleteQueue& r) {
   if (Status denied = allowed(Access::configure, "queue", r.name)) return refuse(r.rid, *denied);
+  if (Status failed = check_store_for(vhost_->is_durable_queue(r.name))) return refuse(r.rid, *failed);
   Result<std::uint64_t> deleted = vhost_->delete_queue(r, exclusive_owner_);
   if (!deleted) return refuse(r.rid, deleted.error());
-  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
+  if (Status unsaved = save_unless_store_failed(env_.core)) return refuse(r.rid, *unsaved);
   out_.send(op::Ok{r.rid, "", *deleted, 0, false});  // "ok with messages, the number of messages deleted"
 }
 
@@ -101,9 +134,17 @@ void Session::on_bind(const op::BindFields& r, bool bind) {
   }
   if (Status denied = allowed(Access::read, "exchange", r.exchange)) return refuse(r.rid, *denied);
   if (Status full = bind ? check_room_for_binding(r) : Status()) return refuse(r.rid, *full);
+  // Kept in the definitions file when both ends are (durable_topology.cpp).
+  const bool durable = vhost_->is_durable_exchange(r.exchange) &&
+                       (to_queue ? vhost_->is_durable_queue(r.queue) : vhost_->is_durable_exchange(r.to_exchange));
+  if (Status failed = check_store_for(durable)) return refuse(r.rid, *failed);
+  const bool adds = bind && !vhost_->is_bound(r);
   Status bad = bind ? vhost_->bind(r, exclusive_owner_) : vhost_->unbind(r, exclusive_owner_);
   if (bad) return refuse(r.rid, *bad);
-  if (Status unsaved = env_.core.save_topology()) return refuse(r.rid, *unsaved);
+  if (Status unsaved = save_unless_store_failed(env_.core)) {
+    if (adds) vhost_->forget_new_binding(r);
+    return refuse(r.rid, *unsaved);
+  }
   reply_ok(r.rid);
 }
 

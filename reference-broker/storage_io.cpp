@@ -18,7 +18,8 @@ std::string failure(const char* what, const std::filesystem::path& path, int err
 
 // The injected failure looks like the real one a full or failing disk gives.
 std::string injected(const char* what, const std::filesystem::path& path) {
-  return std::string(what) + " " + path.string() + ": " + std::strerror(EIO) + " (injected by --storage-fault)";
+  return std::string(what) + " " + path.string() + ": " + std::strerror(storage_faults().error.load()) +
+         " (injected by --storage-fault)";
 }
 
 IoStatus write_fully(int fd, ByteView bytes, const std::filesystem::path& path) {
@@ -64,16 +65,23 @@ StorageStats& storage_stats() {
 Status StorageFaults::configure(const std::string& spec) {
   const auto colon = spec.find(':');
   const std::string kind = spec.substr(0, colon);
+  const auto second = colon == std::string::npos ? std::string::npos : spec.find(':', colon + 1);
+  const std::string errno_name = second == std::string::npos ? "eio" : spec.substr(second + 1);
   std::uint64_t number = 0;
   try {
-    if (colon != std::string::npos) number = std::stoull(spec.substr(colon + 1));
+    std::size_t used = 0;
+    const std::string digits = colon == std::string::npos ? "" : spec.substr(colon + 1, second - colon - 1);
+    number = std::stoull(digits, &used);
+    if (used != digits.size()) number = 0;
   } catch (const std::exception&) {
     number = 0;
   }
-  if (number == 0 || (kind != "write" && kind != "fsync")) {
-    return Error{0, "--storage-fault: expected write:N or fsync:N with N >= 1, got '" + spec + "'"};
+  if (number == 0 || (kind != "write" && kind != "fsync") || (errno_name != "eio" && errno_name != "enospc")) {
+    return Error{0, "--storage-fault: expected write:N or fsync:N with N >= 1, and :eio (the default) or :enospc, got '" +
+                        spec + "'"};
   }
   (kind == "write" ? fail_write_number : fail_fsync_number).store(number);
+  error.store(errno_name == "enospc" ? ENOSPC : EIO);
   return std::nullopt;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <iterator>
@@ -22,8 +23,9 @@ struct StorageFaults {
   std::atomic<std::uint64_t> fail_fsync_number{0};
   std::atomic<std::uint64_t> writes{0};
   std::atomic<std::uint64_t> fsyncs{0};
+  std::atomic<int> error{EIO};  // the errno the failing call gives: EIO (a failing disk) or ENOSPC (a full one)
 
-  // "write:N" or "fsync:N"; the error says what was expected.
+  // "write:N" or "fsync:N", then optionally ":eio" or ":enospc"; the error says what was expected.
   Status configure(const std::string& spec);
   bool next_write_fails() { return ++writes == fail_write_number.load(); }
   bool next_fsync_fails() { return ++fsyncs == fail_fsync_number.load(); }

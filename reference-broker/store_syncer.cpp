@@ -4,6 +4,24 @@
 
 namespace firemq::store {
 
+IoStatus SyncLedger::sync(std::uint64_t position, const std::function<IoStatus()>& fsyncs) {
+  std::lock_guard lock(mutex_);
+  if (failure_) return failure_;
+  failure_ = fsyncs();
+  if (!failure_) durable_ = std::max(durable_, position);
+  return failure_;
+}
+
+std::uint64_t SyncLedger::durable() const {
+  std::lock_guard lock(mutex_);
+  return durable_;
+}
+
+IoStatus SyncLedger::failure() const {
+  std::lock_guard lock(mutex_);
+  return failure_;
+}
+
 Syncer::Syncer(std::filesystem::path directory, Post post, Done done)
     : directory_(std::move(directory)), post_(std::move(post)), done_(std::move(done)), thread_([this] { run(); }) {}
 
@@ -40,11 +58,12 @@ void Syncer::run() {
       stopping = stopping_;
     }
     // Group commit: whatever was appended while the previous fsync ran is covered by this one.
-    std::optional<std::string> error;
-    for (const auto& file : work.files) {
-      if (!error) error = file->sync();
-    }
-    if (!error && work.directory) error = sync_directory(directory_);
+    const IoStatus error = ledger_.sync(work.position, [&]() -> IoStatus {
+      for (const auto& file : work.files) {
+        if (IoStatus failed = file->sync()) return failed;
+      }
+      return work.directory ? sync_directory(directory_) : IoStatus();
+    });
     // Once stopping, the store that would hear of it is going away: the last fsync is done, and told no one.
     if (!stopping) post_([this, position = work.position, error] { done_(position, error); });
   }

@@ -240,6 +240,26 @@ void Vhost::remove_queue(const std::string& name) {
   remove_bindings_to(name, false);
 }
 
+void Vhost::forget_new_queue(const std::string& name) {
+  auto it = queues_.find(name);
+  if (it == queues_.end()) return;
+  std::shared_ptr<Queue> queue = std::move(it->second);
+  queues_.erase(it);
+  note_change(queue->settings().durable && !queue->exclusive());
+  queue->cancel_consumers();
+  remove_bindings_to(name, false);
+}
+
+bool Vhost::is_durable_queue(const std::string& name) const {
+  auto it = queues_.find(name);
+  return it != queues_.end() && it->second->settings().durable && !it->second->exclusive();
+}
+
+bool Vhost::is_durable_exchange(const std::string& name) const {
+  auto it = exchanges_.find(name);
+  return it != exchanges_.end() && it->second.durable;
+}
+
 Result<std::uint64_t> Vhost::purge_queue(const std::string& name, const std::string& conn_id) {
   auto q = usable_queue(name, conn_id);
   if (!q) return q.error();
@@ -296,6 +316,14 @@ Status Vhost::bind(const op::BindFields& r, const std::string& conn_id) {
   if (std::find(bindings.begin(), bindings.end(), b) == bindings.end()) bindings.push_back(std::move(b));
   note_change(exchanges_.at(r.exchange).durable);
   return std::nullopt;
+}
+
+void Vhost::forget_new_binding(const op::BindFields& r) {
+  // Not unbind(): that would also delete an auto-delete exchange whose only binding this was.
+  auto source = exchanges_.find(r.exchange);
+  if (source == exchanges_.end()) return;
+  std::erase(source->second.bindings, binding_of(r));
+  note_change(source->second.durable);
 }
 
 std::size_t Vhost::binding_count() const {

@@ -71,6 +71,16 @@ class Vhost : private DeadLetterer {
   Result<std::uint64_t> purge_queue(const std::string& name, const std::string& conn_id);
   Status bind(const op::BindFields& request, const std::string& conn_id);
   Status unbind(const op::BindFields& request, const std::string& conn_id);
+  // Undoing a declare or bind whose save failed (session_topology.cpp), so that the broker holds what the
+  // definitions file holds and no publish is confirmed into a queue a restart would not have. The queue goes
+  // without a record in the store: messages it took back from the store stay there, for the next start.
+  void forget_new_queue(const std::string& name);
+  void forget_new_exchange(const std::string& name) { remove_exchange(name); }
+  void forget_new_binding(const op::BindFields& request);
+  // Whether a request would change what the definitions file holds (checked before it is made, so that a
+  // broker whose store failed can refuse it without a trace).
+  bool is_durable_queue(const std::string& name) const;
+  bool is_durable_exchange(const std::string& name) const;
   // For the bounds on what a vhost holds (config.h): every binding of every exchange, and whether this one exists.
   std::size_t binding_count() const;
   bool is_bound(const op::BindFields& request) const;
