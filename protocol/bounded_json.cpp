@@ -16,7 +16,9 @@ Result<nlohmann::json, std::string> parse_bounded_json(std::string_view text, st
     Json parsed = Json::parse(text, bound_depth, true);
     if (too_deep) return "nested deeper than " + std::to_string(max_depth) + " levels";
     return parsed;
-  } catch (const Json::parse_error& e) {
+  } catch (const Json::exception& e) {
+    // A syntax error (parse_error), or a number too large for a double (out_of_range 406, "1e999999"), which
+    // nlohmann throws even from its parse: each is the text's fault, never the process's.
     if (too_deep) return "nested deeper than " + std::to_string(max_depth) + " levels";
     return std::string("not JSON: ") + e.what();
   }

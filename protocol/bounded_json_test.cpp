@@ -44,6 +44,15 @@ TEST(BoundedJson, ASyntaxErrorSaysWhere) {
   EXPECT_NE(parsed.error().find("line 1, column 13"), std::string::npos) << parsed.error();
 }
 
+// Found by fuzz_definitions: nlohmann throws out_of_range, not parse_error, for a number no double holds. Uncaught,
+// one management body or definitions file would have ended the broker.
+TEST(BoundedJson, ANumberTooLargeForADoubleIsAnError) {
+  auto parsed = parse_bounded_json(R"({"x-message-ttl": 1e999999})", 64);
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.error().find("not JSON: "), std::string::npos) << parsed.error();
+  EXPECT_NE(parsed.error().find("number overflow"), std::string::npos) << parsed.error();
+}
+
 TEST(BoundedJson, TheDefinitionsBoundHoldsAWireDeepValueInTypedJson) {
   EXPECT_EQ(kMaxDefinitionsNesting, 3 * kMaxNesting + 4);
   EXPECT_TRUE(parse_bounded_json(nested_arrays(kMaxDefinitionsNesting), kMaxDefinitionsNesting).ok());

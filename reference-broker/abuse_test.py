@@ -13,6 +13,7 @@ factor, and what the abuser held is freed when it goes.
 - a durable declare of 20 KB of deeply nested arguments (stored compactly) and of 1 MB of arguments (refused on
   every protocol: kMaxArgumentsBytes);
 - a definitions file, given or in the data directory, nested 50,000 deep (kMaxDefinitionsNesting);
+- a management body with a number no double holds (1e999999), which nlohmann's parser throws out_of_range for;
 - three hundred HTTP sockets that send nothing or half a request (--max-handshakes, which HTTP shares), and an
   idle keep-alive connection (kHttpIdleTimeout);
 - on a broker whose descriptor limit is 256, four hundred idle HTTP sockets (kReservedDescriptors).
@@ -332,6 +333,13 @@ class AbuseTest(unittest.TestCase):
         self.assertGreater(idle, 4)
         self.assertLess(idle, 8)
         sock.close()
+
+    def test_a_number_no_double_holds_is_refused_with_400(self):
+        status, answer = self.api("PUT", "/api/queues/%2f/abuse-overflow", '{"arguments": {"x-message-ttl": 1e999999}}')
+        self.assertEqual(status, 400, answer)
+        self.assertIn(b"number overflow", answer)
+        self.assertIsNone(self.broker.process.poll())
+        self.connect()  # still serving
 
     def test_arguments_are_bounded_in_size_and_stored_compactly(self):
         # A 20 KB durable declare of arguments nested 60 deep: accepted, and stored in about its own size (it
