@@ -41,7 +41,7 @@ fuzz-build: deps
 
 # Replays every corpus and runs each target briefly, so that a regression fails CI.
 fuzz-test: fuzz-build
-	ctest --test-dir $(FUZZ_BUILD) --output-on-failure
+	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS)
 
 test: unit-test fuzz-test
 
