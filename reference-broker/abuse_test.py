@@ -71,6 +71,16 @@ def eventually(condition, seconds=10):
     return condition()
 
 
+def log_in(test, broker, timeout=10):
+    """A well-behaved client of `broker`, logged in over fire:// as guest (the welcome asserted by `test`)."""
+    client = StreamClient(socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=timeout))
+    client.sock.sendall(b"FMQ1")
+    client.send(0x01, HELLO)
+    op, reply = client.receive()
+    test.assertEqual(op, WELCOME, reply)
+    return client
+
+
 class AbuseTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -88,12 +98,7 @@ class AbuseTest(unittest.TestCase):
         cls.temp.cleanup()
 
     def connect(self):
-        client = StreamClient(socket.create_connection(("127.0.0.1", self.broker.ports["fire"]), timeout=10))
-        client.sock.sendall(b"FMQ1")
-        client.send(0x01, HELLO)
-        op, reply = client.receive()
-        self.assertEqual(op, WELCOME, reply)
-        return client
+        return log_in(self, self.broker)
 
     def ping_ms(self, client, count=50):
         """The median round trip of `count` pings, one at a time."""
@@ -394,10 +399,7 @@ class CorruptFilesTest(unittest.TestCase):
                 f.write('{"queues": [{"name": "q", "vhost": "/", "durable": true, "arguments": {"x": ' + self.DEEP + '}}]}')
             broker = Broker(directory, definitions=DEFINITIONS)
             try:
-                client = StreamClient(socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=10))
-                client.sock.sendall(b"FMQ1")
-                client.send(0x01, HELLO)
-                self.assertEqual(client.receive()[0], WELCOME)
+                log_in(self, broker)
                 self.assertTrue(os.path.exists(stored + ".unreadable"))
             finally:
                 broker.stop()
@@ -426,11 +428,7 @@ class DescriptorReserveTest(unittest.TestCase):
                 print(f"\n  400 idle HTTP sockets, limit {self.LIMIT}: {broker.open_descriptors()} descriptors open",
                       file=sys.stderr)
                 self.assertEqual(AbuseTest.api_overview(self, broker), 200)
-                client = StreamClient(socket.create_connection(("127.0.0.1", broker.ports["fire"]), timeout=5))
-                client.sock.sendall(b"FMQ1")
-                client.send(0x01, HELLO)
-                self.assertEqual(client.receive()[0], WELCOME)
-                client.sock.close()
+                log_in(self, broker, timeout=5).sock.close()
                 self.assertIsNone(broker.process.poll())
             finally:
                 for s in stalled:
