@@ -12,8 +12,8 @@
 #include "protocol/amqp/content.h"
 #include "protocol/amqp/frame.h"
 #include "protocol/amqp/methods.h"
-#include "reference-broker/amqp_connection_core.h"
-#include "reference-broker/time_source.h"
+#include "reference-broker/amqp/amqp_connection_core.h"
+#include "reference-broker/core/time_source.h"
 
 namespace {
 

@@ -8,7 +8,7 @@
 
 #include <boost/asio/buffer.hpp>
 
-#include "reference-broker/http_routes.h"
+#include "reference-broker/net/http_routes.h"
 
 namespace http = boost::beast::http;
 

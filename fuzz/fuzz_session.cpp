@@ -9,7 +9,7 @@
 #include <cstdlib>
 
 #include "protocol/frame.h"
-#include "reference-broker/session.h"
+#include "reference-broker/session/session.h"
 
 namespace {
 

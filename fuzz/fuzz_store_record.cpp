@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "reference-broker/store_record.h"
+#include "reference-broker/store/store_record.h"
 
 namespace {
 

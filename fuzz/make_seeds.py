@@ -74,7 +74,7 @@ def session_scenario():
 
 
 def store_record(kind, body):
-    """A message store record (reference-broker/store_record.h), written here independently of the C++:
+    """A message store record (reference-broker/store/store_record.h), written here independently of the C++:
     size u32, CRC-32 of type and body u32, type u8, body."""
     typed = bytes([kind]) + body
     return struct.pack(">II", len(typed), zlib.crc32(typed)) + typed

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <iostream>
 
-#include "reference-broker/stream_transport.h"
+#include "reference-broker/net/stream_transport.h"
 
 namespace firemq {
 namespace {

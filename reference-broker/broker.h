@@ -8,17 +8,17 @@
 #include <vector>
 
 #include "protocol/error.h"
-#include "reference-broker/amqp_connection.h"
-#include "reference-broker/asio.h"
-#include "reference-broker/config.h"
-#include "reference-broker/connection.h"
-#include "reference-broker/core.h"
-#include "reference-broker/definitions.h"
-#include "reference-broker/durable_topology.h"
-#include "reference-broker/http_server.h"
-#include "reference-broker/management_api.h"
-#include "reference-broker/listener.h"
-#include "reference-broker/message_store.h"
+#include "reference-broker/net/amqp_connection.h"
+#include "reference-broker/net/asio.h"
+#include "reference-broker/core/config.h"
+#include "reference-broker/net/connection.h"
+#include "reference-broker/core/core.h"
+#include "reference-broker/access/definitions.h"
+#include "reference-broker/store/durable_topology.h"
+#include "reference-broker/net/http_server.h"
+#include "reference-broker/management/management_api.h"
+#include "reference-broker/net/listener.h"
+#include "reference-broker/store/message_store.h"
 
 namespace firemq {
 
@@ -54,7 +54,7 @@ class Broker {
   Alarms alarms_{config_.alarms};
   Core core_{definitions_, time_};
   // Before store_ (which pages out through it to its last write_out): a queue longer than memory (paging.h).
-  Pager pager_{PagingOptions{paging_threshold(config_.paging_ratio, alarms_.memory_high_watermark()),
+  BodyPager pager_{PagingOptions{paging_threshold(config_.paging_ratio, alarms_.memory_high_watermark()),
                              config_.data_dir + "/paging"}};
   // Before io_, so that they outlive it: the coroutines io_ destroys last (an HTTP connection waiting for a
   // request) leave the handshake list as they go.

@@ -9,7 +9,7 @@
 #include <iostream>
 
 #include "reference-broker/broker.h"
-#include "reference-broker/storage_io.h"
+#include "reference-broker/store/storage_io.h"
 
 namespace po = boost::program_options;
 

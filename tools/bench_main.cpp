@@ -42,7 +42,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "harness/default_paths.h"
+#include "harness/process/default_paths.h"
 #include "tools/tool_client.h"
 
 namespace po = boost::program_options;

@@ -36,7 +36,7 @@
 
 #include "tools/disk_figures.h"
 #include "tools/durable_publisher.h"
-#include "harness/default_paths.h"
+#include "harness/process/default_paths.h"
 #include "tools/tool_client.h"
 
 namespace po = boost::program_options;

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/wire.h"
+#include "harness/client/wire.h"
 
 namespace firemq::tools {
 

@@ -31,7 +31,7 @@
 #include <thread>
 #include <variant>
 
-#include "harness/default_paths.h"
+#include "harness/process/default_paths.h"
 #include "tools/tool_client.h"
 
 namespace po = boost::program_options;

@@ -7,7 +7,7 @@
 #include <variant>
 
 #include "protocol/ops.h"
-#include "harness/test_certificates.h"
+#include "harness/process/test_certificates.h"
 #include "protocol/url.h"
 
 namespace firemq::tools {

@@ -1,6 +1,6 @@
 // What firemq-bench, firemq-bench-durable and firemq-killtest share: their command line's common steps, the
 // broker they measure (the reference broker started by EmbeddedBroker, or --url), and a small client over the
-// harness's wire connection (open_session in harness/wire.h): connect, send a request and wait for its reply.
+// harness's wire connection (open_session in harness/client/wire.h): connect, send a request and wait for its reply.
 // Every wait has a deadline, as in the harness: a tool reports a broker that stops answering, never hangs.
 #pragma once
 
@@ -13,9 +13,9 @@
 #include <optional>
 #include <string>
 
-#include "harness/embedded_broker.h"
-#include "harness/target.h"
-#include "harness/wire.h"
+#include "harness/process/embedded_broker.h"
+#include "harness/client/target.h"
+#include "harness/client/wire.h"
 #include "protocol/error.h"
 #include "protocol/messages.h"
 

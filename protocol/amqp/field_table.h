@@ -3,7 +3,7 @@
 // `i` unsigned 32, `l` signed 64, `x` a byte array; docs/spec-notes.md, "AMQP field types").
 //
 // A FieldValue keeps the exact type it was sent with, so a table passes through the broker unchanged, and the
-// interop table (reference-broker/amqp_interop.h) converts it to and from MessagePack in one place.
+// interop table (reference-broker/amqp/amqp_interop.h) converts it to and from MessagePack in one place.
 //
 // Decoding never throws: a truncated value, an unknown type letter, nesting deeper than kMaxTableNesting or more
 // than kMaxTableItems items is a 502 syntax-error naming what was wrong.

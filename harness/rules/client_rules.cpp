@@ -1,0 +1,179 @@
+#include "harness/rules/client_rules.h"
+
+#include <algorithm>
+
+#include "harness/rules/frame_text.h"
+#include "protocol/msgpack_codec.h"
+#include "protocol/ops.h"
+
+namespace firemq::conform {
+namespace {
+
+constexpr const char* kPreamble = "transport.tcp.preamble";
+constexpr const char* kNoPreambleOnWebSocket = "transport.websocket.no-preamble";
+constexpr const char* kRid = "design.request.rid";
+constexpr const char* kSeq = "publish.seq.numbering";
+constexpr const char* kPong = "heartbeat.pong";
+constexpr const char* kFlow = "flow.client-stops-publishing";
+constexpr const char* kDeadPeer = "heartbeat.dead-peer";
+
+bool is(std::uint8_t op, OpCode code) { return op == static_cast<std::uint8_t>(code); }
+
+std::optional<std::uint64_t> uint_field(const Map& header, const char* key) {
+  const Value* v = find(header, key);
+  if (v == nullptr) return std::nullopt;
+  if (const auto* u = v->get_if<std::uint64_t>()) return *u;
+  return std::nullopt;
+}
+
+std::optional<Map> header_map(const RawFrame& frame) {
+  if (frame.header().empty()) return Map{};
+  auto value = decode_value(frame.header());
+  if (!value) return std::nullopt;
+  if (const Map* map = value->get_if<Map>()) return *map;
+  return std::nullopt;
+}
+
+// flow's `pause`; a flow without it pauses nothing.
+bool pause_of(const Map& header) {
+  const Value* v = find(header, "pause");
+  return v != nullptr && *v == Value(true);
+}
+
+}  // namespace
+
+const std::vector<MonitorRule>& client_rules() {
+  static const std::vector<MonitorRule> rules = {
+      {kPreamble, "Transports", "Client first sends the 4 ASCII bytes `FMQ1`, then length-prefixed frames.", false},
+      {kRid, "Design rules", "Requests carry a request id (rid) and get exactly one reply: ok, error, or an op-specific reply.", false},
+      {kSeq, "Publishing / publish", "Client-assigned sequence number, starting at 1 and increasing by 1.", false},
+      {kPong, "Heartbeats", "A peer that receives ping replies pong.", false},
+      {kFlow, "Replies / flow", "Clients stop publishing until pause: false.", false},
+      {kDeadPeer, "Heartbeats", "Each side considers the peer dead when it has received nothing for 2 × h seconds.", false},
+      {kNoPreambleOnWebSocket, "Transports",
+       "One binary WebSocket message per frame, without the length prefix and without `FMQ1`.", false},
+  };
+  return rules;
+}
+
+// The first violation of each rule on the connection, as the wire monitor reports its own.
+void ClientRules::violation(const char* rule, const std::string& message, Clock::time_point at) {
+  if (std::any_of(violations_.begin(), violations_.end(), [&](const MonitorViolation& v) { return v.rule == rule; })) return;
+  const auto& rules = client_rules();
+  const auto r = std::find_if(rules.begin(), rules.end(), [&](const MonitorRule& m) { return m.id == rule; });
+  MonitorViolation v;
+  v.rule = rule;
+  v.spec = {std::string(r->section), std::string(r->quote)};
+  v.connection = connection_;
+  v.at_ms = std::chrono::duration<double, std::milli>(at - origin_).count();
+  v.message = "the client " + message;
+  violations_.push_back(std::move(v));
+}
+
+// Transports: on TCP the client's first bytes are FMQ1.
+void ClientRules::observe_preamble(ByteView first_bytes, Clock::time_point at) {
+  static constexpr std::string_view kFmq1 = "FMQ1";
+  const std::string got(first_bytes.begin(), first_bytes.end());
+  if (got != kFmq1) violation(kPreamble, "began the connection with " + preview(first_bytes) + " instead of FMQ1", at);
+}
+
+// Transports: on WebSocket there is no FMQ1, in a message of its own or before the first frame.
+void ClientRules::observe_first_message(ByteView message, Clock::time_point at) {
+  static constexpr std::string_view kFmq1 = "FMQ1";
+  if (std::string_view(reinterpret_cast<const char*>(message.data()), std::min(message.size(), kFmq1.size())) == kFmq1) {
+    violation(kNoPreambleOnWebSocket, "began its WebSocket messages with FMQ1, which only TCP and TLS have", at);
+  }
+}
+
+void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at) {
+  const auto header = header_map(frame);
+  if (!header) return;  // the wire monitor reports a header that is no map
+  const std::uint8_t op = frame.op();
+  if (from == Side::server) {
+    if (is(op, OpCode::ping) && !closing_) pings_unanswered_.push_back(at);
+    if (is(op, OpCode::close)) closing_ = true;
+    if (is(op, OpCode::welcome)) heartbeat_s_ = uint_field(*header, "heartbeat").value_or(0);
+    if (is(op, OpCode::flow)) paused_since_ = pause_of(*header) ? std::optional(at) : std::nullopt;
+    const bool reply = is(op, OpCode::ok) || is(op, OpCode::get_ok) || is(op, OpCode::error);
+    if (const auto rid = uint_field(*header, "rid"); reply && rid) rids_awaiting_reply_.erase(*rid);
+    return;
+  }
+  check_pongs_owed(at);
+  if (is(op, OpCode::pong) && !pings_unanswered_.empty()) pings_unanswered_.pop_front();
+  if (is(op, OpCode::close)) closing_ = true;
+  if (is_request(op)) check_rid(op, *header, at);
+  if (is(op, OpCode::publish)) check_seq(*header, at);
+  if (is(op, OpCode::publish) && paused_since_) {
+    const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(at - *paused_since_).count();
+    violation(kFlow, "published while paused: the server sent flow with pause: true " + std::to_string(since) +
+                         " ms before, and no pause: false since", at);
+  }
+}
+
+// Design rules: each request carries a rid, and not one whose reply is still awaited (the reply could not say
+// which request it answers).
+void ClientRules::check_rid(std::uint8_t op, const Map& header, Clock::time_point at) {
+  const auto rid = uint_field(header, "rid");
+  if (!rid) return violation(kRid, "sent " + op_label(op) + " without a rid", at);
+  if (!rids_awaiting_reply_.insert(*rid).second) {
+    violation(kRid, "sent " + op_label(op) + " with rid " + std::to_string(*rid) + ", which a request still awaiting its reply carries", at);
+  }
+}
+
+// Publishing: seq 1 for the first publish that wants a confirm, then each one more than the last; 0 means no
+// confirm and does not count.
+void ClientRules::check_seq(const Map& header, Clock::time_point at) {
+  const auto seq = uint_field(header, "seq").value_or(0);
+  if (seq == 0) return;
+  if (seq != last_seq_ + 1) {
+    violation(kSeq, "published with seq " + std::to_string(seq) + " after " +
+                        (last_seq_ == 0 ? std::string("no numbered publish (the first is 1)") : "seq " + std::to_string(last_seq_)),
+              at);
+  }
+  last_seq_ = seq;
+}
+
+// Heartbeats: a ping the client has not answered within kPongTolerance, while it went on sending or ended.
+void ClientRules::check_pongs_owed(Clock::time_point at) {
+  if (pings_unanswered_.empty() || at - pings_unanswered_.front() <= kPongTolerance) return;
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(at - pings_unanswered_.front()).count();
+  violation(kPong, "did not answer the server's ping with pong (" + std::to_string(waited) + " ms since the ping)", at);
+  pings_unanswered_.clear();
+}
+
+void ClientRules::finish(Clock::time_point at) {
+  check_dead_peer(at, false);
+  if (pings_unanswered_.empty()) return;
+  // At the end nothing more can come: an unanswered ping is a missing pong however recent.
+  pings_unanswered_.front() = std::min(pings_unanswered_.front(), at - kPongTolerance - std::chrono::milliseconds(1));
+  check_pongs_owed(at);
+}
+
+// Heartbeats: "Each side considers the peer dead when it has received nothing for 2 x h seconds." Seen on the
+// wire, a client that considers its server dead ends the connection (docs/spec-notes.md, Q14): not before 2h
+// of the server's silence, and not long after.
+void ClientRules::server_silent(Clock::time_point since) {
+  if (!silent_since_) silent_since_ = since;
+}
+
+void ClientRules::observe_client_end(Clock::time_point at) { check_dead_peer(at, true); }
+
+void ClientRules::check_dead_peer(Clock::time_point at, bool ended) {
+  if (!silent_since_ || heartbeat_s_ == 0 || dead_peer_judged_) return;
+  const auto silent = at - *silent_since_;
+  const std::chrono::milliseconds dead_at(heartbeat_s_ * 2000);
+  const auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
+  const std::string when = " ms of the server's silence (heartbeat " + std::to_string(heartbeat_s_) + " s: dead after " +
+                           ms(dead_at) + " ms; " + ms(kDeadPeerEarly) + " ms early or " + ms(kDeadPeerLate) + " ms late allowed)";
+  if (ended && silent < dead_at - kDeadPeerEarly) {
+    violation(kDeadPeer, "ended the connection after only " + ms(silent) + when, at);
+  } else if (silent > dead_at + kDeadPeerLate) {
+    violation(kDeadPeer, std::string(ended ? "ended the connection only after " : "still had the connection open after ") +
+                             ms(silent) + when, at);
+  } else if (!ended) {
+    return;  // the case ended before the client owed anything: nothing to judge
+  }
+  dead_peer_judged_ = true;
+}
+
+}  // namespace firemq::conform

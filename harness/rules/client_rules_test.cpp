@@ -1,0 +1,210 @@
+// The client-only rules (client_rules.h) on hand-made conversations: each fires on its violation and stays
+// quiet on what the spec allows; and the driver replies' matcher of client mode.
+#include "harness/rules/client_rules.h"
+
+#include <gtest/gtest.h>
+
+#include "harness/client_mode/client_mode.h"
+#include "protocol/msgpack_codec.h"
+#include "protocol/ops.h"
+
+namespace firemq::conform {
+namespace {
+
+using std::chrono::milliseconds;
+
+RawFrame frame(OpCode op, Map header = {}) {
+  Bytes encoded;
+  encode_map(header, encoded);
+  return RawFrame(frame_message(static_cast<std::uint8_t>(op), encoded, {}));
+}
+
+Map with(const char* key, std::uint64_t value) { return {{Value(key), Value(value)}}; }
+
+class ClientRulesTest : public ::testing::Test {
+ protected:
+  void client(OpCode op, Map header = {}) { feed(Side::client, frame(op, std::move(header))); }
+  void server(OpCode op, Map header = {}) { feed(Side::server, frame(op, std::move(header))); }
+  void feed(Side from, const RawFrame& f) {
+    now_ += milliseconds(10);
+    rules_.observe(from, f, now_);
+  }
+  std::vector<std::string> broken() const {
+    std::vector<std::string> ids;
+    for (const MonitorViolation& v : rules_.violations()) ids.push_back(v.rule);
+    return ids;
+  }
+  Clock::time_point now_{};
+  ClientRules rules_{"client-1", Clock::time_point{}};
+};
+
+TEST_F(ClientRulesTest, PreambleOtherThanFmq1IsFlagged) {
+  const std::string bad = "FMQ2";
+  rules_.observe_preamble(Bytes(bad.begin(), bad.end()), now_);
+  EXPECT_EQ(broken(), std::vector<std::string>{"transport.tcp.preamble"});
+}
+
+TEST_F(ClientRulesTest, Fmq1PreambleIsQuiet) {
+  const std::string good = "FMQ1";
+  rules_.observe_preamble(Bytes(good.begin(), good.end()), now_);
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, Fmq1OnWebSocketIsFlaggedAloneOrBeforeTheFirstFrame) {
+  const std::string alone = "FMQ1";
+  rules_.observe_first_message(Bytes(alone.begin(), alone.end()), now_);
+  EXPECT_EQ(broken(), std::vector<std::string>{"transport.websocket.no-preamble"});
+  ClientRules glued("c", now_);
+  const Bytes hello = frame_message(static_cast<std::uint8_t>(OpCode::hello), {}, {});
+  Bytes message = {'F', 'M', 'Q', '1'};
+  message.insert(message.end(), hello.begin(), hello.end());
+  glued.observe_first_message(message, now_);
+  EXPECT_EQ(glued.violations().size(), 1u);
+}
+
+TEST_F(ClientRulesTest, WebSocketFirstFrameWithoutFmq1IsQuiet) {
+  rules_.observe_first_message(frame_message(static_cast<std::uint8_t>(OpCode::hello), {}, {}), now_);
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, SequenceNumbersFromOneByOneAreQuietAndSeqZeroDoesNotCount) {
+  client(OpCode::publish, with("seq", 0));
+  client(OpCode::publish, with("seq", 1));
+  client(OpCode::publish, {});
+  client(OpCode::publish, with("seq", 2));
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, FirstSequenceNumberOtherThanOneIsFlagged) {
+  client(OpCode::publish, with("seq", 2));
+  EXPECT_EQ(broken(), std::vector<std::string>{"publish.seq.numbering"});
+}
+
+TEST_F(ClientRulesTest, SkippedSequenceNumberIsFlagged) {
+  client(OpCode::publish, with("seq", 1));
+  client(OpCode::publish, with("seq", 3));
+  EXPECT_EQ(broken(), std::vector<std::string>{"publish.seq.numbering"});
+}
+
+TEST_F(ClientRulesTest, RequestWithoutRidIsFlagged) {
+  client(OpCode::declare_queue, {});
+  EXPECT_EQ(broken(), std::vector<std::string>{"design.request.rid"});
+}
+
+TEST_F(ClientRulesTest, RidOfARequestAwaitingItsReplyIsFlaggedButReuseAfterTheReplyIsQuiet) {
+  client(OpCode::declare_queue, with("rid", 1));
+  server(OpCode::ok, with("rid", 1));
+  client(OpCode::bind, with("rid", 1));
+  EXPECT_TRUE(broken().empty());
+  client(OpCode::get, with("rid", 1));
+  EXPECT_EQ(broken(), std::vector<std::string>{"design.request.rid"});
+}
+
+TEST_F(ClientRulesTest, PingAnsweredWithPongIsQuiet) {
+  server(OpCode::ping);
+  client(OpCode::pong);
+  rules_.finish(now_ + milliseconds(5000));
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, PingNeverAnsweredIsFlaggedAtTheEnd) {
+  server(OpCode::ping);
+  rules_.finish(now_);
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.pong"});
+}
+
+TEST_F(ClientRulesTest, PingLeftUnansweredWhileTheClientGoesOnSendingIsFlagged) {
+  server(OpCode::ping);
+  now_ += kPongTolerance;
+  client(OpCode::publish, {});
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.pong"});
+}
+
+TEST_F(ClientRulesTest, PingAfterTheCloseIsOwedNothing) {
+  server(OpCode::close, with("code", 320));
+  server(OpCode::ping);
+  rules_.finish(now_);
+  EXPECT_TRUE(broken().empty());
+}
+
+// The wire monitor judging a client (Side::client): a close that answers the judged side's own close asks
+// for no other close (wire_monitor_test.cpp has the server's close left unanswered).
+TEST(WireMonitorJudgingAClient, ServerCloseAnsweringTheClientsCloseIsOwedNothing) {
+  WireMonitor monitor(Side::client, "client-1", Clock::time_point{});
+  monitor.observe(Side::client, frame(OpCode::close, with("code", 200)), Clock::time_point{} + milliseconds(10));
+  monitor.observe(Side::server, frame(OpCode::close, with("code", 200)), Clock::time_point{} + milliseconds(20));
+  monitor.observe_end(Side::client, Clock::time_point{} + milliseconds(30));
+  EXPECT_TRUE(monitor.violations().empty());
+}
+
+TEST(SubsetMismatch, ExtraKeysAndAnyAreAcceptedMissingOrDifferentValuesAreNot) {
+  const auto actual = nlohmann::json::parse(R"({"ok": true, "name": "q", "messages": 2, "props": {"a": 1, "b": 2}})");
+  EXPECT_EQ(subset_mismatch(nlohmann::json::parse(R"({"ok": true, "props": {"a": 1}, "name": "$any"})"), actual), "");
+  EXPECT_NE(subset_mismatch(nlohmann::json::parse(R"({"messages": 3})"), actual), "");
+  EXPECT_NE(subset_mismatch(nlohmann::json::parse(R"({"consumers": 0})"), actual), "");
+  EXPECT_NE(subset_mismatch(nlohmann::json::parse(R"({"props": {"a": "1"}})"), actual), "");
+}
+
+TEST_F(ClientRulesTest, PublishWhilePausedByFlowIsFlaggedAndAfterResumeIsQuiet) {
+  client(OpCode::publish, with("seq", 1));
+  server(OpCode::flow, {{Value("pause"), Value(true)}});
+  client(OpCode::publish, with("seq", 2));
+  EXPECT_EQ(broken(), std::vector<std::string>{"flow.client-stops-publishing"});
+  server(OpCode::flow, {{Value("pause"), Value(false)}});
+  client(OpCode::publish, with("seq", 3));
+  EXPECT_EQ(broken().size(), 1u);
+}
+
+TEST_F(ClientRulesTest, OtherFramesWhilePausedAreQuiet) {
+  server(OpCode::flow, {{Value("pause"), Value(true)}});
+  client(OpCode::ping);
+  client(OpCode::ack, with("tag", 1));
+  EXPECT_TRUE(broken().empty());
+}
+
+// The dead peer: with heartbeat 1 s and a server silent since its welcome, the client ends the connection
+// between 2 s less kDeadPeerEarly and 2 s plus kDeadPeerLate.
+class DeadPeerTest : public ClientRulesTest {
+ protected:
+  void SetUp() override {
+    server(OpCode::welcome, with("heartbeat", 1));
+    silent_since_ = now_;
+    rules_.server_silent(silent_since_);
+  }
+  Clock::time_point silent_since_;
+};
+
+TEST_F(DeadPeerTest, EndAfterTwiceTheIntervalIsQuiet) {
+  client(OpCode::ping);
+  rules_.observe_client_end(silent_since_ + milliseconds(2050));
+  rules_.finish(silent_since_ + milliseconds(9000));
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(DeadPeerTest, EndBeforeTwiceTheIntervalIsFlagged) {
+  rules_.observe_client_end(silent_since_ + milliseconds(1500));
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.dead-peer"});
+}
+
+TEST_F(DeadPeerTest, EndLongAfterTwiceTheIntervalIsFlagged) {
+  rules_.observe_client_end(silent_since_ + milliseconds(2000) + kDeadPeerLate + milliseconds(100));
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.dead-peer"});
+}
+
+TEST_F(DeadPeerTest, StillConnectedWhenTheCaseEndsLateIsFlaggedButNotEarly) {
+  rules_.finish(silent_since_ + milliseconds(1000));
+  EXPECT_TRUE(broken().empty());
+  rules_.finish(silent_since_ + milliseconds(2000) + kDeadPeerLate + milliseconds(100));
+  EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.dead-peer"});
+}
+
+TEST_F(ClientRulesTest, SilentServerWithoutHeartbeatIsOwedNothing) {
+  server(OpCode::welcome, with("heartbeat", 0));
+  rules_.server_silent(now_);
+  rules_.observe_client_end(now_ + milliseconds(100));
+  rules_.finish(now_ + milliseconds(60000));
+  EXPECT_TRUE(broken().empty());
+}
+
+}  // namespace
+}  // namespace firemq::conform

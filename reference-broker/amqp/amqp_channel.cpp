@@ -1,0 +1,607 @@
+#include "reference-broker/amqp/amqp_channel.h"
+
+#include <algorithm>
+
+#include "protocol/reply_codes.h"
+#include "reference-broker/amqp/amqp_interop.h"
+
+namespace firemq {
+namespace {
+
+namespace m = amqp::method;
+using amqp::Method;
+
+// AMQP 0-9-1's soft errors, raised as channel exceptions (channel.close); every other code is a hard error that
+// closes the connection (the spec's "Error codes" constants, as RabbitMQ applies them).
+bool is_channel_error(std::uint16_t code) {
+  return code == amqp::kContentTooLarge || code == 312 || code == amqp::kNoConsumers || (code >= 403 && code <= 406);
+}
+
+Error hard_error(std::uint16_t code, std::string msg) { return Error{code, std::move(msg), true, 0}; }
+
+}  // namespace
+
+std::string amqp_reply_text(std::uint16_t code, const std::string& msg) {
+  std::string name;
+  if (const ReplyCodeInfo* info = find_reply_code(code)) name = std::string(info->name);
+  if (code == amqp::kChannelError) name = "channel-error";
+  if (code == amqp::kUnexpectedFrame) name = "unexpected-frame";
+  std::transform(name.begin(), name.end(), name.begin(), [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
+  return name.empty() ? msg : name + " - " + msg;
+}
+
+const AmqpChannel::Route AmqpChannel::kRoutes[] = {
+    {m::kChannelClose, &AmqpChannel::on_channel_close},
+    {m::kChannelCloseOk, &AmqpChannel::on_channel_close_ok},
+    {m::kChannelFlow, &AmqpChannel::on_channel_flow},
+    {m::kAccessRequest, &AmqpChannel::on_access_request},
+    {m::kExchangeDeclare, &AmqpChannel::on_exchange_declare},
+    {m::kExchangeDelete, &AmqpChannel::on_exchange_delete},
+    {m::kExchangeBind, &AmqpChannel::on_exchange_bind},
+    {m::kExchangeUnbind, &AmqpChannel::on_exchange_bind},
+    {m::kQueueDeclare, &AmqpChannel::on_queue_declare},
+    {m::kQueueBind, &AmqpChannel::on_queue_bind},
+    {m::kQueueUnbind, &AmqpChannel::on_queue_bind},
+    {m::kQueuePurge, &AmqpChannel::on_queue_purge},
+    {m::kQueueDelete, &AmqpChannel::on_queue_delete},
+    {m::kBasicQos, &AmqpChannel::on_basic_qos},
+    {m::kBasicConsume, &AmqpChannel::on_basic_consume},
+    {m::kBasicCancel, &AmqpChannel::on_basic_cancel},
+    {m::kBasicPublish, &AmqpChannel::on_basic_publish},
+    {m::kBasicGet, &AmqpChannel::on_basic_get},
+    {m::kBasicAck, &AmqpChannel::on_basic_ack},
+    {m::kBasicReject, &AmqpChannel::on_basic_reject},
+    {m::kBasicNack, &AmqpChannel::on_basic_nack},
+    {m::kBasicRecover, &AmqpChannel::on_basic_recover},
+    {m::kBasicRecoverAsync, &AmqpChannel::on_basic_recover},
+    {m::kConfirmSelect, &AmqpChannel::on_confirm_select},
+    {m::kTxSelect, &AmqpChannel::on_tx_select},
+    {m::kTxCommit, &AmqpChannel::on_tx_commit},
+    {m::kTxRollback, &AmqpChannel::on_tx_rollback},
+};
+
+AmqpChannel::AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, const std::string& connection,
+                         TransportHints hints, op::Hello login)
+    : number_(number), host_(host), login_(std::move(login)), max_body_(env.config.max_frame), faults_(env.config.amqp_faults) {
+  // The AMQP connection is counted against max-connections once, at connection.open (AmqpConnectionCore), not
+  // once per channel; and it owns the channel's exclusive queues, which it deletes when it ends.
+  session_.emplace(env, static_cast<Outbox&>(*this), connection + " (" + std::to_string(number) + ")",
+                   std::move(hints), Session::Counting::by_transport, connection);
+}
+
+AmqpChannel::~AmqpChannel() = default;  // the session requeues what it held (Session::~Session)
+
+void AmqpChannel::open() {
+  current_ = m::kChannelOpen;
+  to_session(login_);  // welcome: channel.open-ok (on send)
+}
+
+// --- Frames ------------------------------------------------------------------------------------------------
+
+void AmqpChannel::on_frame(const amqp::Frame& frame) {
+  if (state_ == State::closed) return;
+  switch (frame.type) {
+    case amqp::FrameType::method: {
+      auto method = amqp::decode_method(frame.payload);
+      if (!method) return host_.connection_error(method.error(), {});
+      return on_method(*method);
+    }
+    case amqp::FrameType::header: return on_content_header(frame);
+    case amqp::FrameType::body: return on_body(frame);
+    case amqp::FrameType::heartbeat: break;  // the connection's: never on a channel
+  }
+}
+
+void AmqpChannel::on_method(const Method& method) {
+  if (state_ == State::closing) {
+    // "After sending channel.close, any received methods except close and close-ok MUST be discarded."
+    if (method.id() == m::kChannelClose || method.id() == m::kChannelCloseOk) state_ = State::closed;
+    if (method.id() == m::kChannelClose) reply(Method::of(m::kChannelCloseOk));
+    return;
+  }
+  if (publishing_) {
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "expected content header for class 60, got " +
+                                                                         std::string(method.name())),
+                                  method.id());
+  }
+  current_ = method.id();
+  for (const Route& route : kRoutes) {
+    if (route.id == method.id()) return (this->*route.handler)(method);
+  }
+  // A method the server sends, or connection.* on a channel.
+  host_.connection_error(hard_error(static_cast<std::uint16_t>(ReplyCode::command_invalid),
+                                    std::string(method.name()) + " is not a method a client sends on a channel"),
+                         method.id());
+}
+
+void AmqpChannel::on_content_header(const amqp::Frame& frame) {
+  if (state_ == State::closing) return;  // the content of a discarded publish
+  if (!publishing_ || publishing_->header) {
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "content header without basic.publish"), m::kBasicPublish);
+  }
+  auto header = amqp::decode_content_header(frame.payload);
+  if (!header) return host_.connection_error(header.error(), m::kBasicPublish);
+  if (header->class_id != amqp::kBasicClass) {
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "content header of class " +
+                                                                         std::to_string(header->class_id) + ", not 60"),
+                                  m::kBasicPublish);
+  }
+  // A FireMQ body "must fit in one frame": the same limit holds over AMQP, as RabbitMQ's max_message_size.
+  const std::size_t max = max_body_;
+  if (header->body_size > max) {
+    publishing_.reset();
+    return close_channel(406, "message size " + std::to_string(header->body_size) + " is larger than max size " +
+                                  std::to_string(max),
+                         m::kBasicPublish);
+  }
+  publishing_->header = std::move(*header);
+  publishing_->body.reserve(publishing_->header->body_size);
+  if (publishing_->header->body_size == 0) publish(*std::exchange(publishing_, std::nullopt));
+}
+
+void AmqpChannel::on_body(const amqp::Frame& frame) {
+  if (state_ == State::closing) return;
+  if (!publishing_ || !publishing_->header) {
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "body frame without content header"), m::kBasicPublish);
+  }
+  Bytes& body = publishing_->body;
+  if (body.size() + frame.payload.size() > publishing_->header->body_size) {
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "body frames exceed the content header's body size " +
+                                                                         std::to_string(publishing_->header->body_size)),
+                                  m::kBasicPublish);
+  }
+  body.insert(body.end(), frame.payload.begin(), frame.payload.end());
+  if (body.size() == publishing_->header->body_size) publish(*std::exchange(publishing_, std::nullopt));
+}
+
+void AmqpChannel::publish(Publishing p) {
+  current_ = m::kBasicPublish;
+  auto content = from_amqp_properties(with_faults(*p.header, faults_));
+  if (!content) return fail(content.error(), m::kBasicPublish);
+  op::Publish publish;
+  // "seq: Client-assigned sequence number, starting at 1 ... 0 means no confirm is wanted": in confirm mode,
+  // AMQP numbers the publishes of a channel from 1 too, so the two numbers are the same.
+  publish.seq = confirm_mode_ ? ++publish_seq_ : 0;
+  publish.exchange = p.method.text("exchange");
+  publish.key = p.method.text("routing_key");
+  publish.mandatory = p.method.flag("mandatory");
+  publish.persistent = content->persistent;
+  publish.props = std::move(content->props);
+  publish.headers = std::move(content->headers);
+  if (tx_) {
+    const std::size_t size = p.body.size();
+    return hold(HeldPublish{std::move(publish), std::move(p.body)}, size);
+  }
+  to_session(std::move(publish), p.body);
+}
+
+void AmqpChannel::flush() {
+  if (session_ && state_ == State::open) session_->flush();
+  if (release_session_) end_session();
+}
+
+// --- Client methods ------------------------------------------------------------------------------------------
+
+void AmqpChannel::on_channel_close(const Method&) {
+  flush();  // the confirms of what was published before the close go before close-ok
+  reply(Method::of(m::kChannelCloseOk));
+  state_ = State::closed;
+  end_session();
+}
+
+void AmqpChannel::on_channel_close_ok(const Method&) {
+  host_.connection_error(hard_error(static_cast<std::uint16_t>(ReplyCode::command_invalid),
+                                    "channel.close-ok without channel.close"), m::kChannelCloseOk);
+}
+
+void AmqpChannel::on_channel_flow(const Method& method) {
+  // RabbitMQ does not let a client stop deliveries with channel.flow: active=false is refused (540).
+  if (!method.flag("active")) return on_not_implemented(method);
+  reply(Method::of(m::kChannelFlowOk).set("active", true));
+}
+
+void AmqpChannel::on_access_request(const Method&) {
+  reply(Method::of(m::kAccessRequestOk).set("reserved_1", std::uint64_t{1}));  // deprecated: any ticket is fine
+}
+
+void AmqpChannel::on_exchange_declare(const Method& method) {
+  op::DeclareExchange r;
+  r.rid = request(method, {});
+  r.name = method.text("exchange"), r.type = method.text("type");
+  r.durable = method.flag("durable"), r.auto_delete = method.flag("auto_delete");
+  r.internal = method.flag("internal"), r.passive = method.flag("passive");
+  r.args = to_firemq_map(method.table("arguments"));
+  to_session(std::move(r));
+}
+
+void AmqpChannel::on_exchange_delete(const Method& method) {
+  op::DeleteExchange r{request(method, {}), method.text("exchange"), method.flag("if_unused")};
+  to_session(std::move(r));
+}
+
+void AmqpChannel::on_exchange_bind(const Method& method) {
+  op::BindFields f{request(method, {}), method.text("source"), "", method.text("destination"),
+                   method.text("routing_key"), to_firemq_map(method.table("arguments"))};
+  if (method.id() == m::kExchangeBind) return to_session(op::Bind{f});
+  to_session(op::Unbind{f});
+}
+
+void AmqpChannel::on_queue_declare(const Method& method) {
+  op::DeclareQueue r;
+  r.rid = request(method, {});
+  r.name = method.text("queue");
+  r.durable = method.flag("durable"), r.exclusive = method.flag("exclusive");
+  r.auto_delete = method.flag("auto_delete"), r.passive = method.flag("passive");
+  r.args = to_firemq_map(method.table("arguments"));
+  to_session(std::move(r));
+}
+
+void AmqpChannel::on_queue_bind(const Method& method) {
+  op::BindFields f{request(method, {}), method.text("exchange"), method.text("queue"), "",
+                   method.text("routing_key"), to_firemq_map(method.table("arguments"))};
+  if (method.id() == m::kQueueBind) return to_session(op::Bind{f});
+  to_session(op::Unbind{f});
+}
+
+void AmqpChannel::on_queue_purge(const Method& method) {
+  to_session(op::PurgeQueue{request(method, {}), method.text("queue")});
+}
+
+void AmqpChannel::on_queue_delete(const Method& method) {
+  to_session(op::DeleteQueue{request(method, {}), method.text("queue"), method.flag("if_unused"), method.flag("if_empty")});
+}
+
+void AmqpChannel::on_basic_qos(const Method& method) {
+  // RabbitMQ implements neither a byte limit nor (since 4.0 for most queues) a channel-wide one; the count
+  // becomes each new consumer's credit (docs/spec-notes.md, "AMQP prefetch as credit").
+  if (method.number("prefetch_size") != 0) {
+    return host_.connection_error(
+        hard_error(540, "prefetch_size!=0 (" + std::to_string(method.number("prefetch_size")) + ")"),
+                                  m::kBasicQos);
+  }
+  prefetch_ = static_cast<std::uint16_t>(method.number("prefetch_count"));
+  reply(Method::of(m::kBasicQosOk));
+}
+
+void AmqpChannel::on_basic_consume(const Method& method) {
+  std::string tag = method.text("consumer_tag");
+  const std::uint64_t sub = next_sub_++;
+  if (tag.empty()) tag = "amq.ctag-" + std::to_string(number_) + "-" + std::to_string(sub);
+  if (subs_by_tag_.count(tag) != 0) {
+    return host_.connection_error(hard_error(530, "attempt to reuse consumer tag '" + tag + "'"),
+                                  m::kBasicConsume);
+  }
+  const bool no_ack = method.flag("no_ack");
+  // Prefetch does not apply to no-ack consumers (RabbitMQ); 0 is "no limit". Credit saturates at UINT64_MAX.
+  const bool limited = !no_ack && prefetch_ != 0;
+  consumers_[sub] = {tag, limited, no_ack};
+  subs_by_tag_[tag] = sub;
+  op::Subscribe s;
+  s.rid = request(method, {method.id(), method.flag("no_wait"), false, tag});
+  s.sub = sub, s.queue = method.text("queue"), s.no_ack = no_ack, s.exclusive = method.flag("exclusive");
+  s.credit = limited ? prefetch_ : UINT64_MAX;
+  s.tag = tag;
+  s.args = to_firemq_map(method.table("arguments"));
+  to_session(std::move(s));
+}
+
+void AmqpChannel::on_basic_cancel(const Method& method) {
+  const std::string& tag = method.text("consumer_tag");
+  auto it = subs_by_tag_.find(tag);
+  if (it == subs_by_tag_.end()) {
+    // RabbitMQ answers cancel-ok for a tag it does not know (the consumer may have been cancelled already).
+    if (!method.flag("no_wait")) reply(Method::of(m::kBasicCancelOk).set("consumer_tag", tag));
+    return;
+  }
+  const std::uint64_t sub = it->second;
+  to_session(op::Unsubscribe{request(method, {method.id(), method.flag("no_wait"), false, tag}), sub});
+}
+
+void AmqpChannel::on_basic_publish(const Method& method) {
+  if (method.flag("immediate")) {
+    return host_.connection_error(hard_error(540, "immediate=true"), m::kBasicPublish);
+  }
+  publishing_ = Publishing{method, std::nullopt, {}};
+}
+
+void AmqpChannel::on_basic_get(const Method& method) {
+  const bool no_ack = method.flag("no_ack");
+  to_session(op::Get{request(method, {method.id(), false, no_ack, ""}), method.text("queue"), no_ack});
+}
+
+void AmqpChannel::on_basic_ack(const Method& method) {
+  settle(method.number("delivery_tag"), method.flag("multiple"), std::nullopt);
+}
+
+void AmqpChannel::on_basic_reject(const Method& method) {
+  settle(method.number("delivery_tag"), false, method.flag("requeue"));
+}
+
+void AmqpChannel::on_basic_nack(const Method& method) {
+  settle(method.number("delivery_tag"), method.flag("multiple"), method.flag("requeue"));
+}
+
+void AmqpChannel::on_basic_recover(const Method& method) {
+  // RabbitMQ requeues every unacknowledged delivery of the channel; requeue=false is not implemented there.
+  if (!method.flag("requeue")) return on_not_implemented(method);
+  if (!unsettled_.empty()) settle(unsettled_.rbegin()->first, true, true);
+  if (method.id() == m::kBasicRecover && state_ == State::open) reply(Method::of(m::kBasicRecoverOk));
+}
+
+void AmqpChannel::on_confirm_select(const Method& method) {
+  if (tx_) {  // RabbitMQ: "cannot switch from tx to confirm mode"
+    return close_channel(406, "cannot switch from tx to confirm mode", method.id());
+  }
+  confirm_mode_ = true;
+  if (!method.flag("no_wait")) reply(Method::of(m::kConfirmSelectOk));
+}
+
+// AMQP's tx class, as RabbitMQ implements it: publishes, acks, nacks and rejects are held by the channel and
+// carried out at tx.commit, in order; tx.rollback drops them. tx.commit-ok goes once the committed publishes
+// are confirmed: on disk when persistent and routed to a durable queue, as a FireMQ confirm says.
+void AmqpChannel::on_tx_select(const Method& method) {
+  if (confirm_mode_) return close_channel(406, "cannot switch from confirm to tx mode", method.id());
+  if (!tx_) tx_.emplace();
+  reply(Method::of(m::kTxSelectOk));
+}
+
+void AmqpChannel::on_tx_commit(const Method& method) {
+  if (!tx_) return close_channel(406, "channel is not transactional", method.id());
+  auto held = std::move(tx_->held);
+  tx_->held.clear();
+  tx_->bytes = 0;
+  const std::uint64_t seq_before = publish_seq_;
+  for (auto& action : held) {
+    if (state_ != State::open) return;  // an error closed the channel: the rest of the transaction is dropped
+    if (auto* settlement = std::get_if<Settlement>(&action)) {
+      settle(settlement->tag, settlement->multiple, settlement->requeue);
+      continue;
+    }
+    auto& [publish, body] = std::get<HeldPublish>(action);
+    // The confirm machinery says when the commit is done; the client never sees these sequence numbers.
+    publish.seq = ++publish_seq_;
+    to_session(std::move(publish), body);
+  }
+  // Commits answer in order: one without publishes waits for the commits before it, if any.
+  if (publish_seq_ == seq_before && tx_->commits.empty()) return reply(Method::of(m::kTxCommitOk));
+  tx_->commits.push_back(publish_seq_);
+}
+
+void AmqpChannel::on_tx_rollback(const Method& method) {
+  if (!tx_) return close_channel(406, "channel is not transactional", method.id());
+  tx_->held.clear();
+  tx_->bytes = 0;
+  reply(Method::of(m::kTxRollbackOk));
+}
+
+void AmqpChannel::hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes) {
+  if (tx_->bytes + bytes > kMaxTransactionBytes) {
+    return close_channel(
+        406, "transaction holds more than " + std::to_string(kMaxTransactionBytes) + " bytes: commit more often",
+        current_);
+  }
+  tx_->bytes += bytes;
+  tx_->held.push_back(std::move(action));
+}
+
+// The commits whose publishes are all confirmed now (`exact`: only one seq was, by a nack).
+void AmqpChannel::finish_commits(std::uint64_t confirmed, bool exact) {
+  auto& commits = tx_->commits;
+  while (!commits.empty() && (exact ? commits.front() == confirmed : commits.front() <= confirmed)) {
+    commits.pop_front();
+    reply(Method::of(m::kTxCommitOk));
+  }
+}
+
+void AmqpChannel::on_not_implemented(const Method& method) {
+  host_.connection_error(hard_error(540, std::string(method.name()) + " is not implemented"),
+                         method.id());
+}
+
+// --- Towards the session -------------------------------------------------------------------------------------
+
+std::uint64_t AmqpChannel::request(const Method& m, Pending pending) {
+  pending.method = m.id();
+  if (pending.method != m::kBasicConsume && pending.method != m::kBasicCancel && pending.method != m::kBasicGet) {
+    pending.no_wait = m.flag("no_wait");
+  }
+  const std::uint64_t rid = next_rid_++;
+  pending_[rid] = std::move(pending);
+  return rid;
+}
+
+void AmqpChannel::to_session(Message message, ByteView payload) {
+  if (!session_) return;
+  session_->on_message(std::move(message), payload);
+  if (release_session_) end_session();
+}
+
+// basic.ack, basic.nack, basic.reject: `requeue` absent for an ack. Delivery tag 0 with multiple is "every
+// outstanding delivery" in AMQP.
+void AmqpChannel::settle(std::uint64_t tag, bool multiple, std::optional<bool> requeue) {
+  if (tx_ && current_ != m::kTxCommit) return hold(Settlement{tag, multiple, requeue}, 0);
+  if (tag == 0 && multiple) {
+    if (unsettled_.empty()) return;
+    tag = unsettled_.rbegin()->first;
+  }
+  std::vector<std::uint64_t> settled;
+  if (multiple) {
+    for (auto it = unsettled_.begin(); it != unsettled_.end() && it->first <= tag; ++it) settled.push_back(it->first);
+  } else if (unsettled_.count(tag) != 0) {
+    settled.push_back(tag);
+  }
+  if (requeue) {
+    to_session(op::Nack{tag, multiple, *requeue});
+  } else {
+    to_session(op::Ack{tag, multiple});
+  }
+  return_credit(settled);
+}
+
+// Prefetch as credit: each settled delivery of a limited consumer gives it one more.
+void AmqpChannel::return_credit(const std::vector<std::uint64_t>& tags) {
+  std::map<std::uint64_t, std::uint64_t> per_sub;
+  for (std::uint64_t tag : tags) {
+    auto it = unsettled_.find(tag);
+    if (it == unsettled_.end()) continue;
+    if (auto c = consumers_.find(it->second); c != consumers_.end() && c->second.limited) ++per_sub[it->second];
+    unsettled_.erase(it);
+  }
+  for (const auto& [sub, credit] : per_sub) to_session(op::Credit{sub, credit});
+}
+
+// --- From the session ----------------------------------------------------------------------------------------
+
+void AmqpChannel::dispatch(const Message& message, ByteView payload, bool persistent) {
+  if (state_ == State::closed) return;
+  std::visit(
+      [&](const auto& op) {
+        using T = std::decay_t<decltype(op)>;
+        if constexpr (std::is_same_v<T, op::Welcome>) {
+          state_ = State::open;
+          reply(Method::of(m::kChannelOpenOk));
+        } else if constexpr (std::is_same_v<T, op::Ok>) {
+          on_ok(op);
+        } else if constexpr (std::is_same_v<T, op::Error>) {
+          on_error(op);
+        } else if constexpr (std::is_same_v<T, op::Deliver>) {
+          on_deliver(op, payload, persistent);
+        } else if constexpr (std::is_same_v<T, op::GetOk>) {
+          on_get_ok(op, payload, persistent);
+        } else if constexpr (std::is_same_v<T, op::Return>) {
+          on_return(op, payload, persistent);
+        } else if constexpr (std::is_same_v<T, op::Confirm>) {
+          on_confirm(op);
+        } else if constexpr (std::is_same_v<T, op::Cancelled>) {
+          on_cancelled(op);
+        }
+        // flow: the connection says connection.blocked; close, pong: the connection's own, not the session's.
+      },
+      message);
+}
+
+void AmqpChannel::on_ok(const op::Ok& ok) {
+  auto it = pending_.find(ok.rid);
+  if (it == pending_.end()) return;
+  const Pending p = std::move(it->second);
+  pending_.erase(it);
+  if (p.method == m::kBasicCancel) forget_consumer(p.consumer_tag);
+  if (p.no_wait) return;
+  const auto ok_of = [](amqp::MethodId id) { return Method::of({id.class_id, static_cast<std::uint16_t>(id.method_id + 1)}); };
+  if (p.method == m::kQueueDeclare) {
+    return reply(ok_of(p.method).set("queue", ok.name).set("message_count", ok.messages).set("consumer_count", ok.consumers));
+  }
+  if (p.method == m::kQueuePurge || p.method == m::kQueueDelete) return reply(ok_of(p.method).set("message_count", ok.messages));
+  if (p.method == m::kBasicConsume || p.method == m::kBasicCancel) return reply(ok_of(p.method).set("consumer_tag", p.consumer_tag));
+  if (p.method == m::kBasicGet) return reply(Method::of(m::kBasicGetEmpty));  // "empty: true"
+  if (p.method == m::kExchangeUnbind) return reply(Method::of(m::kExchangeUnbindOk));  // 40.51, not 40.41
+  reply(ok_of(p.method));
+}
+
+void AmqpChannel::on_error(const op::Error& error) {
+  amqp::MethodId method = current_;
+  if (auto it = pending_.find(error.rid); error.rid != 0 && it != pending_.end()) {
+    method = it->second.method;
+    if (method == m::kBasicConsume) forget_consumer(it->second.consumer_tag);  // it was never created
+    pending_.erase(it);
+  }
+  fail(Error{static_cast<std::uint16_t>(error.code), error.msg, error.fatal, error.rid}, method);
+}
+
+void AmqpChannel::on_deliver(const op::Deliver& d, ByteView body, bool persistent) {
+  auto it = consumers_.find(d.sub);
+  if (it == consumers_.end()) return;
+  if (!it->second.no_ack) unsettled_[d.tag] = d.sub;
+  Method deliver = Method::of(m::kBasicDeliver);
+  deliver.set("consumer_tag", it->second.tag).set("delivery_tag", d.tag).set("redelivered", d.redelivered);
+  deliver.set("exchange", d.exchange).set("routing_key", d.key);
+  send_content(deliver, d.props, d.headers, body, persistent);
+}
+
+void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body, bool persistent) {
+  auto it = pending_.find(g.rid);
+  if (it == pending_.end()) return;
+  if (!it->second.no_ack) unsettled_[g.tag] = 0;
+  pending_.erase(it);
+  Method get_ok = Method::of(m::kBasicGetOk);
+  get_ok.set("delivery_tag", g.tag).set("redelivered", g.redelivered).set("exchange", g.exchange);
+  get_ok.set("routing_key", g.key).set("message_count", g.remaining);
+  send_content(get_ok, g.props, g.headers, body, persistent);
+}
+
+void AmqpChannel::on_return(const op::Return& r, ByteView body, bool persistent) {
+  Method ret = Method::of(m::kBasicReturn);
+  // RabbitMQ's reply text for an unroutable mandatory message is "NO_ROUTE".
+  ret.set("reply_code", r.code).set("reply_text", std::string(r.code == 312 ? "NO_ROUTE" : r.msg));
+  ret.set("exchange", r.exchange).set("routing_key", r.key);
+  send_content(ret, r.props, r.headers, body, persistent);
+}
+
+void AmqpChannel::on_confirm(const op::Confirm& c) {
+  if (tx_) {
+    // A transaction's own publishes: the commit is done once its last one is confirmed. A nacked publish (a full
+    // queue with reject-publish) is not reported, as RabbitMQ does not within a transaction.
+    return c.nack ? finish_commits(c.seq, true) : finish_commits(c.upto, false);
+  }
+  // {upto: n} is AMQP's basic.ack with multiple; a FireMQ nack names one seq.
+  if (c.nack) return reply(Method::of(m::kBasicNack).set("delivery_tag", c.seq));
+  reply(Method::of(m::kBasicAck).set("delivery_tag", c.upto).set("multiple", true));
+}
+
+void AmqpChannel::on_cancelled(const op::Cancelled& c) {
+  auto it = consumers_.find(c.sub);
+  if (it == consumers_.end()) return;
+  const std::string tag = it->second.tag;
+  forget_consumer(tag);
+  // RabbitMQ's consumer cancel notification: basic.cancel from the server, for clients that asked for it.
+  if (host_.consumer_cancel_notify()) reply(Method::of(m::kBasicCancel).set("consumer_tag", tag).set("no_wait", true));
+}
+
+// --- Towards the client --------------------------------------------------------------------------------------
+
+void AmqpChannel::reply(const Method& method) {
+  host_.write(amqp::encode_frame(amqp::FrameType::method, number_, amqp::encode_method(method)));
+}
+
+void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body,
+                               bool persistent) {
+  const amqp::ContentHeader header = with_faults(to_amqp_properties(props, headers, persistent), faults_);
+  host_.write(amqp::encode_content(number_, method, header, body, host_.frame_max()));
+}
+
+void AmqpChannel::fail(const Error& error, amqp::MethodId method) {
+  if (is_channel_error(error.code) && !error.fatal) return close_channel(error.code, error.msg, method);
+  host_.connection_error(Error{error.code, error.msg, true, 0}, method);
+}
+
+// A channel exception: channel.close to the client, then only close and close-ok are read. What the session held
+// is released now (its unacknowledged deliveries are requeued), as RabbitMQ releases a closed channel's.
+void AmqpChannel::close_channel(std::uint16_t code, const std::string& text, amqp::MethodId method) {
+  if (state_ != State::open && state_ != State::opening) return;
+  Method close = Method::of(m::kChannelClose);
+  close.set("reply_code", std::uint64_t{code}).set("reply_text", amqp_reply_text(code, text));
+  close.set("class_id", std::uint64_t{method.class_id}).set("method_id", std::uint64_t{method.method_id});
+  reply(close);
+  state_ = State::closing;
+  publishing_.reset();
+  release_session_ = true;
+}
+
+// Its unsettled deliveries stay unacknowledged, but give no more credit: the consumer is gone.
+void AmqpChannel::forget_consumer(const std::string& tag) {
+  auto it = subs_by_tag_.find(tag);
+  if (it == subs_by_tag_.end()) return;
+  consumers_.erase(it->second);
+  subs_by_tag_.erase(it);
+}
+
+void AmqpChannel::end_session() {
+  release_session_ = false;
+  session_.reset();
+  pending_.clear();
+  consumers_.clear();
+  subs_by_tag_.clear();
+  unsettled_.clear();
+}
+
+}  // namespace firemq

@@ -1,0 +1,354 @@
+// An AMQP 0-9-1 connection without a socket: client frames in, the broker's frames decoded back, through the
+// real core model, so the channel-to-session mapping is tested end to end (the pika test, amqp_pika_test.py,
+// does it again with a real client over TCP).
+#include "reference-broker/amqp/amqp_connection_core.h"
+
+#include <gtest/gtest.h>
+
+#include "reference-broker/core/time_source.h"
+
+namespace firemq {
+namespace {
+
+namespace m = amqp::method;
+using amqp::Method;
+
+struct RecordingWire : AmqpWire {
+  Bytes written;
+  bool closing = false;
+  void write(Bytes bytes) override { written.insert(written.end(), bytes.begin(), bytes.end()); }
+  void close_after_flush() override { closing = true; }
+};
+
+class AmqpConnectionCoreTest : public ::testing::Test {
+ protected:
+  // Everything the broker wrote since the last call, as frames.
+  std::vector<amqp::Frame> frames() {
+    std::vector<amqp::Frame> out;
+    amqp::FrameDecoder decoder(false);
+    decoder.set_frame_max(0);
+    ByteView rest = wire_.written;
+    while (!rest.empty()) {
+      auto step = decoder.feed(rest);
+      rest = rest.subspan(step.consumed);
+      EXPECT_NE(step.state, amqp::FrameDecoder::State::error);
+      if (step.state == amqp::FrameDecoder::State::frame) out.push_back(decoder.take_frame());
+    }
+    wire_.written.clear();
+    return out;
+  }
+  std::vector<Method> methods() {
+    std::vector<Method> out;
+    for (const auto& f : frames()) {
+      if (f.type == amqp::FrameType::method) out.push_back(*amqp::decode_method(f.payload));
+    }
+    return out;
+  }
+  Method only_method() {
+    auto all = methods();
+    EXPECT_EQ(all.size(), 1u);
+    return all.empty() ? Method::of(m::kConnectionCloseOk) : all[0];
+  }
+  void send(std::uint16_t channel, const Method& method) {
+    core_.feed(amqp::encode_frame(amqp::FrameType::method, channel, amqp::encode_method(method)));
+  }
+  void publish(std::uint16_t channel, const std::string& key, const std::string& body, amqp::ContentHeader header = {}) {
+    core_.feed(amqp::encode_content(channel, Method::of(m::kBasicPublish).set("routing_key", key), header,
+                                    as_bytes(body), amqp::kFrameMinSize));
+  }
+  void start_ok(const std::string& password, amqp::FieldTable capabilities = {}) {
+    core_.feed(Bytes(amqp::kProtocolHeader.begin(), amqp::kProtocolHeader.end()));
+    frames();
+    send(0, Method::of(m::kConnectionStartOk).set("mechanism", std::string("PLAIN"))
+                .set("response", std::string("\0guest\0", 7) + password)
+                .set("client_properties", amqp::FieldTable{{"capabilities", capabilities}}));
+  }
+  void open_connection(amqp::FieldTable capabilities = {}) {
+    start_ok("guest", std::move(capabilities));
+    frames();
+    send(0, Method::of(m::kConnectionTuneOk).set("frame_max", std::uint64_t{131072}).set("channel_max", std::uint64_t{10}));
+    send(0, Method::of(m::kConnectionOpen).set("virtual_host", std::string("/")));
+    ASSERT_EQ(only_method().id(), m::kConnectionOpenOk);
+  }
+  // Up to connection.open of `vhost`, leaving the broker's answer to it unread.
+  void start_ok_then_open(const std::string& vhost) {
+    start_ok("guest");
+    frames();
+    send(0, Method::of(m::kConnectionTuneOk));
+    send(0, Method::of(m::kConnectionOpen).set("virtual_host", vhost));
+  }
+  void open_channel(std::uint16_t channel) {
+    send(channel, Method::of(m::kChannelOpen));
+    ASSERT_EQ(only_method().id(), m::kChannelOpenOk);
+  }
+  void declare(std::uint16_t channel, const std::string& queue) {
+    send(channel, Method::of(m::kQueueDeclare).set("queue", queue));
+    ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  }
+
+  BrokerConfig config_;
+  Definitions definitions_ = *Definitions::parse(R"({"users": [{"name": "guest", "password": "guest"}],
+      "vhosts": [{"name": "/"}], "permissions": [{"user": "guest", "vhost": "/"}]})");
+  ManualTime time_;
+  Core core_model_{definitions_, time_};
+  RecordingWire wire_;
+  AmqpConnectionCore core_{SessionEnv{config_, definitions_, core_model_}, wire_, "test", {}};
+};
+
+TEST_F(AmqpConnectionCoreTest, ProtocolHeaderGetsStartWithRabbitMqsCapabilities) {
+  core_.feed(Bytes(amqp::kProtocolHeader.begin(), amqp::kProtocolHeader.end()));
+  Method start = only_method();
+  ASSERT_EQ(start.id(), m::kConnectionStart);
+  EXPECT_EQ(start.number("version_minor"), 9u);
+  EXPECT_EQ(start.text("mechanisms"), "PLAIN AMQPLAIN");
+  const auto* caps = amqp::find(start.table("server_properties"), "capabilities")->get_if<amqp::FieldTable>();
+  for (const char* cap : {"publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify",
+                          "connection.blocked", "authentication_failure_close", "per_consumer_qos"}) {
+    EXPECT_EQ(*amqp::find(*caps, cap), amqp::FieldValue(true)) << cap;
+  }
+}
+
+TEST_F(AmqpConnectionCoreTest, WrongProtocolHeaderIsAnsweredWithOursThenClosed) {
+  core_.feed(Bytes{'A', 'M', 'Q', 'P', 1, 1, 0, 9});
+  EXPECT_EQ(wire_.written, Bytes(amqp::kProtocolHeader.begin(), amqp::kProtocolHeader.end()));
+  EXPECT_TRUE(wire_.closing);
+}
+
+TEST_F(AmqpConnectionCoreTest, WrongPasswordIsConnectionClose403OnStartOk) {
+  start_ok("wrong");
+  Method close = only_method();
+  ASSERT_EQ(close.id(), m::kConnectionClose);
+  EXPECT_EQ(close.number("reply_code"), 403u);
+  EXPECT_EQ(close.number("class_id"), 10u);
+  EXPECT_EQ(close.number("method_id"), 11u);
+  EXPECT_TRUE(wire_.closing);
+}
+
+TEST_F(AmqpConnectionCoreTest, UnknownVhostIsRefusedAtOpen) {
+  start_ok_then_open("nowhere");
+  Method close = only_method();
+  EXPECT_EQ(close.number("reply_code"), 403u);
+  EXPECT_EQ(close.number("method_id"), 40u);
+}
+
+TEST_F(AmqpConnectionCoreTest, TheConnectionCountsOnceAgainstMaxConnectionsWhateverItsChannels) {
+  // As RabbitMQ: a connection, not a channel, is what max-connections counts, from connection.open on.
+  const ConnectionCounts& counts = core_model_.connection_counts();
+  open_connection();
+  EXPECT_EQ(counts.on_vhost("/"), 1u);  // no channel yet
+  open_channel(1);
+  open_channel(2);
+  open_channel(3);
+  EXPECT_EQ(counts.on_vhost("/"), 1u);
+  EXPECT_EQ(counts.of_user("guest"), 1u);
+  core_.on_connection_lost();
+  core_.on_connection_lost();  // again when the socket goes: released once
+  EXPECT_EQ(counts.on_vhost("/"), 0u);
+  EXPECT_EQ(counts.of_user("guest"), 0u);
+}
+
+TEST_F(AmqpConnectionCoreTest, OverMaxConnectionsOpenIsRefusedWith530InRabbitMqsWords) {
+  ASSERT_FALSE(definitions_.set_vhost_limits("/", nlohmann::json{{"max-connections", 0}}));  // 0 allows none
+  start_ok_then_open("/");
+  Method close = only_method();
+  EXPECT_EQ(close.number("reply_code"), 530u);
+  EXPECT_NE(close.text("reply_text").find("access to vhost '/' refused for user 'guest': connection limit (0) is reached"),
+            std::string::npos) << close.text("reply_text");
+  EXPECT_EQ(close.number("method_id"), 40u);
+  EXPECT_TRUE(wire_.closing);
+  EXPECT_EQ(core_model_.connection_counts().on_vhost("/"), 0u);
+}
+
+TEST_F(AmqpConnectionCoreTest, PublishWithConfirmThenGetCarriesThePropertiesBack) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  send(1, Method::of(m::kConfirmSelect));
+  ASSERT_EQ(only_method().id(), m::kConfirmSelectOk);
+  amqp::ContentHeader header;
+  header.set("content_type", std::string("text/plain")).set("expiration", std::string("60000"));
+  header.set("headers", amqp::FieldTable{{"n", std::int32_t{-5}}});
+  publish(1, "q", "hello", header);
+  core_.flush();
+  Method ack = only_method();
+  ASSERT_EQ(ack.id(), m::kBasicAck);
+  EXPECT_EQ(ack.number("delivery_tag"), 1u);
+  EXPECT_TRUE(ack.flag("multiple"));
+
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
+  auto got = frames();
+  ASSERT_EQ(got.size(), 3u);  // get-ok, header, body
+  EXPECT_EQ(amqp::decode_method(got[0].payload)->id(), m::kBasicGetOk);
+  auto props = amqp::decode_content_header(got[1].payload);
+  ASSERT_TRUE(props.ok());
+  EXPECT_EQ(*props->get("content_type"), amqp::Arg(std::string("text/plain")));
+  EXPECT_EQ(*props->get("expiration"), amqp::Arg(std::string("60000")));
+  // The int32 header comes back as RabbitMQ writes the integers it makes: `l`.
+  EXPECT_EQ(std::get<amqp::FieldTable>(*props->get("headers")), (amqp::FieldTable{{"n", std::int64_t{-5}}}));
+  EXPECT_EQ(got[2].payload, Bytes({'h', 'e', 'l', 'l', 'o'}));
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
+  EXPECT_EQ(only_method().id(), m::kBasicGetEmpty);
+}
+
+TEST_F(AmqpConnectionCoreTest, AnExclusiveQueueBelongsToTheConnectionNotTheChannel) {
+  // RabbitMQ ties exclusivity to the connection: usable from its other channels, kept when the declaring channel
+  // closes, deleted when the connection ends.
+  open_connection();
+  open_channel(1);
+  open_channel(2);
+  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("mine")).set("exclusive", true));
+  ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  send(1, Method::of(m::kChannelClose));
+  ASSERT_EQ(only_method().id(), m::kChannelCloseOk);
+  send(2, Method::of(m::kQueueDeclare).set("queue", std::string("mine")).set("passive", true));
+  ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  const auto& queues = core_model_.vhost("/")->queues();
+  EXPECT_TRUE(queues.contains("mine"));
+  core_.on_connection_lost();
+  EXPECT_FALSE(queues.contains("mine"));
+}
+
+TEST_F(AmqpConnectionCoreTest, ChannelErrorClosesOnlyThatChannel) {
+  open_connection();
+  open_channel(1);
+  open_channel(2);
+  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("missing")).set("passive", true));
+  Method close = only_method();
+  ASSERT_EQ(close.id(), m::kChannelClose);
+  EXPECT_EQ(close.number("reply_code"), 404u);
+  EXPECT_EQ(close.number("class_id"), 50u);
+  EXPECT_EQ(close.number("method_id"), 10u);
+  EXPECT_EQ(close.text("reply_text").rfind("NOT_FOUND - ", 0), 0u) << close.text("reply_text");
+  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("ignored")));  // discarded until close-ok
+  EXPECT_TRUE(methods().empty());
+  send(1, Method::of(m::kChannelCloseOk));
+  declare(2, "still-works");
+  open_channel(1);  // the number is free again
+  EXPECT_FALSE(wire_.closing);
+}
+
+TEST_F(AmqpConnectionCoreTest, PrefetchLimitsUnacknowledgedDeliveries) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  for (const char* body : {"a", "b", "c"}) publish(1, "q", body);
+  send(1, Method::of(m::kBasicQos).set("prefetch_count", std::uint64_t{1}));
+  ASSERT_EQ(only_method().id(), m::kBasicQosOk);
+  send(1, Method::of(m::kBasicConsume).set("queue", std::string("q")).set("consumer_tag", std::string("c1")));
+  auto first = methods();
+  ASSERT_EQ(first.size(), 2u);  // consume-ok, then one deliver only
+  EXPECT_EQ(first[0].id(), m::kBasicConsumeOk);
+  EXPECT_EQ(first[1].id(), m::kBasicDeliver);
+  EXPECT_EQ(first[1].text("consumer_tag"), "c1");
+  send(1, Method::of(m::kBasicAck).set("delivery_tag", first[1].number("delivery_tag")));
+  Method second = only_method();
+  EXPECT_EQ(second.id(), m::kBasicDeliver);
+  EXPECT_EQ(second.number("delivery_tag"), 2u);
+}
+
+TEST_F(AmqpConnectionCoreTest, UnknownDeliveryTagIsChannelClose406) {
+  open_connection();
+  open_channel(1);
+  send(1, Method::of(m::kBasicAck).set("delivery_tag", std::uint64_t{42}));
+  Method close = only_method();
+  EXPECT_EQ(close.number("reply_code"), 406u);
+  EXPECT_EQ(close.number("class_id"), 60u);
+  EXPECT_EQ(close.number("method_id"), 80u);
+}
+
+TEST_F(AmqpConnectionCoreTest, BadFrameEndIsConnectionClose501) {
+  open_connection();
+  Bytes frame = amqp::encode_frame(amqp::FrameType::method, 1, amqp::encode_method(Method::of(m::kChannelOpen)));
+  frame.back() = 0;
+  core_.feed(frame);
+  Method close = only_method();
+  EXPECT_EQ(close.id(), m::kConnectionClose);
+  EXPECT_EQ(close.number("reply_code"), 501u);
+  EXPECT_TRUE(wire_.closing);
+}
+
+TEST_F(AmqpConnectionCoreTest, ContentWithoutPublishIsUnexpectedFrame) {
+  open_connection();
+  open_channel(1);
+  core_.feed(amqp::encode_frame(amqp::FrameType::body, 1, as_bytes("x")));
+  EXPECT_EQ(only_method().number("reply_code"), 505u);
+}
+
+TEST_F(AmqpConnectionCoreTest, MandatoryUnroutableIsReturnedBeforeItsAck) {
+  open_connection();
+  open_channel(1);
+  send(1, Method::of(m::kConfirmSelect));
+  frames();
+  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("nowhere")).set("mandatory", true),
+                                  {}, as_bytes("x"), 0));
+  core_.flush();
+  auto sent = methods();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].id(), m::kBasicReturn);
+  EXPECT_EQ(sent[0].number("reply_code"), 312u);
+  EXPECT_EQ(sent[0].text("reply_text"), "NO_ROUTE");
+  EXPECT_EQ(sent[1].id(), m::kBasicAck);
+}
+
+TEST_F(AmqpConnectionCoreTest, TransactionHoldsPublishesAndAcksUntilCommit) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  publish(1, "q", "before");
+  send(1, Method::of(m::kTxSelect));
+  ASSERT_EQ(only_method().id(), m::kTxSelectOk);
+  publish(1, "q", "held");
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
+  auto got = methods();
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].id(), m::kBasicGetOk);
+  EXPECT_EQ(got[0].number("message_count"), 0u);  // "held" is not in the queue yet
+  send(1, Method::of(m::kBasicAck).set("delivery_tag", got[0].number("delivery_tag")));
+  send(1, Method::of(m::kTxRollback));
+  ASSERT_EQ(only_method().id(), m::kTxRollbackOk);  // drops "held" and the ack
+  publish(1, "q", "committed");
+  send(1, Method::of(m::kBasicAck).set("delivery_tag", got[0].number("delivery_tag")));
+  send(1, Method::of(m::kTxCommit));
+  core_.flush();  // the commit's publish is confirmed at the end of the read
+  ASSERT_EQ(only_method().id(), m::kTxCommitOk);
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")).set("no_ack", true));
+  auto after = frames();
+  ASSERT_EQ(after.size(), 3u);
+  EXPECT_EQ(after[2].payload, Bytes({'c', 'o', 'm', 'm', 'i', 't', 't', 'e', 'd'}));  // "before" was acked
+  send(1, Method::of(m::kConfirmSelect));
+  EXPECT_EQ(only_method().number("reply_code"), 406u);  // "cannot switch from tx to confirm mode"
+}
+
+TEST_F(AmqpConnectionCoreTest, AlarmIsConnectionBlockedForPublishersThatTakeIt) {
+  open_connection({{"connection.blocked", true}});
+  open_channel(1);
+  core_.tell_alarm(true);
+  EXPECT_TRUE(methods().empty());  // not a publisher (yet): RabbitMQ blocks publishing connections only
+  publish(1, "", "x");
+  core_.tell_alarm(true);
+  Method blocked = only_method();
+  EXPECT_EQ(blocked.id(), m::kConnectionBlocked);
+  core_.tell_alarm(true);
+  EXPECT_TRUE(methods().empty());  // told once
+  core_.tell_alarm(false);
+  EXPECT_EQ(only_method().id(), m::kConnectionUnblocked);
+}
+
+TEST_F(AmqpConnectionCoreTest, CredentialsOfBothMechanisms) {
+  auto plain = parse_credentials("PLAIN", std::string("authz\0u\0p", 9));
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->user, "u");
+  EXPECT_EQ(plain->password, "p");
+  // AMQPLAIN as pika sends it: LOGIN S "guest", PASSWORD S "secret", without the table's size.
+  constexpr char kAmqplain[] = "\x05LOGINS\x00\x00\x00\x05guest\x08PASSWORDS\x00\x00\x00\x06secret";
+  const std::string amqplain(kAmqplain, sizeof kAmqplain - 1);
+  auto table = parse_credentials("AMQPLAIN", amqplain);
+  ASSERT_TRUE(table.ok()) << table.error().msg;
+  EXPECT_EQ(table->user, "guest");
+  EXPECT_EQ(table->password, "secret");
+  EXPECT_EQ(parse_credentials("EXTERNAL", "").error().code, 503);
+  EXPECT_EQ(parse_credentials("PLAIN", "nonul").error().code, 403);
+}
+
+}  // namespace
+}  // namespace firemq

@@ -1,0 +1,184 @@
+#include "reference-broker/amqp/amqp_interop.h"
+
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "protocol/reply_codes.h"
+
+namespace firemq {
+namespace {
+
+using amqp::Arg;
+using amqp::FieldValue;
+
+// The properties that are strings on both sides, under the same name. cluster_id has no FireMQ property; it is
+// kept in props under its AMQP name, so that it reaches AMQP consumers (FireMQ clients ignore keys they do
+// not know).
+constexpr std::string_view kTextProperties[] = {"content_type", "content_encoding", "correlation_id", "reply_to",
+                                                "message_id",   "type",             "user_id",        "app_id",
+                                                "cluster_id"};
+// The properties that are numbers on both sides.
+constexpr std::string_view kNumberProperties[] = {"priority", "timestamp"};
+constexpr std::uint64_t kPersistentDeliveryMode = 2;
+
+// `D`: value / 10^scale, as a float (the table's "AMQP D (decimal) ... -> float").
+double decimal_to_double(const amqp::Decimal& d) { return d.value / std::pow(10.0, d.scale); }
+
+// AMQP's expiration is "a decimal string" of milliseconds, as RabbitMQ reads it: digits only.
+std::optional<std::uint64_t> parse_expiration(const std::string& text) {
+  std::uint64_t ms = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ms);
+  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return ms;
+}
+
+}  // namespace
+
+Value to_firemq_value(const FieldValue& value) {
+  return std::visit(
+      [](const auto& x) -> Value {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, amqp::Void>) {
+          return Value(Nil{});
+        } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                             std::is_same_v<T, std::string>) {
+          return Value(x);
+        } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
+          return Value(static_cast<std::int64_t>(x));
+        } else if constexpr (std::is_integral_v<T>) {
+          return Value(static_cast<std::uint64_t>(x));
+        } else if constexpr (std::is_same_v<T, amqp::Decimal>) {
+          return Value(decimal_to_double(x));
+        } else if constexpr (std::is_same_v<T, amqp::ByteArray>) {
+          return Value(Bin{x.bytes});
+        } else if constexpr (std::is_same_v<T, amqp::Timestamp>) {
+          return Value(x.seconds);
+        } else if constexpr (std::is_same_v<T, amqp::FieldArray>) {
+          Array out;
+          for (const FieldValue& v : x) out.push_back(to_firemq_value(v));
+          return Value(std::move(out));
+        } else {
+          return Value(to_firemq_map(x));
+        }
+      },
+      value.v);
+}
+
+FieldValue to_amqp_value(const Value& value) {
+  return std::visit(
+      [](const auto& x) -> FieldValue {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, Nil>) {
+          return amqp::Void{};
+        } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::int64_t> ||
+                             std::is_same_v<T, double> || std::is_same_v<T, std::string>) {
+          return x;
+        } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+          // `l` is signed: a uint above its range has no exact AMQP type; it goes as a double (spec-notes).
+          if (x > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return static_cast<double>(x);
+          return static_cast<std::int64_t>(x);
+        } else if constexpr (std::is_same_v<T, float>) {
+          return static_cast<double>(x);  // exact: every float32 is a double
+        } else if constexpr (std::is_same_v<T, Bin>) {
+          return amqp::ByteArray{x.bytes};
+        } else if constexpr (std::is_same_v<T, Ext>) {
+          return amqp::ByteArray{x.data};
+        } else if constexpr (std::is_same_v<T, Array>) {
+          amqp::FieldArray out;
+          for (const Value& v : x) out.push_back(to_amqp_value(v));
+          return out;
+        } else {
+          return to_amqp_table(x);
+        }
+      },
+      value.v);
+}
+
+Map to_firemq_map(const amqp::FieldTable& table) {
+  Map out;
+  out.reserve(table.size());
+  for (const amqp::FieldEntry& e : table) out.push_back({Value(e.name), to_firemq_value(e.value)});
+  return out;
+}
+
+amqp::FieldTable to_amqp_table(const Map& map) {
+  amqp::FieldTable out;
+  for (const MapEntry& e : map) {
+    if (const auto* s = e.key.get_if<std::string>()) {
+      out.push_back({*s, to_amqp_value(e.value)});
+    } else if (const auto* u = e.key.get_if<std::uint64_t>()) {
+      out.push_back({std::to_string(*u), to_amqp_value(e.value)});
+    } else if (const auto* i = e.key.get_if<std::int64_t>()) {
+      out.push_back({std::to_string(*i), to_amqp_value(e.value)});
+    }
+  }
+  return out;
+}
+
+Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
+  FireMqContent c;
+  for (std::string_view name : kTextProperties) {
+    if (const Arg* a = header.get(name)) c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::string>(*a))});
+  }
+  for (std::string_view name : kNumberProperties) {
+    if (const Arg* a = header.get(name)) c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::uint64_t>(*a))});
+  }
+  if (const Arg* a = header.get("expiration")) {
+    const auto& text = std::get<std::string>(*a);
+    auto ms = parse_expiration(text);
+    if (!ms) return make_error(ReplyCode::precondition_failed, "invalid expiration '" + text + "': expected milliseconds as a decimal string");
+    c.props.entries.push_back({Value("expiration"), Value(*ms)});
+  }
+  if (const Arg* a = header.get("delivery_mode")) c.persistent = std::get<std::uint64_t>(*a) == kPersistentDeliveryMode;
+  if (const Arg* a = header.get("headers")) c.headers = to_firemq_map(std::get<amqp::FieldTable>(*a));
+  return c;
+}
+
+namespace {
+
+void drop_decimal_scales(amqp::FieldTable& table);
+
+void drop_decimal_scale(FieldValue& value) {
+  if (auto* d = std::get_if<amqp::Decimal>(&value.v)) d->scale = 0;
+  if (auto* t = std::get_if<amqp::FieldTable>(&value.v)) drop_decimal_scales(*t);
+  if (auto* a = std::get_if<amqp::FieldArray>(&value.v)) {
+    for (FieldValue& v : *a) drop_decimal_scale(v);
+  }
+}
+
+void drop_decimal_scales(amqp::FieldTable& table) {
+  for (amqp::FieldEntry& e : table) drop_decimal_scale(e.value);
+}
+
+}  // namespace
+
+amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& faults) {
+  for (std::size_t i = 0; i < amqp::kBasicProperties.size(); ++i) {
+    auto& property = header.properties[i];
+    if (!property) continue;
+    if (faults.drop_delivery_mode && amqp::kBasicProperties[i].name == "delivery_mode") property.reset();
+    if (faults.decimal_ignores_scale && amqp::kBasicProperties[i].name == "headers") {
+      drop_decimal_scales(std::get<amqp::FieldTable>(*property));
+    }
+  }
+  return header;
+}
+
+amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent) {
+  amqp::ContentHeader h;
+  if (persistent) h.set("delivery_mode", kPersistentDeliveryMode);
+  for (std::string_view name : kTextProperties) {
+    if (const Value* v = props.get(name); v && v->is<std::string>()) h.set(name, *v->get_if<std::string>());
+  }
+  for (std::string_view name : kNumberProperties) {
+    if (const Value* v = props.get(name); v && v->is<std::uint64_t>()) h.set(name, *v->get_if<std::uint64_t>());
+  }
+  if (const Value* v = props.get("expiration"); v && v->is<std::uint64_t>()) {
+    h.set("expiration", std::to_string(*v->get_if<std::uint64_t>()));
+  }
+  if (!headers.empty()) h.set("headers", to_amqp_table(headers));
+  return h;
+}
+
+}  // namespace firemq

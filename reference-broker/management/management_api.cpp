@@ -1,0 +1,603 @@
+// The management API's routing, authentication and reads (management_api.h). Writes: management_writes.cpp.
+#include "reference-broker/management/management_api.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include <openssl/evp.h>
+#include <openssl/sha.h>
+
+#include "reference-broker/core/exchange_routing.h"
+#include "reference-broker/core/log.h"
+#include "protocol/plain_json.h"
+#include "protocol/url.h"
+#include "reference-broker/management/management_ui.h"
+#include "reference-broker/core/memory_account.h"
+
+namespace firemq {
+namespace {
+
+void add(MessageCounters& sum, const MessageCounters& more) {
+  sum.published += more.published;
+  sum.delivered += more.delivered;
+  sum.acknowledged += more.acknowledged;
+  sum.confirmed += more.confirmed;
+  sum.returned += more.returned;
+}
+
+using Json = nlohmann::json;
+namespace http = boost::beast::http;
+
+// The tags RabbitMQ's management plugin knows; a user with none of them may not use the API.
+bool has_tag(const User& user, std::string_view tag) {
+  return std::find(user.tags.begin(), user.tags.end(), tag) != user.tags.end();
+}
+
+std::optional<std::string> percent_decoded(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out += text[i];
+      continue;
+    }
+    if (i + 2 >= text.size() || !std::isxdigit(static_cast<unsigned char>(text[i + 1])) ||
+        !std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      return std::nullopt;
+    }
+    out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+    i += 2;
+  }
+  return out;
+}
+
+// Basic auth's user:password, or nullopt when the header's value is not base64.
+std::optional<std::string> basic_credentials(std::string_view encoded) {
+  const std::optional<Bytes> bytes = from_base64(encoded);
+  if (!bytes) return std::nullopt;
+  return std::string(bytes->begin(), bytes->end());
+}
+
+// A peer address as RabbitMQ shows it (peer_host, peer_port) from "host:port" or "[v6]:port".
+std::pair<std::string, std::uint64_t> host_and_port(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return {address, 0};
+  std::string host = address.substr(0, colon);
+  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
+  try {
+    return {host, std::stoull(address.substr(colon + 1))};
+  } catch (const std::exception&) {
+    return {address, 0};
+  }
+}
+
+Json queue_json(const std::string& vhost, const Queue& q) {
+  const QueueSettings& s = q.settings();
+  return {{"name", q.name()},
+          {"vhost", vhost},
+          {"durable", s.durable},
+          {"auto_delete", s.auto_delete},
+          {"exclusive", q.exclusive()},
+          {"arguments", plain_json(s.args)},
+          {"messages", q.ready_count() + q.unacked_count()},
+          {"messages_ready", q.ready_count()},
+          {"messages_unacknowledged", q.unacked_count()},
+          {"message_bytes_ready", q.ready_bytes()},
+          {"consumers", q.consumer_count()},
+          {"state", "running"},
+          {"type", "classic"}};
+}
+
+// An AMQP connection as RabbitMQ shows it; its name is RabbitMQ's too ("peer:port -> local:port").
+Json amqp_connection_json(const AmqpConnection& c) {
+  const AmqpConnectionCore& core = c.core();
+  const auto [peer_host, peer_port] = host_and_port(core.hints().peer_address.value_or(""));
+  return {{"name", core.name()},
+          {"user", core.login().auth.user},
+          {"vhost", core.login().vhost},
+          {"protocol", "AMQP 0-9-1"},
+          {"transport", "amqp"},
+          {"ssl", false},
+          {"peer_host", peer_host},
+          {"peer_port", peer_port},
+          {"client_properties", plain_json(core.login().client)},
+          {"connected_at", c.connected_at_ms()},
+          {"timeout", core.heartbeat().count()},
+          {"channels", core.open_channel_count()},
+          {"auth_mechanism", "PLAIN"},
+          {"state", "running"},
+          {"type", "network"},
+          {"node", "firemq@localhost"}};
+}
+
+// One AMQP channel, in RabbitMQ's shape: "CONN (N)", its connection, and its consumers and unacknowledged count.
+Json amqp_channel_json(const AmqpConnectionCore& connection, const AmqpChannel& channel) {
+  const auto [peer_host, peer_port] = host_and_port(connection.hints().peer_address.value_or(""));
+  return {{"name", connection.name() + " (" + std::to_string(channel.number()) + ")"},
+          {"number", channel.number()},
+          {"connection_details", {{"name", connection.name()}, {"peer_host", peer_host}, {"peer_port", peer_port}}},
+          {"user", connection.login().auth.user},
+          {"vhost", connection.login().vhost},
+          {"consumer_count", channel.consumer_count()},
+          {"messages_unacknowledged", channel.unacknowledged()},
+          {"prefetch_count", channel.prefetch()},
+          {"confirm", channel.confirm_mode()},
+          {"transactional", channel.transactional()},
+          {"state", "running"},
+          {"node", "firemq@localhost"}};
+}
+
+// A subscription as /api/consumers shows it, FireMQ's or an AMQP channel's (whose session carries the consumer).
+Json consumer_json(const Subscription& subscription, const std::string& vhost, const Json& channel_details,
+                   std::uint64_t prefetch) {
+  const op::Subscribe& r = subscription.request();
+  return {{"consumer_tag", r.tag},  // "Defaults to fire-<sub>", "shown in the management API"
+          {"queue", {{"name", r.queue}, {"vhost", vhost}}},
+          {"channel_details", channel_details},
+          {"ack_required", !r.no_ack},
+          {"exclusive", r.exclusive},
+          {"prefetch_count", prefetch},
+          {"active", true},
+          {"arguments", plain_json(r.args)}};
+}
+
+Json exchange_json(const std::string& vhost, const Exchange& x) {
+  return {{"name", x.name},
+          {"vhost", vhost},
+          {"type", std::string(exchange_type_name(x.type))},
+          {"durable", x.durable},
+          {"auto_delete", x.auto_delete},
+          {"internal", x.internal},
+          {"arguments", plain_json(x.args)}};
+}
+
+// RabbitMQ's properties_key: the routing key percent-encoded (so "~" stands only for an empty one), and a hash of the arguments when there are
+// any; what DELETE /api/bindings/.../{props} names a binding by.
+std::string properties_key(const Binding& b) {
+  std::string key = b.key.empty() ? "~" : percent_encode(b.key);
+  // "~" is unreserved in RFC 3986, but here it stands for the empty key and separates the arguments' hash.
+  for (std::size_t at = key.find('~'); !b.key.empty() && at != std::string::npos; at = key.find('~', at)) {
+    key.replace(at, 1, "%7E");
+  }
+  if (!b.args.empty()) key += "~" + std::to_string(std::hash<std::string>{}(plain_json(b.args).dump()));
+  return key;
+}
+
+Json binding_json(const std::string& vhost, const std::string& source, const Binding& b) {
+  return {{"source", source},
+          {"vhost", vhost},
+          {"destination", b.destination},
+          {"destination_type", b.to_exchange ? "exchange" : "queue"},
+          {"routing_key", b.key},
+          {"arguments", plain_json(b.args)},
+          {"properties_key", properties_key(b)}};
+}
+
+// The base64 SHA-256 of the text between the page's first `open` tag and the `close` after it, as CSP's
+// 'sha256-...' source names an inline script or style (CSP Level 2, "hash-source"): the UI keeps its one
+// inline <script> and <style>, and no other inline code can run.
+std::string inline_hash(std::string_view page, std::string_view open, std::string_view close) {
+  const auto begin = page.find(open);
+  if (begin == std::string_view::npos) return {};
+  const auto start = begin + open.size();
+  const std::string_view inner = page.substr(start, page.find(close, start) - start);
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(inner.data()), inner.size(), digest);
+  std::string base64(4 * ((SHA256_DIGEST_LENGTH + 2) / 3) + 1, '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(base64.data()), digest, SHA256_DIGEST_LENGTH);
+  base64.resize(static_cast<std::size_t>(n));
+  return "'sha256-" + base64 + "'";
+}
+
+// The management UI's Content-Security-Policy: its own inline script and style by hash, API calls to the same
+// origin, the data: favicon; nothing else, and no framing (clickjacking; frame-ancestors is CSP's X-Frame-Options).
+const std::string& ui_content_security_policy() {
+  static const std::string policy = "default-src 'none'; script-src " +
+                                    inline_hash(kManagementPage, "<script>", "</script>") + "; style-src " +
+                                    inline_hash(kManagementPage, "<style>", "</style>") +
+                                    "; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'; "
+                                    "frame-ancestors 'none'";
+  return policy;
+}
+
+}  // namespace
+
+HttpAnswer api_error(http::status status, const std::string& error, const std::string& reason) {
+  return api_json(status, Json{{"error", error}, {"reason", reason}});
+}
+
+HttpAnswer not_found() { return api_error(http::status::not_found, "Object Not Found", "Not Found"); }
+
+HttpAnswer api_json(http::status status, const Json& body) {
+  HttpAnswer answer;
+  answer.status = status;
+  answer.content_type = "application/json";
+  // Names and headers are peers' bytes and need not be UTF-8: what is not is shown as U+FFFD rather than failing
+  // the whole listing.
+  answer.text = body.dump(-1, ' ', false, Json::error_handler_t::replace);
+  return answer;
+}
+
+
+bool ManagementApi::serves(std::string_view target) const {
+  const std::string_view path = target.substr(0, target.find('?'));
+  return path == "/" || path == "/index.html" || path == "/api" || path.starts_with("/api/") || path == "/metrics";
+}
+
+HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional<std::string>& peer_address) {
+  const std::string_view target(request.target().data(), request.target().size());
+  const std::string_view path = target.substr(0, target.find('?'));
+  // The UI's page holds nothing secret: it asks for credentials and sends them with each API call.
+  if (path == "/" || path == "/index.html") {
+    if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+    HttpAnswer answer;
+    answer.content_type = "text/html; charset=utf-8";
+    answer.text = std::string(kManagementPage);
+    answer.content_security_policy = ui_content_security_policy();
+    return answer;
+  }
+  // Prometheus scrapes without credentials, as rabbitmq_prometheus serves it (the metrics name no message content).
+  if (path == "/metrics") {
+    if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+    HttpAnswer answer;
+    answer.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    answer.text = metrics();
+    return answer;
+  }
+  // Authorization: Basic base64(user:password), checked as a login is (loopback users included).
+  const auto header = request.find(http::field::authorization);
+  std::optional<std::string> credentials;
+  if (header != request.end()) {
+    const std::string_view value(header->value().data(), header->value().size());
+    if (value.starts_with("Basic ")) credentials = basic_credentials(value.substr(6));
+  }
+  const auto colon = credentials ? credentials->find(':') : std::string::npos;
+  const User* user = colon == std::string::npos
+                         ? nullptr
+                         : env_.definitions.authenticate(credentials->substr(0, colon), credentials->substr(colon + 1));
+  if (user == nullptr || !env_.config.loopback.admits(user->name, peer_address)) {
+    // Logged as the FireMQ and AMQP listeners log a refused login (log.h), and as RabbitMQ logs "HTTP access
+    // denied": a request that offered credentials is a login attempt; one without them is a browser asking.
+    if (colon != std::string::npos) {
+      const std::string name = credentials->substr(0, colon);
+      log_refused_login("HTTP login", 401, peer_address, name,
+                        user == nullptr ? "unknown user or wrong password"
+                                        : "user '" + name + "' may only connect over loopback (loopback_users)");
+    }
+    HttpAnswer answer = api_error(http::status::unauthorized, "not_authorized", "Login failed");
+    // A browser asked with WWW-Authenticate opens its own login dialog over the UI; the UI's requests say they are
+    // scripted (X-Requested-With, the usual convention) and handle the 401 themselves.
+    answer.ask_for_credentials = request.find("X-Requested-With") == request.end();
+    return answer;
+  }
+  ApiUser who{user, has_tag(*user, "administrator") || has_tag(*user, "monitoring"), has_tag(*user, "administrator"),
+              credentials->substr(colon + 1)};
+  if (!who.sees_everything && !has_tag(*user, "management") && !has_tag(*user, "policymaker")) {
+    log_refused_login("HTTP login", 401, peer_address, user->name, "the user has no management tag");
+    return api_error(http::status::unauthorized, "not_authorized", "Not management user");
+  }
+  Route route;
+  std::string_view rest = path.substr(std::min(path.size(), std::string_view("/api/").size()));
+  while (!rest.empty()) {
+    const auto slash = rest.find('/');
+    auto part = percent_decoded(rest.substr(0, slash));
+    if (!part) return api_error(http::status::bad_request, "bad_request", "broken percent-encoding in the path");
+    route.parts.push_back(std::move(*part));
+    rest = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+  }
+  return dispatch(request, route, who, peer_address);
+}
+
+HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& route, const ApiUser& who,
+                                   const std::optional<std::string>& peer_address) {
+  if (route.size() == 0) return not_found();
+  if (request.method() == http::verb::get) return read(route, who);
+  return write(request, route, who, peer_address);
+}
+
+HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who) {
+  const std::string& what = route[0];
+  if (what == "health" || what == "nodes") {
+    // The node's state names files of the data directory: for administrator and monitoring users, as RabbitMQ.
+    if (!who.sees_everything) return api_error(http::status::unauthorized, "not_authorized", "Not monitor user");
+    if (what == "health") {
+      if (route.size() == 3 && route[1] == "checks" && route[2] == "alarms") return alarms_check();
+      return not_found();
+    }
+  }
+  // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME, /api/nodes/NAME; the others are /api/KIND/VHOST/NAME.
+  const bool named_first = what == "vhosts" || what == "users" || what == "connections" || what == "nodes";
+  const std::optional<std::string> vhost = named_first ? std::nullopt : route.at(1);
+  const std::optional<std::string> name = named_first ? route.at(1) : route.at(2);
+  if (route.size() > (named_first ? 2u : 3u) || (vhost && !env_.core.vhost(*vhost))) return not_found();
+  Result<Json, HttpAnswer> body = collection(what, who, vhost);
+  if (!body) return body.error();
+  if (!name || what == "bindings") return api_json(http::status::ok, *body);
+  if (!body->is_array()) return not_found();  // /api/overview/X and the like name nothing
+  // A permission is named by its vhost and user (/api/permissions/V/U), the rest by their name.
+  const char* key = what == "permissions" ? "user" : "name";
+  for (const Json& item : *body) {
+    if (item.is_object() && item.value(key, "") == *name && (!vhost || item.value("vhost", "") == *vhost)) {
+      return api_json(http::status::ok, item);
+    }
+  }
+  return not_found();
+}
+
+Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, const ApiUser& who,
+                                                   const std::optional<std::string>& vhost) const {
+  if (what == "overview") return overview(who);
+  if (what == "whoami") return Json{{"name", who.user->name}, {"tags", who.user->tags}};
+  if (what == "nodes") return Json::array({node()});
+  if (what == "vhosts") return vhosts(who);
+  if (what == "users" || what == "permissions") {
+    if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+    return what == "users" ? users() : permissions();
+  }
+  if (what == "connections") return connections(who);
+  if (what == "channels") return channels(who);
+  if (what == "extensions") return Json::array();
+  if (what == "exchanges") return exchanges(who, vhost);
+  if (what == "queues") return queues(who, vhost);
+  if (what == "bindings") return bindings(who, vhost);
+  if (what == "consumers") return consumers(who, vhost);
+  if (what == "definitions") {
+    // It holds every user's password hash: administrators only, as in RabbitMQ.
+    if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+    return definitions(who);
+  }
+  return not_found();
+}
+
+bool ManagementApi::may_see(const ApiUser& who, const std::string& vhost) const {
+  return who.sees_everything || env_.definitions.permission(*who.user, vhost) != nullptr;
+}
+
+Json ManagementApi::overview(const ApiUser& who) const {
+  std::uint64_t ready = 0, unacked = 0, queue_count = 0, exchange_count = 0, consumer_count = 0;
+  // As RabbitMQ's overview: a user who does not see every vhost sees the message rates of its own vhosts only.
+  MessageCounters c = who.sees_everything ? env_.core.counters() : MessageCounters{};
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name)) continue;
+    if (!who.sees_everything) add(c, vhost->counters());
+    exchange_count += vhost->exchanges().size();
+    for (const auto& [qname, q] : vhost->queues()) {
+      ++queue_count;
+      ready += q->ready_count();
+      unacked += q->unacked_count();
+      consumer_count += q->consumer_count();
+    }
+  }
+  Json listeners = Json::array();
+  for (const ListenerInfo& l : env_.listeners()) listeners.push_back({{"protocol", l.protocol}, {"port", l.port}});
+  return {{"product_name", "FireMQ"},
+          {"product_version", kServerVersion},
+          {"management_version", kServerVersion},
+          {"rabbitmq_version", kServerVersion},
+          {"cluster_name", "firemq"},
+          {"node", kNodeName},
+          {"queue_totals", {{"messages", ready + unacked}, {"messages_ready", ready}, {"messages_unacknowledged", unacked}}},
+          {"object_totals",
+           {{"connections", connections(who).size()}, {"channels", channels(who).size()}, {"exchanges", exchange_count},
+            {"queues", queue_count}, {"consumers", consumer_count}}},
+          {"message_stats",
+           {{"publish", c.published}, {"deliver_get", c.delivered}, {"ack", c.acknowledged},
+            {"confirm", c.confirmed}, {"return_unroutable", c.returned}}},
+          {"listeners", listeners},
+          {"alarms", alarms_in_effect()}};
+}
+
+// FireMQ's: the resources whose alarm holds ("memory", "disk"), for the UI's banner; any management user sees
+// them (the failed file itself is in /api/nodes, for monitoring users).
+Json ManagementApi::alarms_in_effect() const {
+  Json alarms = Json::array();
+  if (env_.alarms.memory()) alarms.push_back("memory");
+  if (env_.alarms.disk()) alarms.push_back("disk");
+  return alarms;
+}
+
+// The one node, with RabbitMQ's alarm fields: mem_alarm, and disk_free_alarm, which a failed message store raises
+// as well as low free space (both mean the broker cannot write); storage_failure says which file failed and how.
+Json ManagementApi::node() const {
+  std::error_code ec;
+  const auto space = std::filesystem::space(env_.config.alarms.disk_path, ec);
+  const std::string& failure = env_.alarms.storage_failure();
+  return {{"name", kNodeName},
+          {"type", "disc"},
+          {"running", true},
+          {"mem_used", MemoryAccount::in_use()},
+          {"mem_limit", env_.alarms.memory_high_watermark()},
+          {"mem_alarm", env_.alarms.memory()},
+          {"disk_free", ec ? 0 : static_cast<std::uint64_t>(space.available)},
+          {"disk_free_limit", env_.config.alarms.disk_free_limit},
+          {"disk_free_alarm", env_.alarms.disk()},
+          {"storage_failure", failure.empty() ? Json() : Json(failure)}};
+}
+
+// RabbitMQ's GET /api/health/checks/alarms: 200 {"status": "ok"}, or 503 with the alarms in effect.
+HttpAnswer ManagementApi::alarms_check() const {
+  if (!env_.alarms.active()) return api_json(http::status::ok, {{"status", "ok"}});
+  Json alarms = Json::array();
+  if (env_.alarms.memory()) alarms.push_back({{"node", kNodeName}, {"resource", "memory"}});
+  if (env_.alarms.disk()) {
+    const std::string& failure = env_.alarms.storage_failure();
+    alarms.push_back({{"node", kNodeName}, {"resource", "disk"},
+                      {"reason", failure.empty() ? "disk free limit reached" : "message store failed: " + failure}});
+  }
+  return api_json(http::status::service_unavailable,
+                  {{"status", "failed"}, {"reason", "There are alarms in effect in the cluster"}, {"alarms", alarms}});
+}
+
+Json ManagementApi::vhosts(const ApiUser& who) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name)) continue;
+    std::uint64_t ready = 0, unacked = 0;
+    for (const auto& [qname, q] : vhost->queues()) {
+      ready += q->ready_count();
+      unacked += q->unacked_count();
+    }
+    out.push_back({{"name", name},
+                   {"messages", ready + unacked},
+                   {"messages_ready", ready},
+                   {"messages_unacknowledged", unacked},
+                   {"tracing", false},
+                   {"limits", firemq::to_json(env_.definitions.vhost_limits(name))}});
+  }
+  return out;
+}
+
+Json ManagementApi::users() const {
+  // The export's shape: the hash, never a password.
+  return env_.definitions.to_json()["users"];
+}
+
+Json ManagementApi::permissions() const { return env_.definitions.to_json()["permissions"]; }
+
+Json ManagementApi::connections(const ApiUser& who) const {
+  Json out = Json::array();
+  for (const Connection* c : env_.connections.all()) {
+    const Session& s = c->session();
+    if (s.state() != Session::State::open) continue;  // in its handshake, or closing: not a client yet
+    if (!who.sees_everything && s.user() != who.user->name) continue;
+    const auto [peer_host, peer_port] = host_and_port(s.transport_hints().peer_address.value_or(""));
+    const std::string_view transport = c->transport().scheme();
+    out.push_back({{"name", s.conn_id()},
+                   {"user", s.user()},
+                   {"vhost", s.vhost()},
+                   {"protocol", "FireMQ 1"},
+                   {"transport", transport},
+                   {"ssl", transport == "fires" || transport == "wss"},
+                   {"peer_host", peer_host},
+                   {"peer_port", peer_port},
+                   {"client_properties", plain_json(s.client_properties())},
+                   {"connected_at", c->connected_at_ms()},
+                   {"timeout", s.heartbeat().count()},
+                   {"channels", 1},
+                   {"state", "running"},
+                   {"type", "network"},
+                   {"node", "firemq@localhost"}});
+  }
+  for (const AmqpConnection* c : amqp_connections(who)) out.push_back(amqp_connection_json(*c));
+  return out;
+}
+
+std::vector<const AmqpConnection*> ManagementApi::amqp_connections(const ApiUser& who) const {
+  std::vector<const AmqpConnection*> out;
+  for (const AmqpConnection* c : env_.amqp_connections.all()) {
+    const AmqpConnectionCore& core = c->core();
+    if (core.state() != AmqpConnectionCore::State::open) continue;  // in its handshake, or closing
+    if (!who.sees_everything && core.login().auth.user != who.user->name) continue;
+    out.push_back(c);
+  }
+  return out;
+}
+
+Json ManagementApi::channels(const ApiUser& who) const {
+  // FireMQ connections have no channels; AMQP's are listed as RabbitMQ lists them.
+  Json out = Json::array();
+  for (const AmqpConnection* c : amqp_connections(who)) {
+    for (const auto& [number, channel] : c->core().channels()) {
+      if (channel->state() == AmqpChannel::State::open) out.push_back(amqp_channel_json(c->core(), *channel));
+    }
+  }
+  return out;
+}
+
+Json ManagementApi::exchanges(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name) || (only && *only != name)) continue;
+    for (const auto& [xname, x] : vhost->exchanges()) out.push_back(exchange_json(name, x));
+  }
+  return out;
+}
+
+Json ManagementApi::queues(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name) || (only && *only != name)) continue;
+    for (const auto& [qname, q] : vhost->queues()) out.push_back(queue_json(name, *q));
+  }
+  return out;
+}
+
+Json ManagementApi::bindings(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if (!may_see(who, name) || (only && *only != name)) continue;
+    // Every queue is bound to the default exchange by its name, as RabbitMQ lists it.
+    for (const auto& [qname, q] : vhost->queues()) {
+      out.push_back(binding_json(name, "", Binding{qname, false, qname, {}}));
+    }
+    for (const auto& [xname, x] : vhost->exchanges()) {
+      for (const Binding& b : x.bindings) out.push_back(binding_json(name, xname, b));
+    }
+  }
+  return out;
+}
+
+Json ManagementApi::consumers(const ApiUser& who, const std::optional<std::string>& only) const {
+  Json out = Json::array();
+  for (const Connection* c : env_.connections.all()) {
+    const Session& s = c->session();
+    if (s.state() != Session::State::open || !may_see(who, s.vhost()) || (only && *only != s.vhost())) continue;
+    const Json details{{"connection_name", s.conn_id()}, {"name", s.conn_id() + " (1)"}, {"user", s.user()}};
+    for (const auto& [sub, subscription] : s.subscriptions()) {
+      out.push_back(consumer_json(*subscription, s.vhost(), details, subscription->credit()));  // the credit left
+    }
+  }
+  for (const AmqpConnection* c : amqp_connections(who)) {
+    const AmqpConnectionCore& core = c->core();
+    if (!may_see(who, core.login().vhost) || (only && *only != core.login().vhost)) continue;
+    for (const auto& [number, channel] : core.channels()) {
+      const Session* s = channel->session();
+      if (s == nullptr) continue;
+      const Json details{{"connection_name", core.name()}, {"name", core.name() + " (" + std::to_string(number) + ")"},
+                         {"number", number}, {"user", core.login().auth.user}};
+      for (const auto& [sub, subscription] : s->subscriptions()) {
+        out.push_back(consumer_json(*subscription, core.login().vhost, details, channel->prefetch()));
+      }
+    }
+  }
+  return out;
+}
+
+Json ManagementApi::definitions(const ApiUser& who) const {
+  Json out = env_.definitions.to_json();
+  out["firemq_version"] = kServerVersion;
+  out["exchanges"] = Json::array();
+  out["queues"] = Json::array();
+  out["bindings"] = Json::array();
+  for (const Json& x : exchanges(who, std::nullopt)) {
+    // Built-in exchanges (the default and amq.*) are not definitions, as in RabbitMQ's export.
+    const std::string name = x["name"];
+    if (name.empty() || name.starts_with("amq.")) continue;
+    out["exchanges"].push_back(x);
+  }
+  for (const Json& q : queues(who, std::nullopt)) {
+    if (q["exclusive"].get<bool>()) continue;
+    out["queues"].push_back({{"name", q["name"]}, {"vhost", q["vhost"]}, {"durable", q["durable"]},
+                             {"auto_delete", q["auto_delete"]}, {"arguments", q["arguments"]}});
+  }
+  for (const Json& b : bindings(who, std::nullopt)) {
+    if (b["source"] == "") continue;
+    out["bindings"].push_back(b);
+  }
+  return out;
+}
+
+AmqpConnection* ManagementApi::find_amqp_connection(const std::string& name) const {
+  for (AmqpConnection* c : env_.amqp_connections.all()) {
+    if (c->core().state() == AmqpConnectionCore::State::open && c->core().name() == name) return c;
+  }
+  return nullptr;
+}
+
+Connection* ManagementApi::find_connection(const std::string& name) const {
+  for (Connection* c : env_.connections.all()) {
+    if (c->session().conn_id() == name) return c;
+  }
+  return nullptr;
+}
+
+}  // namespace firemq

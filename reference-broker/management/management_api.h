@@ -1,0 +1,132 @@
+// The management HTTP API, in the shape of RabbitMQ's management plugin so that its tools (rabbitmqadmin) and
+// its users' habits work: JSON under /api/ on the HTTP listeners (15672, and 15671 inside TLS), HTTP basic auth
+// against the broker's users, vhosts percent-encoded in paths (%2F), errors as {"error", "reason"}. And the
+// Prometheus metrics at /metrics. docs/management.md lists every route.
+//
+// Reads look at the broker's model directly; every write that a client could also make (declare, delete, bind,
+// publish, get) goes through a Session of its own logged in as the HTTP user, so that the same rules, permissions
+// and bounds apply as on the wire (management_writes.cpp). Runs on the broker thread; no I/O of its own
+// (http_server.cpp reads the request and writes the answer).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "reference-broker/core/alarms.h"
+#include "reference-broker/net/amqp_connection.h"
+#include "reference-broker/core/config.h"
+#include "reference-broker/net/connection.h"
+#include "reference-broker/core/core.h"
+#include "reference-broker/access/definitions.h"
+#include "reference-broker/net/http_routes.h"
+#include "reference-broker/net/http_server.h"
+
+namespace firemq {
+
+// A listener as the overview shows it.
+struct ListenerInfo {
+  std::string protocol;  // "fire", "fires", "ws", "wss", as RabbitMQ names its own ("amqp", "http")
+  std::uint16_t port;
+};
+
+struct ManagementEnv {
+  const BrokerConfig& config;
+  Definitions& definitions;  // changed by the administrator's writes (management_admin.cpp)
+  Core& core;
+  ConnectionRegistry& connections;
+  AmqpConnectionRegistry& amqp_connections;
+  const Alarms& alarms;  // flow control: the memory watermark and the disk free limit, and whether they fired
+  std::function<std::vector<ListenerInfo>()> listeners;
+};
+
+// Answers in RabbitMQ's shapes: a JSON body, an error {"error", "reason"}, and 404 "Object Not Found".
+HttpAnswer api_json(boost::beast::http::status status, const nlohmann::json& body);
+HttpAnswer api_error(boost::beast::http::status status, const std::string& error, const std::string& reason);
+HttpAnswer not_found();
+// A write's body: a JSON object (empty when none); a POST must say Content-Type: application/json.
+Result<nlohmann::json, HttpAnswer> api_body(const HttpRequest& request);
+
+// Who is asking: an authenticated user with a management tag.
+struct ApiUser {
+  const User* user = nullptr;
+  bool sees_everything = false;  // administrator or monitoring: every vhost and connection
+  bool administrator = false;    // may change vhosts, users and permissions, and close any connection
+  std::string password;          // for the request's own session (management_writes.cpp), then forgotten
+};
+
+class ManagementApi final : public HttpApplication {
+ public:
+  explicit ManagementApi(ManagementEnv env) : env_(std::move(env)) {}
+
+  // Whether a request target is the API's: /api/... and /metrics.
+  bool serves(std::string_view target) const override;
+  HttpAnswer handle(const HttpRequest& request, const std::optional<std::string>& peer_address) override;
+
+ private:
+  // The request's path after /api/, split at '/' and percent-decoded: {"queues", "/", "orders"}.
+  struct Route {
+    std::vector<std::string> parts;
+    std::size_t size() const { return parts.size(); }
+    const std::string& operator[](std::size_t i) const { return parts[i]; }
+    std::optional<std::string> at(std::size_t i) const {
+      return i < parts.size() ? std::optional<std::string>(parts[i]) : std::nullopt;
+    }
+  };
+  HttpAnswer dispatch(const HttpRequest& request, const Route& route, const ApiUser& who,
+                      const std::optional<std::string>& peer_address);
+  HttpAnswer read(const Route& route, const ApiUser& who);
+  Result<nlohmann::json, HttpAnswer> collection(const std::string& what, const ApiUser& who,
+                                                const std::optional<std::string>& vhost) const;
+  HttpAnswer write(const HttpRequest& request, const Route& route, const ApiUser& who,
+                   const std::optional<std::string>& peer_address);
+
+  // management_admin.cpp: vhosts, users, permissions and the definitions import, for administrators.
+  HttpAnswer administer(const HttpRequest& request, const Route& route, const ApiUser& who);
+  HttpAnswer put_vhost(const std::string& name);
+  HttpAnswer delete_vhost(const std::string& name);
+  HttpAnswer put_user(const std::string& name, const nlohmann::json& body);
+  HttpAnswer delete_user(const std::string& name);
+  HttpAnswer put_permission(const std::string& vhost, const std::string& user, const nlohmann::json& body);
+  HttpAnswer delete_permission(const std::string& vhost, const std::string& user);
+  HttpAnswer import_definitions(const nlohmann::json& body);
+  // The definitions changed: saved to the data directory (when there is one) before the answer, as a declare's.
+  HttpAnswer saved(boost::beast::http::status done);
+  // Closes with 320 every connection, FireMQ's and AMQP's, that `matches` (its user and vhost) picks.
+  void close_connections(const std::function<bool(const std::string& user, const std::string& vhost)>& matches,
+                         const std::string& reason);
+
+  // management_api.cpp: the JSON of what the broker holds, limited to what `who` may see.
+  bool may_see(const ApiUser& who, const std::string& vhost) const;
+  nlohmann::json overview(const ApiUser& who) const;
+  static constexpr const char* kNodeName = "firemq@localhost";
+  nlohmann::json node() const;
+  nlohmann::json alarms_in_effect() const;
+  HttpAnswer alarms_check() const;
+  nlohmann::json vhosts(const ApiUser& who) const;
+  nlohmann::json users() const;
+  nlohmann::json permissions() const;
+  nlohmann::json connections(const ApiUser& who) const;
+  // AMQP connections past connection.open-ok that `who` may see (their own unless they see everything).
+  std::vector<const AmqpConnection*> amqp_connections(const ApiUser& who) const;
+  nlohmann::json channels(const ApiUser& who) const;
+  nlohmann::json exchanges(const ApiUser& who, const std::optional<std::string>& vhost) const;
+  nlohmann::json queues(const ApiUser& who, const std::optional<std::string>& vhost) const;
+  nlohmann::json bindings(const ApiUser& who, const std::optional<std::string>& vhost) const;
+  nlohmann::json consumers(const ApiUser& who, const std::optional<std::string>& vhost) const;
+  nlohmann::json definitions(const ApiUser& who) const;
+  Connection* find_connection(const std::string& name) const;
+  AmqpConnection* find_amqp_connection(const std::string& name) const;
+
+  // management_metrics.cpp: GET /metrics, Prometheus's text exposition format.
+  std::string metrics() const;
+
+  ManagementEnv env_;
+};
+
+}  // namespace firemq

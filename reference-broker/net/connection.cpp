@@ -1,0 +1,348 @@
+#include "reference-broker/net/connection.h"
+
+#include <iostream>
+
+#include "reference-broker/core/log.h"
+#include "reference-broker/core/memory_account.h"
+
+namespace firemq {
+namespace {
+
+using boost::system::error_code;
+// kLingerAfterClose and kMaxClosingTime (config.h) are shared with the AMQP engine.
+// How long a batch of frames may stay open for bytes that are already waiting (Transport::has_buffered_input).
+constexpr std::chrono::milliseconds kMaxBatchHold{1};
+// Fairness between connections: a publisher's 64 KiB read holds up to some 1,600 publishes of 16 B. Processed in
+// one go, a consumer of the same queue on another connection gets one credit window of deliveries per such read
+// and falls ever further behind. So at most this many frames of a read are processed per turn of the event
+// loop; between two turns the other connections read their credit and write their deliveries. Counted in frames,
+// not bytes as the AMQP engine's kFeedSlice: what a consumer takes per turn is a number of messages (its credit),
+// and 1 KiB messages cut into 2 KiB slices cost more turns than they gave. 16 and 32 frames did best in every row
+// of firemq-bench, 64 and more let the consumer fall behind again (docs/benchmarks.md, issue 15).
+constexpr std::size_t kFramesPerTurn = 16;
+
+// Waits until `timer` is cancelled (a wake-up) or expires.
+awaitable<void> wait(asio::steady_timer& timer) {
+  error_code ec;
+  co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
+}
+
+}  // namespace
+
+void ConnectionRegistry::add(Connection* c) {
+  connections_.insert(c);
+  begin_handshake(c);
+}
+
+void ConnectionRegistry::begin_handshake(InHandshake* c) {
+  if (handshaking_.size() >= max_handshakes_ && !handshaking_.empty()) handshaking_.front()->drop_in_handshake();
+  handshaking_.push_back(c);
+}
+
+bool ConnectionRegistry::drop_oldest_handshake() {
+  if (handshaking_.empty()) return false;
+  handshaking_.front()->drop_in_handshake();  // it leaves the list as it goes
+  return true;
+}
+
+void ConnectionRegistry::remove(Connection* c) {
+  connections_.erase(c);
+  handshaking_.remove(c);
+}
+
+void ConnectionRegistry::shutdown_all() {
+  for (Connection* c : connections_) c->shutdown();
+}
+
+void ConnectionRegistry::set_alarm(bool active) {
+  alarm_ = active;
+  for (Connection* c : connections_) c->on_alarm_changed();
+}
+
+Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, ConnectionRegistry& registry,
+                       asio::any_io_executor executor)
+    : transport_(std::move(transport)),
+      registry_(registry),
+      env_core_(env.core),
+      session_(env, *this, transport_->describe(), transport_->hints()),
+      writer_wakeup_(executor),
+      reader_wakeup_(executor),
+      heartbeat_timer_(executor),
+      handshake_timer_(executor),
+      linger_timer_(executor),
+      closing_deadline_(executor),
+      batch_timer_(executor) {
+  // The deadline covers the transport's own handshake (TLS, the WebSocket upgrade) as well as FMQ1 and hello:
+  // a client that opens connections and never finishes them cannot hold them for long.
+  handshake_timer_.expires_after(env.config.handshake_timeout);
+  connected_at_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
+                         std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void Connection::close_by_operator(const std::string& reason) {
+  if (!opened_ || session_.state() == Session::State::awaiting_hello) return stop();
+  session_.close_forced(reason);
+}
+
+void Connection::start() {
+  registry_.add(this);
+  auto executor = handshake_timer_.get_executor();
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->reader(); }, asio::detached);
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->writer(); }, asio::detached);
+  asio::co_spawn(executor, [self = shared_from_this()] { return self->handshake_deadline(); }, asio::detached);
+}
+
+void Connection::shutdown() {
+  // SIGTERM before the transport's handshake finished: there is no FireMQ conversation to close yet.
+  if (!opened_) return stop();
+  session_.on_shutdown();
+}
+
+awaitable<void> Connection::reader() {
+  auto opened = co_await transport_->open();
+  if (!opened || stopped_) {
+    if (!opened && !stopped_) {
+      // The reason may quote what the peer sent (an HTTP request line, a TLS alert): bounded and escaped.
+      log_line(std::string(transport_->scheme()) + " connection " + transport_->describe() +
+               " refused: " + printable(opened.error(), 256));
+    }
+    stop();
+    co_return;
+  }
+  opened_ = true;
+  writer_wakeup_.cancel();
+  // Reads until the peer is gone. While closing, what arrives is read and dropped: the close is lingering, so
+  // that unread input does not make the kernel send a reset that destroys the last frames in flight.
+  while (!stopped_) {
+    co_await wait_until_readable();
+    if (stopped_) co_return;
+    if (!co_await transport_->read()) {
+      stop();  // the peer closed or reset: nothing can be sent to it any more
+      co_return;
+    }
+    heartbeat_.on_received(Clock::now());
+    // A read already under way when an alarm fired completes; its bytes (one chunk at most) wait unprocessed.
+    co_await wait_until_readable();
+    if (stopped_) co_return;
+    if (session_.state() == Session::State::closing) continue;
+    while (consume_frames(kFramesPerTurn)) {
+      // The rest of the read is already here: like bytes waiting in the transport, it belongs to this batch.
+      hold_batch();
+      co_await asio::post(handshake_timer_.get_executor(), use_awaitable);  // the other connections' turn
+      co_await wait_until_readable();  // an alarm, or a full outbound queue, may have come meanwhile
+      if (stopped_) co_return;
+    }
+    if (stopped_) co_return;
+    if (transport_->has_buffered_input()) {
+      hold_batch();  // more frames are already here: one confirm for them all
+    } else {
+      end_batch();
+    }
+  }
+}
+
+void Connection::end_batch() {
+  batch_held_ = false;
+  batch_timer_.cancel();
+  write_out_journal();  // the records of this batch's publishes go to the OS and the fsync starts
+  session_.flush();     // one confirm {upto} for everything this batch brought
+  tell_flow();          // a connection that just published during an alarm is paused now
+}
+
+void Connection::hold_batch() {
+  if (batch_held_) return;
+  batch_held_ = true;
+  // Bytes waiting may not be a whole frame (a WebSocket ping, half a message): the batch ends anyway after
+  // kMaxBatchHold, so a held confirm is never late by more than that.
+  batch_timer_.expires_after(kMaxBatchHold);
+  batch_timer_.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec && self->batch_held_ && !self->stopped_) self->end_batch();
+  });
+}
+
+awaitable<void> Connection::wait_until_readable() {
+  // The outbound queue is bounded: a peer that does not read what it asks for stops being read. While an alarm
+  // holds, a publishing connection is not read either ("throttled by the server no longer reading its socket").
+  // A closing connection is drained regardless.
+  auto gated = [this] {
+    return !stopped_ && session_.state() != Session::State::closing &&
+           (pending_bytes_ > kMaxPendingBytes || paused_by_alarm());
+  };
+  while (gated()) {
+    reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
+    co_await wait(reader_wakeup_);
+  }
+}
+
+bool Connection::consume_frames(std::size_t max_frames) {
+  std::size_t taken = 0;
+  while (!stopped_ && session_.state() != Session::State::closing) {
+    if (taken == max_frames) return true;
+    // The limit changes with the session's state (65,536 before welcome, max_frame after), frame by frame.
+    NextFrame next = transport_->next_frame(session_.max_frame());
+    if (next.kind == NextFrame::Kind::need_more) return false;
+    if (next.kind == NextFrame::Kind::error) {
+      session_.on_framing_error(next.error);
+      return false;
+    }
+    ++taken;
+    session_.on_frame(next.frame);
+    if (!heartbeat_started_ && session_.state() == Session::State::open) start_heartbeat();
+  }
+  return false;
+}
+
+void Connection::drop_in_handshake() {
+  log_line(std::string(transport_->scheme()) + " connection " + transport_->describe() +
+           " dropped: too many connections in their handshake (--max-handshakes)");
+  stop();
+}
+
+void Connection::start_heartbeat() {
+  heartbeat_started_ = true;
+  handshake_timer_.cancel();
+  registry_.handshake_done(this);
+  heartbeat_.start(session_.heartbeat(), Clock::now());
+  if (!heartbeat_.enabled()) return;
+  asio::co_spawn(heartbeat_timer_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); },
+                 asio::detached);
+}
+
+awaitable<void> Connection::writer() {
+  Bytes batch;
+  while (!stopped_) {
+    if (outbound_.empty() || !opened_) {
+      if (close_after_flush_ && opened_) {
+        co_await lingering_close();
+        co_return;
+      }
+      // Idle: both buffers' storage is given back; an idle connection holds none.
+      Bytes().swap(batch);
+      Bytes().swap(outbound_);
+      writer_wakeup_.expires_at(asio::steady_timer::time_point::max());
+      co_await wait(writer_wakeup_);
+      continue;
+    }
+    // One turn of the event loop first: the frames that the connections already waiting their turn queue for
+    // this one go out in the same write. A send on loopback costs about as much as 16 deliveries of 16 B
+    // (docs/benchmarks.md, "Fewer, larger writes"), and a reader hands over at most kFramesPerTurn frames a turn.
+    co_await asio::post(writer_wakeup_.get_executor(), use_awaitable);
+    if (stopped_) co_return;
+    write_out_journal();  // no deliver leaves before the store's record of it (redelivered after a kill -9)
+    batch.clear();
+    batch.swap(outbound_);  // outbound_ takes the emptied storage for the frames sent while these are written
+    const std::size_t size = batch.size();
+    const bool written = co_await transport_->write(batch);
+    if (!written || stopped_) {  // stop() has already released every pending byte, this batch's included
+      stop();
+      co_return;
+    }
+    pending_bytes_ -= size;
+    MemoryAccount::remove(size);
+    reader_wakeup_.cancel();
+    heartbeat_.on_sent(Clock::now());
+  }
+}
+
+awaitable<void> Connection::lingering_close() {
+  co_await transport_->begin_close();
+  // The reader stops the connection when the peer ends its side; this bounds the wait for that.
+  linger_timer_.expires_after(kLingerAfterClose);
+  co_await wait(linger_timer_);
+  stop();
+}
+
+awaitable<void> Connection::heartbeat() {
+  while (!stopped_) {
+    heartbeat_timer_.expires_after(heartbeat_.check_every());
+    co_await wait(heartbeat_timer_);
+    if (stopped_ || session_.state() == Session::State::closing) co_return;
+    // A connection paused by an alarm is not read, so its heartbeats cannot be seen: it is not counted dead.
+    if (paused_by_alarm()) heartbeat_.on_received(Clock::now());
+    switch (heartbeat_.due(Clock::now())) {
+      case HeartbeatMonitor::Due::send_ping:
+        send(op::Ping{}, {});
+        heartbeat_.on_sent(Clock::now());  // queued now; a full socket must not cause a ping per tick
+        break;
+      case HeartbeatMonitor::Due::peer_dead:
+        // A dead peer cannot read a frame: the socket is closed, as RabbitMQ does (docs/spec-notes.md).
+        stop();
+        co_return;
+      case HeartbeatMonitor::Due::nothing:
+        break;
+    }
+  }
+}
+
+awaitable<void> Connection::handshake_deadline() {
+  error_code ec;
+  co_await handshake_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
+  if (!ec && session_.state() == Session::State::awaiting_hello) stop();
+}
+
+void Connection::on_alarm_changed() {
+  tell_flow();
+  reader_wakeup_.cancel();  // re-check the gate in reader()
+}
+
+void Connection::tell_flow() {
+  if (stopped_ || session_.state() != Session::State::open) return;
+  // "The server sends pause: true when a memory or disk alarm fires ... pause: false" when they clear.
+  if (paused_by_alarm() && !told_pause_) {
+    send(op::Flow{true}, {});
+    told_pause_ = true;
+  } else if (!registry_.alarm() && told_pause_) {
+    send(op::Flow{false}, {});
+    told_pause_ = false;
+  }
+}
+
+template <class Append>
+void Connection::queue_frame(Append&& append) {
+  if (stopped_) return;
+  const std::size_t before = outbound_.size();
+  append(outbound_);  // the stream form; a WebSocket transport leaves len out
+  const std::size_t size = outbound_.size() - before;
+  pending_bytes_ += size;
+  MemoryAccount::add(size);  // frames waiting to be written count for the memory watermark
+  writer_wakeup_.cancel();
+}
+
+void Connection::send(const Message& message, ByteView payload) {
+  queue_frame([&](Bytes& out) { append_frame(out, message, payload); });
+}
+
+void Connection::send_deliver(const DeliverView& deliver, ByteView body, bool /*persistent: no FireMQ field*/) {
+  queue_frame([&](Bytes& out) { append_frame(out, deliver, body); });
+}
+
+void Connection::close_after_flush() {
+  if (!close_after_flush_) {
+    closing_deadline_.expires_after(kMaxClosingTime);
+    closing_deadline_.async_wait([self = shared_from_this()](error_code ec) {
+      if (!ec) self->stop();
+    });
+  }
+  close_after_flush_ = true;
+  writer_wakeup_.cancel();
+  reader_wakeup_.cancel();  // a reader held back by the gates drains the closing connection
+}
+
+void Connection::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  session_.on_connection_lost();  // requeue what it held before anything else is delivered to it
+  transport_->abort();
+  writer_wakeup_.cancel();
+  reader_wakeup_.cancel();
+  heartbeat_timer_.cancel();
+  handshake_timer_.cancel();
+  linger_timer_.cancel();
+  closing_deadline_.cancel();
+  batch_timer_.cancel();
+  registry_.remove(this);
+  MemoryAccount::remove(pending_bytes_);  // what will never be written
+  pending_bytes_ = 0;
+}
+
+}  // namespace firemq

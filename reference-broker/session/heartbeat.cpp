@@ -1,0 +1,31 @@
+#include "reference-broker/session/heartbeat.h"
+
+#include <algorithm>
+
+namespace firemq {
+
+std::uint64_t negotiate_heartbeat(std::uint64_t client_seconds, std::uint64_t server_seconds) {
+  if (client_seconds == 0) return 0;  // the client's "0 disables heartbeats"
+  if (server_seconds == 0) return client_seconds;
+  return std::min(client_seconds, server_seconds);
+}
+
+void HeartbeatMonitor::start(std::chrono::seconds interval, Clock::time_point now) {
+  interval_ = interval;
+  last_sent_ = now;
+  last_received_ = now;
+}
+
+HeartbeatMonitor::Due HeartbeatMonitor::due(Clock::time_point now) const {
+  if (!enabled()) return Due::nothing;
+  if (now - last_received_ >= 2 * interval_) return Due::peer_dead;
+  if (now - last_sent_ >= interval_ / 2) return Due::send_ping;
+  return Due::nothing;
+}
+
+Clock::duration HeartbeatMonitor::check_every() const {
+  // A quarter of the interval keeps a ping within h/2 + h/4 of the last frame sent, well inside the peer's 2h.
+  return std::max<Clock::duration>(interval_ / 4, std::chrono::milliseconds(50));
+}
+
+}  // namespace firemq

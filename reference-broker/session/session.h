@@ -1,0 +1,251 @@
+// One client's protocol session: it takes frames and decides what to answer. No I/O: the transport
+// (connection.cpp) feeds it frames and carries out what it puts in its Outbox. Runs on the broker thread only.
+//
+// States, after the spec's "Connection lifecycle":
+//   awaiting_hello  only hello (and close) is accepted; the 65,536-byte limit applies
+//   open            welcome sent; requests are served; the limit is welcome.max_frame
+//   closing         a close or a fatal error was sent: nothing more is read, the socket closes after the flush
+//
+// The session's work is split by role: session.cpp (lifecycle and dispatch), session_topology.cpp,
+// session_publish.cpp, session_consume.cpp.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "protocol/error.h"
+#include "protocol/frame.h"
+#include "protocol/messages.h"
+#include "reference-broker/core/config.h"
+#include "reference-broker/core/core.h"
+#include "reference-broker/access/definitions.h"
+#include "reference-broker/session/handshake.h"
+#include "reference-broker/access/permissions.h"
+#include "reference-broker/core/queue.h"
+
+namespace firemq {
+
+// Where a session's frames go. The transport frames them for its wire (TCP or WebSocket) and writes them.
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void send(const Message& message, ByteView payload = {}) = 0;
+  // A deliver, get_ok or return, with what the broker knows of its message beyond the frame: whether it is
+  // persistent. A FireMQ frame has no such field; an AMQP channel shows it as delivery-mode 2 (the spec's
+  // "Interoperability with AMQP 0-9-1").
+  virtual void send_message(const Message& message, ByteView body, bool persistent) {
+    (void)persistent;
+    send(message, body);
+  }
+  // A deliver of a queued message, its names, props and headers still the message's own: the hot path, which a
+  // FireMQ connection encodes straight into its write buffer. Any other outbox gets the op, copied.
+  virtual void send_deliver(const DeliverView& deliver, ByteView body, bool persistent) {
+    send_message(deliver.copy(), body, persistent);
+  }
+  // Close the socket once every frame queued so far is written.
+  virtual void close_after_flush() = 0;
+};
+
+// What a session needs from the broker. All must outlive the session.
+struct SessionEnv {
+  const BrokerConfig& config;
+  const Definitions& definitions;
+  Core& core;
+};
+
+class Session;
+
+// A subscription: the Consumer its queue hands messages to, while it has credit.
+class Subscription : public Consumer {
+ public:
+  Subscription(Session& session, op::Subscribe request, std::weak_ptr<Queue> queue)
+      : session_(session), request_(std::move(request)), credit_(request_.credit), queue_(std::move(queue)) {}
+
+  // Credit left, and the session under its bound on unacknowledged deliveries.
+  bool can_take() const override;
+  void take(QueuedMessage message, Queue& queue) override;
+  void on_queue_deleted(Queue& queue) override;
+
+  void add_credit(std::uint64_t credit) {  // saturating: a peer's huge grants must not wrap to a small credit
+    credit_ = credit > UINT64_MAX - credit_ ? UINT64_MAX : credit_ + credit;
+  }
+  // The connection is closing: nothing more may be delivered to it, even while other subscriptions are removed.
+  void stop() { credit_ = 0; }
+  const op::Subscribe& request() const { return request_; }
+  std::uint64_t credit() const { return credit_; }
+  std::shared_ptr<Queue> queue() const { return queue_.lock(); }
+
+ private:
+  Session& session_;
+  op::Subscribe request_;
+  std::uint64_t credit_;  // delivers the server may still send: granted so far, less those sent
+  std::weak_ptr<Queue> queue_;
+};
+
+class Session : private DurabilityWaiter {
+ public:
+  enum class State { awaiting_hello, open, closing };
+  // Whether hello counts the session against the max-connections limits (limits.h). A FireMQ connection is one
+  // session and is counted by it; an AMQP connection carries one session per channel and is counted once, at
+  // connection.open, by the AMQP listener (as RabbitMQ counts connections, not channels): its channels' sessions
+  // are `Counting::by_transport`.
+  enum class Counting { by_session, by_transport };
+
+  // `conn_id` names the connection (welcome.conn_id); `hints` is what its transport learnt before hello.
+  // `exclusive_owner` is the connection that owns the exclusive queues this session declares and may use: empty
+  // for the session itself (conn_id). An AMQP channel gives its connection's name, since RabbitMQ ties an exclusive
+  // queue to the connection, not the channel; such a session leaves deleting them to its owner when it ends.
+  Session(SessionEnv env, Outbox& out, std::string conn_id, TransportHints hints = {},
+          Counting counting = Counting::by_session, std::string exclusive_owner = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // A frame as the transport cut it from the wire: decoded here (a bad header is the session's to answer).
+  void on_frame(const RawFrame& frame);
+  // A decoded message and its payload: the entry for everything past the framing. `header_bytes` is the encoded
+  // header's size, for the memory watermark's estimate of what a published message costs (0: unknown).
+  void on_message(Message&& message, ByteView payload, std::size_t header_bytes = 0);
+  // The transport's decoder refused the bytes (always 501, fatal).
+  void on_framing_error(const Error& error);
+  // After a batch of frames: sends what was held back to be coalesced (confirm upto).
+  void flush();
+  // SIGTERM: "close 320 to every client".
+  void on_shutdown();
+  // An operator closed the connection (the management API): close 320 with the operator's reason.
+  void close_forced(const std::string& reason);
+  // The socket is gone: subscriptions end, unacknowledged deliveries are requeued, exclusive queues deleted.
+  void on_connection_lost();
+
+  State state() const { return state_; }
+  // The frame-size limit the transport's decoder must apply now.
+  std::size_t max_frame() const;
+  // Negotiated in welcome; zero before it and when disabled.
+  std::chrono::seconds heartbeat() const { return std::chrono::seconds(heartbeat_); }
+  const std::string& conn_id() const { return conn_id_; }
+  const std::string& user() const { return user_; }
+  const std::string& vhost() const { return vhost_name_; }
+  // Whether it ever published: while an alarm holds, such connections are paused and no longer read.
+  bool has_published() const { return has_published_; }
+  // For the management API: hello's client map ("Shown in the management UI"), the address the transport saw,
+  // the subscriptions and how many deliveries wait for an ack.
+  const Map& client_properties() const { return client_; }
+  const TransportHints& transport_hints() const { return hints_; }
+  const std::map<std::uint64_t, std::unique_ptr<Subscription>>& subscriptions() const { return subscriptions_; }
+  std::size_t unacked_count() const { return unacked_.size(); }
+
+ private:
+  friend class Subscription;
+
+  // An unacknowledged delivery: the message and the queue it goes back to when requeued.
+  struct Unacked {
+    QueuedMessage message;
+    std::weak_ptr<Queue> queue;
+  };
+
+  // session.cpp: lifecycle
+  void on_hello(const op::Hello& hello);
+  void log_refused_hello(const op::Hello& hello, const Error& error) const;
+  void on_close(const op::Close& close);
+  // What a request carries besides its header: a publish's body and its header's size.
+  struct Carried {
+    ByteView payload;
+    std::size_t header_bytes;
+  };
+  void on_request(Message& message, Carried carried);
+  void handle_request(Message& message, Carried carried);
+  void send_welcome();
+  void fail(Error error);
+  void enter_closing();
+  void refuse(std::uint64_t rid, const Error& error);
+  void reply_ok(std::uint64_t rid) { out_.send(op::Ok{rid, "", 0, 0, false}); }
+  Status allowed(Access access, std::string_view kind, const std::string& resource) const {
+    return permissions_.check(access, kind, resource, vhost_name_, user_);
+  }
+
+  // session_topology.cpp
+  void on_declare_exchange(const op::DeclareExchange& r);
+  void on_delete_exchange(const op::DeleteExchange& r);
+  void on_declare_queue(const op::DeclareQueue& r);
+  void on_delete_queue(const op::DeleteQueue& r);
+  void on_purge_queue(const op::PurgeQueue& r);
+  void on_bind(const op::BindFields& r, bool bind);
+  Status check_room_for_exchange(const op::DeclareExchange& r) const;
+  Status check_room_for_queue(const op::DeclareQueue& r) const;
+  Status check_room_for_binding(const op::BindFields& r) const;
+  Status check_store_for(bool durable_change) const;
+
+  // session_publish.cpp
+  void on_publish(op::Publish& p, Carried carried);
+  void reject_publish(std::uint64_t seq, const Error& error);
+  // `durable_at`: the log position the publish's records end at, 0 when it needs no disk.
+  void confirm(std::uint64_t seq, std::uint64_t durable_at = 0);
+  // One more of `what` in the broker's counters and in this session's vhost's.
+  void count(std::uint64_t MessageCounters::*what) {
+    ++(env_.core.counters().*what);
+    if (vhost_ != nullptr) ++(vhost_->counters().*what);
+  }
+  void release_durable(std::uint64_t durable_position);
+  void on_durable(std::uint64_t position) override;
+  void on_store_failed(std::uint64_t durable_position, const std::string& reason) override;
+  void stop_waiting_for_disk();
+
+  // session_consume.cpp
+  void on_subscribe(const op::Subscribe& r);
+  void on_unsubscribe(const op::Unsubscribe& r);
+  void on_credit(const op::Credit& r);
+  void on_ack(const op::Ack& r);
+  void on_nack(const op::Nack& r);
+  void on_get(const op::Get& r);
+  void deliver(Subscription& subscription, QueuedMessage message, Queue& queue);
+  void on_subscription_cancelled(Subscription& subscription, Queue& queue);
+  std::uint64_t track(QueuedMessage& message, Queue& queue, bool no_ack);
+  // The unacknowledged tags an ack or nack names; 406 for an unknown tag.
+  Result<std::vector<std::uint64_t>> settled_tags(std::uint64_t tag, bool multiple);
+  void end_subscription(std::uint64_t sub);
+  // ClientBounds::unacked: deliveries stop while this many are unacknowledged, and resume once acks make room.
+  bool unacked_full() const { return unacked_.size() >= env_.config.bounds.unacked; }
+  void resume_deliveries_if(bool were_held);
+
+  SessionEnv env_;
+  Outbox& out_;
+  std::string conn_id_;
+  std::string exclusive_owner_;  // conn_id_, or the AMQP connection of this channel's session
+  TransportHints hints_;
+  Counting counting_;
+  State state_ = State::awaiting_hello;
+  std::uint64_t heartbeat_ = 0;
+  std::string user_;
+  std::string vhost_name_;
+  Map client_;  // hello.client
+  Vhost* vhost_ = nullptr;
+  Permissions permissions_;  // the user's on this vhost, compiled at hello
+
+  // Publishing: "Every publish with a non-zero seq is confirmed exactly once"; positive confirms are coalesced
+  // into one {upto} per batch of frames read.
+  std::uint64_t last_seq_ = 0;
+  bool has_published_ = false;
+  std::uint64_t pending_upto_ = 0;
+  // Publishes whose confirm waits for the disk ("they are on disk when persistent and routed to a durable
+  // queue"), with the log position each one's records end at, in seq order; confirms follow that order.
+  struct AwaitingDisk {
+    std::uint64_t seq;
+    std::uint64_t durable_at;  // 0: needs no disk, but an earlier one does
+    bool message_on_disk;      // the message itself is written (else it waits for an earlier request's records)
+  };
+  std::deque<AwaitingDisk> awaiting_disk_;
+  std::uint64_t own_records_end_ = 0;  // where the records of this connection's requests end in the store
+  bool waiting_on_journal_ = false;
+
+  // Consuming: delivery tags are "unique and increasing on the connection, starting at 1", shared by deliver
+  // and get_ok.
+  std::uint64_t next_tag_ = 1;
+  std::map<std::uint64_t, std::unique_ptr<Subscription>> subscriptions_;
+  std::map<std::uint64_t, Unacked> unacked_;
+};
+
+}  // namespace firemq
