@@ -818,31 +818,44 @@ func (c *Client) handleFlow(pause bool) {
 // Heartbeats: "each side sends ping when it has sent nothing for h / 2 seconds. Each side considers the peer
 // dead when it has received nothing for 2 × h seconds."
 func (c *Client) keepHeartbeats(h time.Duration) {
-	ticker := time.NewTicker(h / 8)
-	defer ticker.Stop()
+	timer := time.NewTimer(h / 2)
+	defer timer.Stop()
 	for {
 		select {
 		case <-c.done:
 			return
-		case <-ticker.C:
+		case <-timer.C:
 		}
-		now := time.Now()
-		silent := now.Sub(time.Unix(0, c.lastReceived.Load()))
-		if silent >= 2*h {
+		lastReceived := time.Unix(0, c.lastReceived.Load())
+		if silent := time.Since(lastReceived); silent >= 2*h {
 			// Without close: a dead server would not read it. Reported as closed by heartbeat.
 			c.setReason(fmt.Sprintf("nothing from the server for %d ms: it is dead", silent.Milliseconds()))
 			c.serverDead.Store(true)
 			c.link.close()
 			return
 		}
-		if now.Sub(time.Unix(0, c.lastSent.Load())) < h/2 || !c.sendMu.TryLock() {
-			continue // sent lately, or a frame is being written now
+		retry := time.Duration(0)
+		if time.Since(time.Unix(0, c.lastSent.Load())) >= h/2 {
+			if c.sendMu.TryLock() {
+				if !c.closeSent { // close is the last frame a peer sends: no pings after it
+					frame, _ := EncodeFrame(OpPing, nil, nil)
+					_ = c.writeLocked(OpPing, frame)
+				}
+				c.sendMu.Unlock()
+			} else {
+				retry = 10 * time.Millisecond // a frame is being written now: look again shortly
+			}
 		}
-		if !c.closeSent { // close is the last frame a peer sends: no pings after it
-			frame, _ := EncodeFrame(OpPing, nil, nil)
-			_ = c.writeLocked(OpPing, frame)
+		// Wake when the next ping is due or the server would be dead, whichever comes first (a frame sent or
+		// received in between moves them; the wake-up then only looks again).
+		next := time.Until(time.Unix(0, c.lastSent.Load()).Add(h / 2))
+		if dead := time.Until(lastReceived.Add(2 * h)); dead < next {
+			next = dead
 		}
-		c.sendMu.Unlock()
+		if retry > 0 && retry < next {
+			next = retry
+		}
+		timer.Reset(next + time.Millisecond)
 	}
 }
 
