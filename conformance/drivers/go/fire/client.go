@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -273,12 +274,14 @@ func Dial(ctx context.Context, rawURL string, cfg Config) (*Client, error) {
 	if c.welcome.MaxFrame == 0 {
 		c.welcome.MaxFrame = DefaultMaxFrame // omitted: the default
 	}
-	// "After welcome, the limit is welcome.max_frame": ours to respect when sending.
-	c.sendMu.Lock()
-	c.maxFrame = DefaultMaxFrame * 256 // 4 GiB and more: no frame the client makes is that large
-	if c.welcome.MaxFrame < uint64(c.maxFrame) {
-		c.maxFrame = int(c.welcome.MaxFrame)
+	// "After welcome, the limit is welcome.max_frame": ours to respect when sending. (A larger one than the u32
+	// len allows limits nothing more.)
+	limit := c.welcome.MaxFrame
+	if limit > 4+math.MaxUint32 {
+		limit = 4 + math.MaxUint32
 	}
+	c.sendMu.Lock()
+	c.maxFrame = int(limit)
 	c.sendMu.Unlock()
 	if c.welcome.Heartbeat > 0 {
 		go c.keepHeartbeats(time.Duration(c.welcome.Heartbeat) * time.Second)

@@ -12,6 +12,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Op codes (spec "Op codes").
@@ -87,6 +88,9 @@ func EncodeFrame(op byte, header Map, payload []byte) ([]byte, error) {
 	h, err := EncodeValue(header)
 	if err != nil {
 		return nil, err
+	}
+	if int64(1+4+len(h)+len(payload)) > math.MaxUint32 {
+		return nil, fmt.Errorf("a frame of %d bytes is more than a u32 len can count", 4+1+4+len(h)+len(payload))
 	}
 	frame := make([]byte, 9, 9+len(h)+len(payload))
 	binary.BigEndian.PutUint32(frame[0:], uint32(1+4+len(h)+len(payload)))
