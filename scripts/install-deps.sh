@@ -21,6 +21,9 @@ packages=(
   rabbitmq-server                               # rabbitmqadmin, RabbitMQ's management CLI, tested against ours
   chromium chromium-driver python3-selenium     # the management UI's tests in a real browser
   nodejs                                        # Node.js for the TypeScript example driver (conformance/drivers/ts)
+  golang-go                                     # Go 1.19 for the Go example driver (conformance/drivers/go)
+  golang-github-vmihailenco-msgpack.v5-dev      # its MessagePack package, and its WebSocket one, as Go sources
+  golang-github-gorilla-websocket-dev           # under /usr/share/gocode (the build is offline, in GOPATH mode)
 )
 # npm, which installs that driver's packages from the npm registry. NodeSource's nodejs package bundles npm and
 # conflicts with Debian's npm: ask for the package only when there is no npm command.
