@@ -185,6 +185,8 @@ class ClientCase {
   std::string server_send(const Json& args);
   std::string expect_client_frame(const Json& args);
   std::string idle(const Json& args);
+  std::string expect_client_end(const Json& args);
+  std::string unexpected_errors();
   std::string server_quirks(const Json& args);
   std::string within_silence_window(const Json& window, Clock::time_point at);
   std::string url_vectors(const Json& args);
@@ -318,6 +320,8 @@ std::string ClientCase::command(const Json& args) {
   if (cmd.value("cmd", "") == "connect" && uses_tls(options_.transport) && !cmd.contains("ca_file")) {
     cmd["ca_file"] = options_.ca_file;
   }
+  // The application asks for a normal shutdown: the client's close must say 200 (client_rules.h).
+  if (cmd.value("cmd", "") == "close") proxy_->application_closes();
   if (!send(cmd)) return "the driver no longer reads its stdin";
   std::string why;
   auto reply = reply_to(id, why);
@@ -366,9 +370,10 @@ std::string ClientCase::within_silence_window(const Json& window, Clock::time_po
          std::to_string(min) + " to " + std::to_string(max) + " ms";
 }
 
-// {"op": "ping"|"close"|..., "header": {typed JSON}, "delay_ms"?}: the proxy sends it to the client as the
-// server; with delay_ms, that much later while the next steps run (a flow resume while the driver's publish
-// waits for it).
+// {"op": "ping"|"close"|..., "header": {typed JSON}, "delay_ms"?, "end_after_ms"?}: the proxy sends it to the
+// client as the server; with delay_ms, that much later while the next steps run (a flow resume while the
+// driver's publish waits for it); with end_after_ms, a fatal error's connection is ended that much later, so
+// that a client which ignores `fatal` is seen still connected.
 std::string ClientCase::server_send(const Json& args) {
   const std::string name = args.at("op").get<std::string>();
   const OpInfo* info = find_op_by_name(name);
@@ -388,7 +393,7 @@ std::string ClientCase::server_send(const Json& args) {
     });
     return "";
   }
-  if (!proxy_->send_to_client(op, *header->get_if<Map>())) {
+  if (!proxy_->send_to_client(op, *header->get_if<Map>(), std::chrono::milliseconds(args.value("end_after_ms", 0)))) {
     return "server_send: the client has no connection to send " + name + " on";
   }
   return "";
@@ -410,6 +415,26 @@ std::string ClientCase::expect_client_frame(const Json& args) {
 std::string ClientCase::idle(const Json& args) {
   const auto until = std::min(case_deadline_, Clock::now() + std::chrono::milliseconds(args.at("ms").get<int>()));
   std::this_thread::sleep_until(until);
+  return "";
+}
+
+// {"timeout_ms"?}: the client ends its connection (closes its socket) on its own within the time: "The
+// receiver replies with its own close and closes the socket."
+std::string ClientCase::expect_client_end(const Json& args) {
+  if (!proxy_->wait_for_client_end(deadline(args))) return "the client did not close its socket in time";
+  return "";
+}
+
+// After the last step: an `error` event that no step expected fails the case. It is the SDK telling the
+// application that something went wrong; a case that provokes one says so with expect_event.
+std::string ClientCase::unexpected_errors() {
+  std::string why;
+  while (auto line = next_line(Clock::now(), why)) {  // what the driver already wrote, without waiting
+    if (line->contains("event")) events_.emplace_back(std::move(*line), Clock::now());
+  }
+  for (const auto& [event, at] : events_) {
+    if (event.value("event", "") == "error") return "the driver reported an error no step expected: " + event.dump();
+  }
   return "";
 }
 
@@ -552,6 +577,7 @@ std::string ClientCase::run_step(const Json& step) {
   if (verb == "expect_client_frame") return expect_client_frame(args);
   if (verb == "server_quirks") return server_quirks(args);
   if (verb == "idle") return idle(args);
+  if (verb == "expect_client_end") return expect_client_end(args);
   if (verb == "url_vectors") return url_vectors(args);
   if (verb == "codec_vectors") return codec_vectors(args);
   return "unknown verb " + verb;  // load_cases refuses these; kept for a case built by hand
@@ -604,6 +630,12 @@ CaseResult ClientCase::run() {
       result_.failed_step_text = spec_.steps[i].dump();
       break;
     }
+    if (result_.verdict != Verdict::fail) {
+      if (const std::string bad = unexpected_errors(); !bad.empty()) {
+        result_.verdict = Verdict::fail;
+        result_.message = bad + " (after " + ms_since(origin_) + " ms)";
+      }
+    }
   }
   finish();
   result_.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - origin_).count();
@@ -614,7 +646,8 @@ CaseResult ClientCase::run() {
 
 const std::vector<std::string>& client_step_verbs() {
   static const std::vector<std::string> verbs = {"command", "expect_event", "server_send", "expect_client_frame",
-                                                 "server_quirks", "url_vectors", "idle", "codec_vectors"};
+                                                 "server_quirks", "url_vectors", "idle", "codec_vectors",
+                                                 "expect_client_end"};
   return verbs;
 }
 

@@ -71,6 +71,8 @@ struct ClientProxy::Connection {
   std::vector<std::uint8_t> client_ops;  // ops the client sent since the last send_to_client
   bool server_closed = false;            // the proxy sent close as the server: the broker is let go
   Clock::time_point last_to_client{};    // when the client was last written to (the silent quirk counts from it)
+  std::optional<Clock::time_point> end_at;  // a fatal error held open: when the proxy ends the connection
+  bool client_ended = false;             // the client ended the connection on its own
   std::thread up, down;
 };
 
@@ -277,6 +279,10 @@ void ClientProxy::client_to_broker(Connection& c) {
     if (read.kind == ReadOutcome::Kind::timeout) {
       std::lock_guard lock(mutex_);
       if (!c.ws_frames.inside_frame()) c.monitor.observe_quiet(Side::client, Clock::now());
+      if (c.end_at && Clock::now() >= *c.end_at) {
+        c.end_at.reset();
+        end_to_client(c);  // the held fatal error's "closes the connection after this frame", late
+      }
       continue;
     }
     if (read.kind == ReadOutcome::Kind::closed) break;
@@ -296,6 +302,7 @@ void ClientProxy::client_to_broker(Connection& c) {
     // The client ended it: its end proves its silence up to now, and may be its verdict on a silent server.
     c.monitor.observe_quiet(Side::client, now);
     c.rules.observe_client_end(now);
+    c.client_ended = true;
   }
   c.monitor.observe_end(Side::client, now);
   c.rules.finish(now);
@@ -381,7 +388,7 @@ std::optional<Clock::time_point> ClientProxy::silent_since() {
   return silent_since_;
 }
 
-bool ClientProxy::send_to_client(std::uint8_t op, const Map& header) {
+bool ClientProxy::send_to_client(std::uint8_t op, const Map& header, std::chrono::milliseconds end_after) {
   std::lock_guard lock(mutex_);
   if (connections_.empty()) return false;
   Connection& c = *connections_.back();
@@ -397,8 +404,22 @@ bool ClientProxy::send_to_client(std::uint8_t op, const Map& header) {
     c.server_closed = true;  // the client's answer is for us: the broker is let go
     ::shutdown(c.broker, SHUT_RDWR);
   }
-  if (fatal) end_to_client(c);  // "the server closes the connection after this frame"
+  // "the server closes the connection after this frame": at once, or held open for the case's `end_after_ms`.
+  if (fatal && end_after.count() > 0) c.end_at = Clock::now() + end_after;
+  else if (fatal) end_to_client(c);
   return true;
+}
+
+bool ClientProxy::wait_for_client_end(Clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  return frame_seen_.wait_until(lock, deadline, [&] { return !connections_.empty() && connections_.back()->client_ended; });
+}
+
+void ClientProxy::application_closes() {
+  std::lock_guard lock(mutex_);
+  for (auto& c : connections_) {
+    if (!c->client_ended && !c->server_closed) c->rules.application_closes();  // a connection already over owes nothing
+  }
 }
 
 bool ClientProxy::wait_for_client(std::uint8_t op, Clock::time_point deadline) {

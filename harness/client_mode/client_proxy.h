@@ -77,9 +77,17 @@ class ClientProxy {
   // proxy stops forwarding and lets the broker go, as a server that closed would; an error with fatal: true,
   // after which it also closes the client's socket ("the server closes the connection after this frame").
   // False without a connection.
-  bool send_to_client(std::uint8_t op, const Map& header);
+  // With `end_after` (a fatal error only), the proxy holds the connection open that long before it ends it, so
+  // that a client which ignores `fatal` is seen still waiting (its own end must come first).
+  bool send_to_client(std::uint8_t op, const Map& header,
+                      std::chrono::milliseconds end_after = std::chrono::milliseconds(0));
   // Waits until the client has sent a frame of `op` on its latest connection since the last send_to_client.
   bool wait_for_client(std::uint8_t op, Clock::time_point deadline);
+  // Waits until the client has ended its latest connection (closed its socket) on its own.
+  bool wait_for_client_end(Clock::time_point deadline);
+  // The application asked the client for a normal shutdown (the driver's close): its connections' next close
+  // must say code 200, and come before the socket ends (client_rules.h).
+  void application_closes();
 
   // Ends every connection, joins the threads and judges what is still owed. Idempotent.
   void stop();

@@ -16,6 +16,9 @@ constexpr const char* kSeq = "publish.seq.numbering";
 constexpr const char* kPong = "heartbeat.pong";
 constexpr const char* kFlow = "flow.client-stops-publishing";
 constexpr const char* kDeadPeer = "heartbeat.dead-peer";
+constexpr const char* kCloseCode200 = "close.code-200-normal";
+constexpr const char* kCloseHandshake = "lifecycle.close-handshake";
+constexpr const char* kSubUnique = "subscribe.sub.unique";
 
 bool is(std::uint8_t op, OpCode code) { return op == static_cast<std::uint8_t>(code); }
 
@@ -52,6 +55,9 @@ const std::vector<MonitorRule>& client_rules() {
       {kDeadPeer, "Heartbeats", "Each side considers the peer dead when it has received nothing for 2 × h seconds.", false},
       {kNoPreambleOnWebSocket, "Transports",
        "One binary WebSocket message per frame, without the length prefix and without `FMQ1`.", false},
+      {kCloseCode200, "Connection lifecycle / close", "Code 200 means a normal shutdown.", false},
+      {kCloseHandshake, "Connection lifecycle", "| -- close ----------------------------> |", false},
+      {kSubUnique, "Consuming / subscribe", "`sub` uint Client-chosen subscription id, unique on the connection.", false},
   };
   return rules;
 }
@@ -95,14 +101,19 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
     if (is(op, OpCode::welcome)) heartbeat_s_ = uint_field(*header, "heartbeat").value_or(0);
     if (is(op, OpCode::flow)) paused_since_ = pause_of(*header) ? std::optional(at) : std::nullopt;
     const bool reply = is(op, OpCode::ok) || is(op, OpCode::get_ok) || is(op, OpCode::error);
-    if (const auto rid = uint_field(*header, "rid"); reply && rid) rids_awaiting_reply_.erase(*rid);
+    if (const auto rid = uint_field(*header, "rid"); reply && rid) {
+      rids_awaiting_reply_.erase(*rid);
+      settle_subscription(*rid, is(op, OpCode::ok));
+    }
+    if (const auto sub = uint_field(*header, "sub"); is(op, OpCode::cancelled) && sub) subs_in_use_.erase(*sub);
     return;
   }
   check_pongs_owed(at);
   if (is(op, OpCode::pong) && !pings_unanswered_.empty()) pings_unanswered_.pop_front();
-  if (is(op, OpCode::close)) closing_ = true;
+  if (is(op, OpCode::close)) check_close(*header, at);
   if (is_request(op)) check_rid(op, *header, at);
   if (is(op, OpCode::publish)) check_seq(*header, at);
+  if (is(op, OpCode::subscribe) || is(op, OpCode::unsubscribe)) check_sub(op, *header, at);
   if (is(op, OpCode::publish) && paused_since_) {
     const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(at - *paused_since_).count();
     violation(kFlow, "published while paused: the server sent flow with pause: true " + std::to_string(since) +
@@ -113,10 +124,58 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
 // Design rules: each request carries a rid, and not one whose reply is still awaited (the reply could not say
 // which request it answers).
 void ClientRules::check_rid(std::uint8_t op, const Map& header, Clock::time_point at) {
+  // rid 0 is no rid: "omitted fields take their zero value", so a reply with rid 0 could not say whose it is.
   const auto rid = uint_field(header, "rid");
-  if (!rid) return violation(kRid, "sent " + op_label(op) + " without a rid", at);
+  if (!rid || *rid == 0) return violation(kRid, "sent " + op_label(op) + (rid ? " with rid 0" : " without a rid"), at);
   if (!rids_awaiting_reply_.insert(*rid).second) {
     violation(kRid, "sent " + op_label(op) + " with rid " + std::to_string(*rid) + ", which a request still awaiting its reply carries", at);
+  }
+}
+
+// Connection lifecycle / close: once the application asked for a normal shutdown, the client's close says 200.
+void ClientRules::check_close(const Map& header, Clock::time_point at) {
+  if (normal_close_asked_ && !closing_) {
+    const auto code = uint_field(header, "code");
+    if (code != 200u) {
+      violation(kCloseCode200, "closed with " + (code ? "code " + std::to_string(*code) : std::string("no code")) +
+                                   " when the application asked for a normal shutdown", at);
+    }
+  }
+  closing_ = true;
+  client_closed_ = true;
+}
+
+void ClientRules::application_closes() {
+  if (!closing_) normal_close_asked_ = true;  // after the server's close (or the client's own) it has nothing to say
+}
+
+// Consuming / subscribe: a sub is in use from its subscribe until an error answers that subscribe, the ok answers
+// its unsubscribe, or the server's cancelled ends it (the broker's reading, docs/spec-notes.md Q35); a subscribe
+// with a sub in use breaks "unique on the connection".
+void ClientRules::check_sub(std::uint8_t op, const Map& header, Clock::time_point at) {
+  const auto sub = uint_field(header, "sub");
+  const auto rid = uint_field(header, "rid");
+  if (!sub) return;  // the wire monitor's field types, and the broker's 502, judge a subscribe without one
+  if (is(op, OpCode::unsubscribe)) {
+    if (rid) unsubscribing_[*rid] = *sub;
+    return;
+  }
+  if (!subs_in_use_.insert(*sub).second) {
+    violation(kSubUnique, "subscribed with sub " + std::to_string(*sub) + ", which a subscription on the connection still uses", at);
+    return;
+  }
+  if (rid) subscribing_[*rid] = *sub;
+}
+
+// A reply to `rid`: an error to a subscribe frees its sub; the ok to an unsubscribe frees the unsubscribed one.
+void ClientRules::settle_subscription(std::uint64_t rid, bool ok) {
+  if (auto it = subscribing_.find(rid); it != subscribing_.end()) {
+    if (!ok) subs_in_use_.erase(it->second);
+    subscribing_.erase(it);
+  }
+  if (auto it = unsubscribing_.find(rid); it != unsubscribing_.end()) {
+    if (ok) subs_in_use_.erase(it->second);
+    unsubscribing_.erase(it);
   }
 }
 
@@ -143,6 +202,11 @@ void ClientRules::check_pongs_owed(Clock::time_point at) {
 
 void ClientRules::finish(Clock::time_point at) {
   check_dead_peer(at, false);
+  // Connection lifecycle: a normal shutdown is the close exchange, not a socket that just ends. Judged at the
+  // end, whoever ends first: the application's close returns only once the exchange is over.
+  if (normal_close_asked_ && !client_closed_) {
+    violation(kCloseHandshake, "sent no close when the application asked for a normal shutdown", at);
+  }
   if (pings_unanswered_.empty()) return;
   // At the end nothing more can come: an unanswered ping is a missing pong however recent.
   pings_unanswered_.front() = std::min(pings_unanswered_.front(), at - kPongTolerance - std::chrono::milliseconds(1));

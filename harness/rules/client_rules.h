@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -49,6 +50,9 @@ class ClientRules {
   void server_silent(Clock::time_point since);
   // The client ended its side of the connection (not the proxy stopping).
   void observe_client_end(Clock::time_point at);
+  // The application asked for a normal shutdown (the driver's close command): the client's close must say 200,
+  // and come before its socket ends. Nothing is asked once a close was sent either way.
+  void application_closes();
 
   const std::vector<MonitorViolation>& violations() const { return violations_; }
 
@@ -56,6 +60,9 @@ class ClientRules {
   void violation(const char* rule, const std::string& message, Clock::time_point at);
   void check_rid(std::uint8_t op, const Map& header, Clock::time_point at);
   void check_seq(const Map& header, Clock::time_point at);
+  void check_close(const Map& header, Clock::time_point at);
+  void check_sub(std::uint8_t op, const Map& header, Clock::time_point at);
+  void settle_subscription(std::uint64_t rid, bool ok);
   void check_pongs_owed(Clock::time_point at);
   void check_dead_peer(Clock::time_point at, bool ended);
 
@@ -66,6 +73,10 @@ class ClientRules {
   std::uint64_t last_seq_ = 0;
   std::deque<Clock::time_point> pings_unanswered_;  // the server's pings the client has not answered yet
   bool closing_ = false;                             // a close was sent: pings after it are owed nothing
+  bool client_closed_ = false;                       // the client sent close
+  bool normal_close_asked_ = false;                  // the application asked for a normal shutdown
+  std::set<std::uint64_t> subs_in_use_;              // subs from their subscribe until freed (check_sub)
+  std::map<std::uint64_t, std::uint64_t> subscribing_, unsubscribing_;  // rid -> sub, until the reply
   // Since when the server has paused the client's publishing (flow with pause: true), until pause: false. The
   // rule counts from the moment the proxy wrote the pause: the flow case sends it while the client is idle, so
   // no publish can be already on its way.

@@ -91,6 +91,64 @@ TEST_F(ClientRulesTest, RequestWithoutRidIsFlagged) {
   EXPECT_EQ(broken(), std::vector<std::string>{"design.request.rid"});
 }
 
+TEST_F(ClientRulesTest, RequestWithRidZeroIsFlaggedAsHavingNone) {
+  client(OpCode::declare_queue, with("rid", 0));
+  EXPECT_EQ(broken(), std::vector<std::string>{"design.request.rid"});
+}
+
+Map both(const char* a, std::uint64_t x, const char* b, std::uint64_t y) {
+  return {{Value(a), Value(x)}, {Value(b), Value(y)}};
+}
+
+TEST_F(ClientRulesTest, ApplicationCloseWithCode200IsQuietAndAnyOtherCodeIsFlagged) {
+  rules_.application_closes();
+  client(OpCode::close, with("code", 200));
+  rules_.finish(now_);
+  EXPECT_TRUE(broken().empty());
+  ClientRules other("c", now_);
+  other.application_closes();
+  other.observe(Side::client, frame(OpCode::close, with("code", 320)), now_);
+  ASSERT_EQ(other.violations().size(), 1u);
+  EXPECT_EQ(other.violations()[0].rule, "close.code-200-normal");
+}
+
+TEST_F(ClientRulesTest, ApplicationCloseWithoutACloseFrameIsFlaggedAtTheEnd) {
+  rules_.application_closes();
+  rules_.observe_client_end(now_);
+  rules_.finish(now_);
+  EXPECT_EQ(broken(), std::vector<std::string>{"lifecycle.close-handshake"});
+}
+
+TEST_F(ClientRulesTest, ReplyToTheServersCloseNeedNotSay200EvenIfTheApplicationAsked) {
+  server(OpCode::close, with("code", 320));
+  rules_.application_closes();
+  client(OpCode::close, with("code", 320));
+  rules_.finish(now_);
+  EXPECT_TRUE(broken().empty());
+}
+
+TEST_F(ClientRulesTest, SubInUseIsFlaggedAndFreedByAnErrorOrAnUnsubscribe) {
+  client(OpCode::subscribe, both("rid", 1, "sub", 7));
+  server(OpCode::error, with("rid", 1));  // refused: 7 is free again
+  client(OpCode::subscribe, both("rid", 2, "sub", 7));
+  server(OpCode::ok, with("rid", 2));
+  client(OpCode::unsubscribe, both("rid", 3, "sub", 7));
+  server(OpCode::ok, with("rid", 3));
+  client(OpCode::subscribe, both("rid", 4, "sub", 7));
+  client(OpCode::subscribe, both("rid", 5, "sub", 8));
+  EXPECT_TRUE(broken().empty());
+  client(OpCode::subscribe, both("rid", 6, "sub", 8));
+  EXPECT_EQ(broken(), std::vector<std::string>{"subscribe.sub.unique"});
+}
+
+TEST_F(ClientRulesTest, SubEndedByTheServersCancelledIsFree) {
+  client(OpCode::subscribe, both("rid", 1, "sub", 3));
+  server(OpCode::ok, with("rid", 1));
+  server(OpCode::cancelled, with("sub", 3));
+  client(OpCode::subscribe, both("rid", 2, "sub", 3));
+  EXPECT_TRUE(broken().empty());
+}
+
 TEST_F(ClientRulesTest, RidOfARequestAwaitingItsReplyIsFlaggedButReuseAfterTheReplyIsQuiet) {
   client(OpCode::declare_queue, with("rid", 1));
   server(OpCode::ok, with("rid", 1));

@@ -4,7 +4,9 @@
 // FireClient with your SDK, keep the JSON.
 //
 //   firemq-example-driver [--break NAME], NAME one of seq-from-2, no-pong, no-close-reply, no-rid,
-//                         publish-while-paused, no-ping, never-declares-dead, float32-as-float64, fmq1-on-websocket
+//                         publish-while-paused, no-ping, never-declares-dead, float32-as-float64, fmq1-on-websocket,
+//                         close-not-200, close-without-frame, keep-socket-after-close, ignore-fatal, same-sub,
+//                         ack-ignores-multiple
 //
 // --break makes the client break one rule on purpose, to show that the client cases catch it
 // (conformance/client-breaks.json lists the cases each must fail). float32-as-float64 breaks the codec, not
@@ -154,7 +156,8 @@ class CodecCommands {
 
 class Driver {
  public:
-  Driver(firemq::example::Breaks breaks, bool float32_as_float64) : client_(breaks, write_line), codec_(float32_as_float64) {}
+  Driver(firemq::example::Breaks breaks, bool float32_as_float64)
+      : breaks_(breaks), client_(breaks, write_line), codec_(float32_as_float64) {}
 
   // Runs until stdin ends: one command at a time; between commands, what the server sends is handled (pings
   // answered, deliveries reported) and the heartbeat kept (pings sent, a silent server declared dead).
@@ -218,8 +221,9 @@ class Driver {
     if (cmd == "publish") return publish(c);
     if (cmd == "subscribe") return subscribe(c);
     const auto tag = [&c] { return c.at("delivery_tag").get<std::uint64_t>(); };
-    if (cmd == "ack") return ok_or_error(client_.send(op::Ack{tag(), c.value("multiple", false)}));
-    if (cmd == "nack") return ok_or_error(client_.send(op::Nack{tag(), c.value("multiple", false), c.value("requeue", true)}));
+    const bool multiple = c.value("multiple", false) && !breaks_.ack_ignores_multiple;
+    if (cmd == "ack") return ok_or_error(client_.send(op::Ack{tag(), multiple}));
+    if (cmd == "nack") return ok_or_error(client_.send(op::Nack{tag(), multiple, c.value("requeue", true)}));
     if (cmd == "get") return get(c);
     if (cmd == "close") return ok_or_error(client_.close(deadline()));
     return error_json("unknown command " + cmd);
@@ -274,7 +278,7 @@ class Driver {
 
   Json subscribe(const Json& c) {
     op::Subscribe s;
-    s.sub = next_sub_++;
+    s.sub = breaks_.same_sub ? 1 : next_sub_++;  // "Client-chosen subscription id, unique on the connection."
     s.queue = c.at("queue").get<std::string>();
     s.credit = c.value("credit", std::uint64_t{100});
     s.no_ack = c.value("no_ack", false);
@@ -294,6 +298,7 @@ class Driver {
             {"headers", firemq::typed_json_from_value(firemq::Value(got->headers))}, {"body", client_.last_get_body()}};
   }
 
+  firemq::example::Breaks breaks_;
   FireClient client_;
   CodecCommands codec_;
   std::uint64_t next_sub_ = 1;  // "Client-chosen subscription id, unique on the connection."
@@ -319,9 +324,16 @@ int main(int argc, char** argv) {
     else if (name == "never-declares-dead") breaks.never_declares_dead = true;
     else if (name == "float32-as-float64") float32_as_float64 = true;
     else if (name == "fmq1-on-websocket") breaks.fmq1_on_websocket = true;
+    else if (name == "close-not-200") breaks.close_not_200 = true;
+    else if (name == "close-without-frame") breaks.close_without_frame = true;
+    else if (name == "keep-socket-after-close") breaks.keep_socket_after_close = true;
+    else if (name == "ignore-fatal") breaks.ignore_fatal = true;
+    else if (name == "same-sub") breaks.same_sub = true;
+    else if (name == "ack-ignores-multiple") breaks.ack_ignores_multiple = true;
     else {
       std::cerr << "usage: " << argv[0]
-                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead|float32-as-float64|fmq1-on-websocket]\n";
+                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead|float32-as-float64|fmq1-on-websocket|close-not-200|close-without-frame"
+                 "|keep-socket-after-close|ignore-fatal|same-sub|ack-ignores-multiple]\n";
       return 2;
     }
   }

@@ -127,9 +127,14 @@ Result<bool, std::string> FireClient::publish(op::Publish publish, const std::st
 Result<bool, std::string> FireClient::close(Clock::time_point deadline) {
   closing_ = true;
   close_replied_ = false;
-  if (!write(encode_frame(op::Close{200, "bye"}))) return std::string("not connected");
-  auto got = wait_until([this] { return close_replied_; }, deadline);
-  drop_connection();
+  // close: "Code 200 means a normal shutdown."
+  if (!breaks_.close_without_frame && !write(encode_frame(op::Close{breaks_.close_not_200 ? 320u : 200u, "bye"}))) {
+    return std::string("not connected");
+  }
+  auto got = breaks_.close_without_frame ? Result<bool, std::string>(true) : wait_until([this] { return close_replied_; }, deadline);
+  // "... and closes the socket": the break keeps it open until the driver exits.
+  if (breaks_.keep_socket_after_close) lingering_ = std::move(link_);
+  else drop_connection();
   if (!got) return got.error();
   return true;
 }
@@ -252,6 +257,12 @@ void FireClient::handle(const RawFrame& frame) {
     on_event_({{"event", "cancelled"}, {"subscription", cancelled->sub}, {"code", cancelled->code}, {"msg", cancelled->msg}});
   } else if (const auto* error = std::get_if<op::Error>(&m); error != nullptr && error->rid == 0 && !awaiting_reply_) {
     on_event_({{"event", "error"}, {"code", error->code}, {"msg", error->msg}, {"fatal", error->fatal}});
+    // "`fatal` true when the server closes the connection after this frame": the connection is over now, not
+    // when the socket ends, and nothing more is sent on it.
+    if (error->fatal && !breaks_.ignore_fatal) {
+      emit_closed("server", error->code, error->msg);
+      drop_connection();
+    }
   } else if (std::holds_alternative<op::Welcome>(m) || reply_rid(m)) {
     if (std::holds_alternative<op::GetOk>(m)) last_get_body_ = text(frame.payload());
     reply_ = std::move(m);

@@ -38,6 +38,12 @@ struct Breaks {
   bool no_ping = false;               // never pings ("each side sends ping when it has sent nothing for h / 2")
   bool never_declares_dead = false;   // waits on a silent server forever ("considers the peer dead ... 2 x h")
   bool fmq1_on_websocket = false;     // sends FMQ1 over ws and wss too ("without `FMQ1`")
+  bool close_not_200 = false;         // a normal shutdown's close says 320 ("Code 200 means a normal shutdown.")
+  bool close_without_frame = false;   // a normal shutdown just ends the socket (the lifecycle's close exchange)
+  bool keep_socket_after_close = false;  // keeps the socket after the close exchange ("... and closes the socket")
+  bool ignore_fatal = false;          // goes on after a fatal error ("the server closes the connection after this frame")
+  bool same_sub = false;              // every subscription is sub 1 ("unique on the connection")
+  bool ack_ignores_multiple = false;  // an ack or nack with multiple settles only its own tag
 };
 
 class FireClient {
@@ -88,6 +94,7 @@ class FireClient {
   Breaks breaks_;
   EventSink on_event_;
   std::unique_ptr<Link> link_;  // null when not connected
+  std::unique_ptr<Link> lingering_;  // --break keep-socket-after-close: the closed connection, never ended
   FrameDecoder decoder_{StreamSide::client, kDefaultMaxFrame};
   std::size_t max_frame_ = kMaxFrameBeforeWelcome;  // the largest frame the server accepts: welcome.max_frame
   std::uint64_t next_rid_ = 1;

@@ -714,6 +714,13 @@ func (c *Client) handleError(f Frame) {
 		c.settleHandshake(f)
 	default:
 		c.emit(&ErrorEvent{Code: h.Uint("code"), Msg: h.Str("msg"), Fatal: h.Bool("fatal")})
+		// "`fatal` true when the server closes the connection after this frame": the connection is over now,
+		// not when the socket ends, and nothing more is sent on it.
+		if h.Bool("fatal") {
+			c.setReason(fmt.Sprintf("the server's fatal error: %d %s", h.Uint("code"), h.Str("msg")))
+			c.emit(&Closed{By: ClosedByServer, Code: h.Uint("code"), Msg: h.Str("msg")})
+			c.end()
+		}
 	}
 }
 

@@ -313,6 +313,14 @@ export class FireClient {
     if (this.replies.has(uintField(h, "rid"))) return this.settleReply(frame);
     if (this.handshake) return this.handshake.resolve(frame);
     this.onEvent({ event: "error", code: uintField(h, "code"), msg: strField(h, "msg"), fatal: boolField(h, "fatal") });
+    // "`fatal` true when the server closes the connection after this frame": the connection is over now, not
+    // when the socket ends, and nothing more is sent on it.
+    if (boolField(h, "fatal")) this.endAfterFatal(h);
+  }
+
+  private endAfterFatal(h: Header): void {
+    this.onEvent({ event: "closed", by: "server", code: uintField(h, "code"), msg: strField(h, "msg") });
+    this.end();
   }
 
   // close: "The receiver replies with its own close and closes the socket."
