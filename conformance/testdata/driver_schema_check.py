@@ -27,7 +27,7 @@ def main():
     conform, driver, schema_file = sys.argv[1:4]
     schema = json.loads(pathlib.Path(schema_file).read_text(encoding="utf-8"))
     validator = jsonschema.Draft7Validator(schema)
-    bad_lines = [{"event": "ready", "protocol": 2}, {"id": 1, "ok": False}, {"id": 1, "cmd": "ack"},
+    bad_lines = [{"event": "ready", "protocol": 3}, {"id": 1, "ok": False}, {"id": 1, "cmd": "ack"},
                  {"event": "delivered", "body": "no tag"}, {"event": "ready", "protocol": 1, "transports": ["quic"]}]
     problems = [f"the schema accepts a bad line: {b}" for b in bad_lines if validator.is_valid(b)]
     with tempfile.TemporaryDirectory() as work:

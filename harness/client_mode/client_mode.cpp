@@ -214,6 +214,7 @@ class ClientCase {
   std::unique_ptr<DriverProcess> driver_;
   // Events the driver reported that no step has matched yet, with when the harness read each.
   std::deque<std::pair<Json, Clock::time_point>> events_;
+  int driver_protocol_ = 0;  // from the ready line
   int next_id_ = 1;
   std::vector<TranscriptLine> notes_;
   // server_send with delay_ms: sent from these threads while later steps run; declared last, so they are
@@ -256,6 +257,15 @@ std::string proxy_url(Transport transport, std::uint16_t port) {
          (is_websocket(transport) ? "/fire" : "/");
 }
 
+// The driver protocol a case's commands need: 2 when it sends publish_batch.
+int protocol_needed(const CaseSpec& spec) {
+  for (const Json& step : spec.steps) {
+    const Json* send = step.contains("command") ? &step.at("command").at("send") : nullptr;
+    if (send != nullptr && send->value("cmd", "") == "publish_batch") return 2;
+  }
+  return 1;
+}
+
 // The driver starts, says it is ready and which protocol version it speaks; the proxy listens.
 bool ClientCase::start() {
   auto proxy = ClientProxy::start(options_.broker_host, options_.broker_port, {options_.transport, options_.tls}, {},
@@ -280,10 +290,20 @@ bool ClientCase::start() {
     result_.message = "the driver did not say it was ready: " + why;
     return false;
   }
-  if (ready->value("event", "") != "ready" || ready->value("protocol", 0) != kDriverProtocolVersion) {
+  const Json protocol = ready->value("protocol", Json());
+  driver_protocol_ = protocol.is_number_integer() ? protocol.get<int>() : 0;
+  if (ready->value("event", "") != "ready" || driver_protocol_ < kOldestDriverProtocolVersion ||
+      driver_protocol_ > kDriverProtocolVersion) {
     result_.verdict = Verdict::fail;
     result_.message = "the driver's first line must be {\"event\": \"ready\", \"protocol\": " +
-                      std::to_string(kDriverProtocolVersion) + "}, got " + ready->dump();
+                      std::to_string(kOldestDriverProtocolVersion) + " to " + std::to_string(kDriverProtocolVersion) +
+                      "}, got " + ready->dump();
+    return false;
+  }
+  if (const int needed = protocol_needed(spec_); driver_protocol_ < needed) {
+    result_.verdict = Verdict::skipped;
+    result_.message = "needs driver protocol " + std::to_string(needed) + " (publish_batch); the driver speaks " +
+                      std::to_string(driver_protocol_);
     return false;
   }
   // A run over a transport the driver does not declare (--transport named it) tests nothing of the client.
@@ -441,7 +461,8 @@ std::string ClientCase::unexpected_errors() {
 // How the server behaves from now on (client_proxy.h, ServerQuirks); every quirk not given is off.
 std::string ClientCase::server_quirks(const Json& args) {
   proxy_->set_quirks({args.value("single_bytes", false), args.value("unknown_header_keys", false),
-                      args.value("max_frame", std::uint64_t{0}), args.value("no_pings", false), args.value("silent", false)});
+                      args.value("max_frame", std::uint64_t{0}), args.value("no_pings", false), args.value("silent", false),
+                      args.value("coalesce_confirms", false)});
   return "";
 }
 

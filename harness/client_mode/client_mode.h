@@ -24,7 +24,10 @@
 namespace firemq::conform {
 
 // The version of the driver protocol the harness speaks: a driver says its own in its "ready" line.
-inline constexpr int kDriverProtocolVersion = 1;
+inline constexpr int kDriverProtocolVersion = 2;
+// Version 2 adds publish_batch (several publishes in flight); a version 1 driver still runs every case that does
+// not need it, and the others are skipped, saying so.
+inline constexpr int kOldestDriverProtocolVersion = 1;
 
 // The verbs of client cases (docs/client-certification.md, "Client cases").
 const std::vector<std::string>& client_step_verbs();

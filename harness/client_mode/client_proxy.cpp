@@ -72,6 +72,8 @@ struct ClientProxy::Connection {
   bool server_closed = false;            // the proxy sent close as the server: the broker is let go
   Clock::time_point last_to_client{};    // when the client was last written to (the silent quirk counts from it)
   std::optional<Clock::time_point> end_at;  // a fatal error held open: when the proxy ends the connection
+  std::optional<Bytes> held_confirm;     // coalesce_confirms: the highest upto not yet sent on, and since when
+  Clock::time_point held_since{};
   bool client_ended = false;             // the client ended the connection on its own
   std::thread up, down;
 };
@@ -316,6 +318,7 @@ void ClientProxy::broker_to_client(Connection& c) {
   FrameDecoder decoder(StreamSide::client, kDecoderLimit);
   std::array<std::uint8_t, 64 * 1024> buffer;
   while (true) {
+    if (!wait_for_broker(c)) break;
     const ssize_t n = ::recv(c.broker, buffer.data(), buffer.size(), 0);
     if (n <= 0) break;
     ByteView rest(buffer.data(), static_cast<std::size_t>(n));
@@ -326,19 +329,65 @@ void ClientProxy::broker_to_client(Connection& c) {
       rest = rest.subspan(step.consumed);
       if (step.state == FrameDecoder::State::error) return c.client->shutdown_both();
       if (step.state != FrameDecoder::State::frame) continue;
-      const RawFrame original = decoder.take_frame();
-      if (quirks_.silent || (quirks_.no_pings && original.op() == static_cast<std::uint8_t>(OpCode::ping))) continue;
-      const Bytes out = through_quirks(original, quirks_);
-      seen(c, Side::server, RawFrame(Bytes(out.begin() + 4, out.end())));
       // A client that stopped reading (or a stopping proxy): the rest cannot reach it either, and waiting for
       // room once per frame under mutex_ would hold every step of the case.
-      if (!frame_to_client(c, out)) return c.client->shutdown_both();
+      if (!pass_to_client(c, decoder.take_frame())) return c.client->shutdown_both();
     }
   }
   std::lock_guard lock(mutex_);
+  if (!c.server_closed) flush_held_confirm(c);
   // A broker the proxy let go after its own close leaves the client to close its socket, as the spec asks.
   // A silent server stays silent, its end included.
   if (!c.server_closed && !quirks_.silent) end_to_client(c);
+}
+
+// Until the broker has bytes (true) or is gone (false); a held confirm goes on once kConfirmHold has passed.
+bool ClientProxy::wait_for_broker(Connection& c) {
+  while (true) {
+    int wait_ms = -1;
+    {
+      std::lock_guard lock(mutex_);
+      if (c.held_confirm) {
+        const auto left = c.held_since + kConfirmHold - Clock::now();
+        if (left <= Clock::duration::zero()) {
+          if (!flush_held_confirm(c)) return false;
+          continue;
+        }
+        wait_ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(left).count()) + 1;
+      }
+    }
+    pollfd p{c.broker, POLLIN, 0};
+    const int ready = ::poll(&p, 1, wait_ms);
+    if (ready != 0) return ready > 0;
+  }
+}
+
+bool ClientProxy::pass_to_client(Connection& c, const RawFrame& original) {
+  const auto op = original.op();
+  if (quirks_.silent || (quirks_.no_pings && op == static_cast<std::uint8_t>(OpCode::ping))) return true;
+  const Bytes out = through_quirks(original, quirks_);
+  if (quirks_.coalesce_confirms && op == static_cast<std::uint8_t>(OpCode::confirm)) {
+    auto header = original.header().empty() ? Result<Value>(Value(Map{})) : decode_value(original.header());
+    const Map* map = header ? header->get_if<Map>() : nullptr;
+    const Value* nack = map != nullptr ? find(*map, "nack") : nullptr;
+    if (nack == nullptr || *nack != Value(true)) {
+      if (!c.held_confirm) c.held_since = Clock::now();
+      c.held_confirm = out;  // the broker's uptos only grow: the latest covers the ones it replaces
+      return true;
+    }
+  } else if (!flush_held_confirm(c)) {
+    return false;  // anything but a nack: the held upto goes first, so that the order stays the broker's
+  }
+  seen(c, Side::server, RawFrame(Bytes(out.begin() + 4, out.end())));
+  return frame_to_client(c, out);
+}
+
+bool ClientProxy::flush_held_confirm(Connection& c) {
+  if (!c.held_confirm) return true;
+  const Bytes out = std::move(*c.held_confirm);
+  c.held_confirm.reset();
+  seen(c, Side::server, RawFrame(Bytes(out.begin() + 4, out.end())));
+  return frame_to_client(c, out);
 }
 
 bool ClientProxy::frame_to_client(Connection& c, ByteView stream_frame) {

@@ -48,7 +48,14 @@ struct ServerQuirks {
   // Nothing more reaches the client (the client's frames still reach the broker, which stays alive): with a
   // heartbeat the client must consider the server dead 2 x h after the last byte it got (client_rules.h).
   bool silent = false;
+  // Positive confirms are held back and only the highest goes on, once the broker sends anything but a nack or
+  // kConfirmHold has passed: one upto then settles several outstanding publishes, as "upto n confirms every
+  // outstanding publish with seq <= n" allows; nacks pass at once, so each still comes before any upto covering
+  // it.
+  bool coalesce_confirms = false;
 };
+
+inline constexpr std::chrono::milliseconds kConfirmHold{300};
 
 // How the client reaches the proxy.
 struct ProxyTransport {
@@ -120,6 +127,11 @@ class ClientProxy {
   // Under mutex_: the server ends its side: a WebSocket close (1000) first on ws and wss, then TLS's
   // close_notify and the FIN.
   void end_to_client(Connection& c);
+  // Under mutex_: the broker's frame to the client through the quirks (false: the client cannot take it), and
+  // the held confirm of coalesce_confirms sent on.
+  bool pass_to_client(Connection& c, const RawFrame& original);
+  bool flush_held_confirm(Connection& c);
+  bool wait_for_broker(Connection& c);
 
   int listener_;
   std::uint16_t port_;

@@ -6,7 +6,7 @@
 //   firemq-example-driver [--break NAME], NAME one of seq-from-2, no-pong, no-close-reply, no-rid,
 //                         publish-while-paused, no-ping, never-declares-dead, float32-as-float64, fmq1-on-websocket,
 //                         close-not-200, close-without-frame, keep-socket-after-close, ignore-fatal, same-sub,
-//                         ack-ignores-multiple
+//                         ack-ignores-multiple, ping-every-h, upto-confirms-one, nack-rejects-all
 //
 // --break makes the client break one rule on purpose, to show that the client cases catch it
 // (conformance/client-breaks.json lists the cases each must fail). float32-as-float64 breaks the codec, not
@@ -31,7 +31,7 @@ using Json = nlohmann::json;
 using firemq::example::FireClient;
 namespace op = firemq::op;
 
-constexpr int kProtocolVersion = 1;  // the driver protocol this driver speaks
+constexpr int kProtocolVersion = 2;  // the driver protocol this driver speaks (2: publish_batch)
 // How long one command may take: the harness has its own deadline per case; this only stops a driver
 // waiting forever.
 constexpr std::chrono::seconds kCommandTime{20};
@@ -219,6 +219,7 @@ class Driver {
     if (cmd == "declare_queue") return request(declare_queue(c));
     if (cmd == "bind") return request(bind(c));
     if (cmd == "publish") return publish(c);
+    if (cmd == "publish_batch") return publish_batch(c);
     if (cmd == "subscribe") return subscribe(c);
     const auto tag = [&c] { return c.at("delivery_tag").get<std::uint64_t>(); };
     const bool multiple = c.value("multiple", false) && !breaks_.ack_ignores_multiple;
@@ -262,7 +263,7 @@ class Driver {
     return reply ? reply_json(*reply) : error_json(reply.error());
   }
 
-  Json publish(const Json& c) {
+  static op::Publish publish_of(const Json& c) {
     op::Publish p;
     p.exchange = c.value("exchange", "");
     p.key = c.value("key", "");
@@ -270,10 +271,32 @@ class Driver {
     p.persistent = c.value("persistent", false);
     p.props.entries = map_from(c, "props");
     p.headers = map_from(c, "headers");
+    return p;
+  }
+
+  Json publish(const Json& c) {
     const bool confirm = c.value("confirm", false);
-    auto outcome = client_.publish(std::move(p), c.value("body", ""), confirm, deadline());
+    auto outcome = client_.publish(publish_of(c), c.value("body", ""), confirm, deadline());
     if (!outcome) return error_json(outcome.error());
     return confirm ? Json{{"ok", true}, {"confirmed", *outcome}} : Json{{"ok", true}};
+  }
+
+  // Driver protocol 2: every message goes out with a confirm before any outcome is awaited, so that several
+  // are in flight and one upto, or a nack among them, settles them. The outcomes in order.
+  Json publish_batch(const Json& c) {
+    std::vector<std::uint64_t> seqs;
+    for (const Json& m : c.value("messages", Json::array())) {
+      auto seq = client_.send_publish(publish_of(m), m.value("body", ""), true, deadline());
+      if (!seq) return error_json(seq.error());
+      seqs.push_back(*seq);
+    }
+    Json confirmed = Json::array();
+    for (const std::uint64_t seq : seqs) {
+      auto outcome = client_.await_confirm(seq, deadline());
+      if (!outcome) return error_json(outcome.error());
+      confirmed.push_back(*outcome);
+    }
+    return {{"ok", true}, {"confirmed", confirmed}};
   }
 
   Json subscribe(const Json& c) {
@@ -330,10 +353,14 @@ int main(int argc, char** argv) {
     else if (name == "ignore-fatal") breaks.ignore_fatal = true;
     else if (name == "same-sub") breaks.same_sub = true;
     else if (name == "ack-ignores-multiple") breaks.ack_ignores_multiple = true;
+    else if (name == "ping-every-h") breaks.ping_every_h = true;
+    else if (name == "upto-confirms-one") breaks.upto_confirms_one = true;
+    else if (name == "nack-rejects-all") breaks.nack_rejects_all = true;
     else {
       std::cerr << "usage: " << argv[0]
                 << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead|float32-as-float64|fmq1-on-websocket|close-not-200|close-without-frame"
-                 "|keep-socket-after-close|ignore-fatal|same-sub|ack-ignores-multiple]\n";
+                 "|keep-socket-after-close|ignore-fatal|same-sub|ack-ignores-multiple|ping-every-h"
+                 "|upto-confirms-one|nack-rejects-all]\n";
       return 2;
     }
   }

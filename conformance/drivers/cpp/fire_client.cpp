@@ -99,6 +99,14 @@ Result<Message, std::string> FireClient::request(Message request, Clock::time_po
 // wanted."
 Result<bool, std::string> FireClient::publish(op::Publish publish, const std::string& body, bool confirm,
                                              Clock::time_point deadline) {
+  auto seq = send_publish(std::move(publish), body, confirm, deadline);
+  if (!seq) return seq.error();
+  if (!confirm) return true;
+  return await_confirm(*seq, deadline);
+}
+
+Result<std::uint64_t, std::string> FireClient::send_publish(op::Publish publish, const std::string& body, bool confirm,
+                                                            Clock::time_point deadline) {
   // "Clients stop publishing until pause: false": the publish waits for the server's resume.
   if (paused_ && !breaks_.publish_while_paused) {
     auto resumed = wait_until([this] { return !paused_; }, deadline);
@@ -117,11 +125,20 @@ Result<bool, std::string> FireClient::publish(op::Publish publish, const std::st
   }
   if (confirm) ++next_seq_;
   if (!write(frame)) return std::string("not connected");
-  if (!confirm) return true;
-  const std::uint64_t seq = publish.seq;
-  auto got = wait_until([&] { return nacked_.count(seq) > 0 || confirmed_upto_ >= seq; }, deadline);
+  return publish.seq;
+}
+
+// confirm: {"upto": n} "confirms every outstanding publish with seq <= n"; {"seq": n, "nack": true} "rejects one
+// publish". "A nack for a sequence number is always sent before any upto that covers it."
+Result<bool, std::string> FireClient::await_confirm(std::uint64_t seq, Clock::time_point deadline) {
+  auto got = wait_until([&] { return nacked_.count(seq) > 0 || confirmed(seq); }, deadline);
   if (!got) return got.error();
-  return nacked_.count(seq) == 0;  // "A nack for a sequence number is always sent before any upto that covers it."
+  return nacked_.count(seq) == 0;
+}
+
+bool FireClient::confirmed(std::uint64_t seq) const {
+  if (breaks_.upto_confirms_one) return confirmed_one_.count(seq) > 0;  // the break: upto n settles n alone
+  return confirmed_upto_ >= seq;
 }
 
 Result<bool, std::string> FireClient::close(Clock::time_point deadline) {
@@ -188,7 +205,7 @@ Result<bool, std::string> FireClient::pump(Clock::time_point deadline) {
 std::optional<FireClient::Clock::time_point> FireClient::heartbeat_due() const {
   if (link_ == nullptr || heartbeat_.count() == 0) return std::nullopt;
   std::optional<Clock::time_point> due;
-  if (!breaks_.no_ping && !closing_) due = last_sent_ + heartbeat_ / 2;
+  if (!breaks_.no_ping && !closing_) due = last_sent_ + (breaks_.ping_every_h ? heartbeat_ : heartbeat_ / 2);
   if (!breaks_.never_declares_dead) due = std::min(due.value_or(Clock::time_point::max()), last_received_ + 2 * heartbeat_);
   return due;
 }
@@ -241,8 +258,14 @@ void FireClient::handle(const RawFrame& frame) {
     if (!breaks_.no_close_reply) write(encode_frame(op::Close{200, "closing as asked"}));
     drop_connection();
   } else if (const auto* confirm = std::get_if<op::Confirm>(&m)) {
-    if (confirm->nack) nacked_.insert(confirm->seq);
-    else confirmed_upto_ = std::max(confirmed_upto_, confirm->upto);
+    if (confirm->nack && breaks_.nack_rejects_all) {
+      for (std::uint64_t s = confirmed_upto_ + 1; s <= confirm->seq; ++s) nacked_.insert(s);  // the break: cumulative
+    } else if (confirm->nack) {
+      nacked_.insert(confirm->seq);
+    } else {
+      confirmed_upto_ = std::max(confirmed_upto_, confirm->upto);
+      confirmed_one_.insert(confirm->upto);
+    }
   } else if (const auto* deliver = std::get_if<op::Deliver>(&m)) {
     on_event_({{"event", "delivered"}, {"subscription", deliver->sub}, {"delivery_tag", deliver->tag},
                {"redelivered", deliver->redelivered}, {"exchange", deliver->exchange}, {"key", deliver->key},

@@ -44,6 +44,9 @@ struct Breaks {
   bool ignore_fatal = false;          // goes on after a fatal error ("the server closes the connection after this frame")
   bool same_sub = false;              // every subscription is sub 1 ("unique on the connection")
   bool ack_ignores_multiple = false;  // an ack or nack with multiple settles only its own tag
+  bool ping_every_h = false;          // pings after h of silence, not h / 2 ("when it has sent nothing for h / 2")
+  bool upto_confirms_one = false;     // upto n settles seq n alone ("confirms every outstanding publish with seq <= n")
+  bool nack_rejects_all = false;      // a nack settles every outstanding seq up to it ("rejects one publish")
 };
 
 class FireClient {
@@ -62,6 +65,11 @@ class FireClient {
   Result<Message, std::string> request(Message request, Clock::time_point deadline);
   // A publish; with `confirm`, waits for its confirm and returns whether it was confirmed (true) or nacked.
   Result<bool, std::string> publish(op::Publish publish, const std::string& body, bool confirm, Clock::time_point deadline);
+  // The same in two halves, so that several publishes are in flight: the publish goes out (its seq, 0 without
+  // confirm), then its confirm is awaited (true: confirmed, false: nacked).
+  Result<std::uint64_t, std::string> send_publish(op::Publish publish, const std::string& body, bool confirm,
+                                                  Clock::time_point deadline);
+  Result<bool, std::string> await_confirm(std::uint64_t seq, Clock::time_point deadline);
   // A frame that has no reply (ack, nack, credit).
   Result<bool, std::string> send(const Message& message);
   // close 200 and the server's close in reply.
@@ -100,8 +108,10 @@ class FireClient {
   std::uint64_t next_rid_ = 1;
   std::uint64_t next_seq_ = 1;
   std::optional<Message> reply_;              // the reply to the request in flight
+  bool confirmed(std::uint64_t seq) const;
   std::uint64_t confirmed_upto_ = 0;          // every seq up to this one is confirmed
   std::set<std::uint64_t> nacked_;
+  std::set<std::uint64_t> confirmed_one_;     // --break upto-confirms-one: the seqs an upto named
   bool awaiting_reply_ = false;               // a request (or hello) is in flight: an error without rid is its reply
   bool closing_ = false;                      // we sent close: the server's close is its reply
   bool close_replied_ = false;                // the server's close after ours

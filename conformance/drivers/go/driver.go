@@ -24,7 +24,7 @@ import (
 	"firemq.example/godriver/fire"
 )
 
-const protocolVersion = 1 // the driver protocol this driver speaks
+const protocolVersion = 2 // the driver protocol this driver speaks (2: publish_batch)
 
 // How long one command may take: the harness has its own deadline per case; this only stops a driver waiting
 // forever.
@@ -206,6 +206,8 @@ func perform(ctx context.Context, c command) (reply, error) {
 		return reply{}, cl.Bind(ctx, c.str("exchange"), c.str("queue"), c.str("key"), args)
 	case "publish":
 		return publish(ctx, c)
+	case "publish_batch":
+		return publishBatch(ctx, c)
 	case "subscribe":
 		cl, err := connected()
 		if err != nil {
@@ -284,6 +286,47 @@ func publish(ctx context.Context, c command) (reply, error) {
 		return nil, err
 	}
 	return reply{"confirmed": acked}, nil
+}
+
+// publishBatch (driver protocol 2): every message published with a confirm before any outcome is awaited, so
+// that several are in flight and one upto, or a nack among them, settles them. The outcomes in order.
+func publishBatch(ctx context.Context, c command) (reply, error) {
+	cl, err := connected()
+	if err != nil {
+		return nil, err
+	}
+	messages, _ := c["messages"].([]any)
+	var confirmations []*fire.Confirmation
+	for _, m := range messages {
+		fields, _ := m.(map[string]any)
+		one := command(fields)
+		props, err := one.mapArg("props")
+		if err != nil {
+			return nil, err
+		}
+		headers, err := one.mapArg("headers")
+		if err != nil {
+			return nil, err
+		}
+		confirmation, err := cl.PublishConfirmed(ctx, fire.Publishing{
+			Message: fire.Message{Exchange: one.str("exchange"), Key: one.str("key"), Body: []byte(one.str("body")),
+				Props: props, Headers: headers},
+			Mandatory: one.flag("mandatory"), Persistent: one.flag("persistent"),
+		})
+		if err != nil {
+			return nil, err
+		}
+		confirmations = append(confirmations, confirmation)
+	}
+	confirmed := []any{}
+	for _, confirmation := range confirmations {
+		acked, err := confirmation.Wait(ctx)
+		if err != nil {
+			return nil, err
+		}
+		confirmed = append(confirmed, acked)
+	}
+	return reply{"confirmed": confirmed}, nil
 }
 
 // decodeFrames: the bytes through the codec, as the client reads a server's frames: cut into frames

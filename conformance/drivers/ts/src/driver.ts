@@ -14,7 +14,7 @@ import { Ext, Float32, Float64, MsgMap } from "./msgpack.js";
 import { fromTypedJson, toTypedJson } from "./typed_json.js";
 import { parseUrl } from "./url.js";
 
-const PROTOCOL_VERSION = 1;  // the driver protocol this driver speaks
+const PROTOCOL_VERSION = 2;  // the driver protocol this driver speaks (2: publish_batch)
 // How long one command may take: the harness has its own deadline per case; this only stops a driver
 // waiting forever.
 const COMMAND_MS = 20_000;
@@ -121,6 +121,17 @@ async function perform(c: Command): Promise<Reply> {
         persistent: c.persistent === true,
       }, confirm);
       return confirm ? { confirmed } : {};
+    }
+    case "publish_batch": {
+      // Driver protocol 2: every message published with a confirm before any outcome is awaited, so that
+      // several are in flight and one upto, or a nack among them, settles them. The outcomes in order.
+      const messages = Array.isArray(c.messages) ? (c.messages as Record<string, unknown>[]) : [];
+      const outcomes = messages.map((m) => connected().publish({
+        exchange: String(m.exchange ?? ""), key: String(m.key ?? ""), body: Buffer.from(String(m.body ?? ""), "utf8"),
+        props: mapArg(m, "props"), headers: mapArg(m, "headers"), mandatory: m.mandatory === true,
+        persistent: m.persistent === true,
+      }, true));
+      return { confirmed: await Promise.all(outcomes) };
     }
     case "subscribe":
       return { subscription: await connected().subscribe(String(c.queue), Number(c.credit ?? 100), c.no_ack === true) };
