@@ -261,18 +261,9 @@ func publish(ctx context.Context, c command) (reply, error) {
 	if err != nil {
 		return nil, err
 	}
-	props, err := c.mapArg("props")
+	p, err := publishingOf(c)
 	if err != nil {
 		return nil, err
-	}
-	headers, err := c.mapArg("headers")
-	if err != nil {
-		return nil, err
-	}
-	p := fire.Publishing{
-		Message: fire.Message{Exchange: c.str("exchange"), Key: c.str("key"), Body: []byte(c.str("body")),
-			Props: props, Headers: headers},
-		Mandatory: c.flag("mandatory"), Persistent: c.flag("persistent"),
 	}
 	if !c.flag("confirm") {
 		return reply{}, cl.Publish(ctx, p)
@@ -288,6 +279,23 @@ func publish(ctx context.Context, c command) (reply, error) {
 	return reply{"confirmed": acked}, nil
 }
 
+// publishingOf: the message of a publish command (or of one of publish_batch's messages).
+func publishingOf(c command) (fire.Publishing, error) {
+	props, err := c.mapArg("props")
+	if err != nil {
+		return fire.Publishing{}, err
+	}
+	headers, err := c.mapArg("headers")
+	if err != nil {
+		return fire.Publishing{}, err
+	}
+	return fire.Publishing{
+		Message: fire.Message{Exchange: c.str("exchange"), Key: c.str("key"), Body: []byte(c.str("body")),
+			Props: props, Headers: headers},
+		Mandatory: c.flag("mandatory"), Persistent: c.flag("persistent"),
+	}, nil
+}
+
 // publishBatch (driver protocol 2): every message published with a confirm before any outcome is awaited, so
 // that several are in flight and one upto, or a nack among them, settles them. The outcomes in order.
 func publishBatch(ctx context.Context, c command) (reply, error) {
@@ -299,20 +307,11 @@ func publishBatch(ctx context.Context, c command) (reply, error) {
 	var confirmations []*fire.Confirmation
 	for _, m := range messages {
 		fields, _ := m.(map[string]any)
-		one := command(fields)
-		props, err := one.mapArg("props")
+		p, err := publishingOf(command(fields))
 		if err != nil {
 			return nil, err
 		}
-		headers, err := one.mapArg("headers")
-		if err != nil {
-			return nil, err
-		}
-		confirmation, err := cl.PublishConfirmed(ctx, fire.Publishing{
-			Message: fire.Message{Exchange: one.str("exchange"), Key: one.str("key"), Body: []byte(one.str("body")),
-				Props: props, Headers: headers},
-			Mandatory: one.flag("mandatory"), Persistent: one.flag("persistent"),
-		})
+		confirmation, err := cl.PublishConfirmed(ctx, p)
 		if err != nil {
 			return nil, err
 		}

@@ -50,6 +50,15 @@ function deliveryJson(d: Delivery): Reply {
 
 // A typed-JSON map of the command (props, headers, args) as MessagePack values; a map with non-str keys is
 // a MsgMap, which the encoder takes where a Header goes.
+// The message of a publish command (or of one of publish_batch's messages).
+function publishingOf(c: Command) {
+  return {
+    exchange: String(c.exchange ?? ""), key: String(c.key ?? ""), body: Buffer.from(String(c.body ?? ""), "utf8"),
+    props: mapArg(c, "props"), headers: mapArg(c, "headers"), mandatory: c.mandatory === true,
+    persistent: c.persistent === true,
+  };
+}
+
 function mapArg(c: Command, key: string): Header {
   const value = c[key] === undefined ? {} : fromTypedJson(c[key]);
   const isObject = typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array);
@@ -115,22 +124,14 @@ async function perform(c: Command): Promise<Reply> {
       return connected().bind(String(c.exchange ?? ""), String(c.queue), String(c.key ?? ""), mapArg(c, "args")).then(() => ({}));
     case "publish": {
       const confirm = c.confirm === true;
-      const confirmed = await connected().publish({
-        exchange: String(c.exchange ?? ""), key: String(c.key ?? ""), body: Buffer.from(String(c.body ?? ""), "utf8"),
-        props: mapArg(c, "props"), headers: mapArg(c, "headers"), mandatory: c.mandatory === true,
-        persistent: c.persistent === true,
-      }, confirm);
+      const confirmed = await connected().publish(publishingOf(c), confirm);
       return confirm ? { confirmed } : {};
     }
     case "publish_batch": {
       // Driver protocol 2: every message published with a confirm before any outcome is awaited, so that
       // several are in flight and one upto, or a nack among them, settles them. The outcomes in order.
       const messages = Array.isArray(c.messages) ? (c.messages as Record<string, unknown>[]) : [];
-      const outcomes = messages.map((m) => connected().publish({
-        exchange: String(m.exchange ?? ""), key: String(m.key ?? ""), body: Buffer.from(String(m.body ?? ""), "utf8"),
-        props: mapArg(m, "props"), headers: mapArg(m, "headers"), mandatory: m.mandatory === true,
-        persistent: m.persistent === true,
-      }, true));
+      const outcomes = messages.map((m) => connected().publish(publishingOf(m), true));
       return { confirmed: await Promise.all(outcomes) };
     }
     case "subscribe":
