@@ -2,6 +2,7 @@
 #include "reference-broker/management/management_api.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include <openssl/evp.h>
@@ -11,6 +12,7 @@
 #include "reference-broker/core/log.h"
 #include "protocol/plain_json.h"
 #include "protocol/url.h"
+#include "reference-broker/management/management_query.h"
 #include "reference-broker/management/management_ui.h"
 #include "reference-broker/core/memory_account.h"
 
@@ -57,17 +59,15 @@ std::optional<std::string> basic_credentials(std::string_view encoded) {
   return std::string(bytes->begin(), bytes->end());
 }
 
-// A peer address as RabbitMQ shows it (peer_host, peer_port) from "host:port" or "[v6]:port".
-std::pair<std::string, std::uint64_t> host_and_port(const std::string& address) {
-  const auto colon = address.rfind(':');
-  if (colon == std::string::npos) return {address, 0};
-  std::string host = address.substr(0, colon);
-  if (host.size() > 1 && host.front() == '[') host = host.substr(1, host.size() - 2);
-  try {
-    return {host, std::stoull(address.substr(colon + 1))};
-  } catch (const std::exception&) {
-    return {address, 0};
-  }
+// The peer's port from the endpoints as the transports describe them, "PEER:PORT -> LOCAL:PORT" (the AMQP
+// connection's name). The port follows the last colon before the arrow; the address alone cannot be split at a
+// colon, since an IPv6 one ("::1") is full of them.
+std::uint64_t peer_port_of(std::string_view endpoints) {
+  const std::string_view peer = endpoints.substr(0, endpoints.find(" -> "));
+  const auto colon = peer.rfind(':');
+  std::uint64_t port = 0;
+  if (colon != std::string_view::npos) std::from_chars(peer.data() + colon + 1, peer.data() + peer.size(), port);
+  return port;
 }
 
 Json queue_json(const std::string& vhost, const Queue& q) {
@@ -90,7 +90,8 @@ Json queue_json(const std::string& vhost, const Queue& q) {
 // An AMQP connection as RabbitMQ shows it; its name is RabbitMQ's too ("peer:port -> local:port").
 Json amqp_connection_json(const AmqpConnection& c) {
   const AmqpConnectionCore& core = c.core();
-  const auto [peer_host, peer_port] = host_and_port(core.hints().peer_address.value_or(""));
+  const std::string peer_host = core.hints().peer_address.value_or("");
+  const std::uint64_t peer_port = peer_port_of(core.name());
   return {{"name", core.name()},
           {"user", core.login().auth.user},
           {"vhost", core.login().vhost},
@@ -111,7 +112,8 @@ Json amqp_connection_json(const AmqpConnection& c) {
 
 // One AMQP channel, in RabbitMQ's shape: "CONN (N)", its connection, and its consumers and unacknowledged count.
 Json amqp_channel_json(const AmqpConnectionCore& connection, const AmqpChannel& channel) {
-  const auto [peer_host, peer_port] = host_and_port(connection.hints().peer_address.value_or(""));
+  const std::string peer_host = connection.hints().peer_address.value_or("");
+  const std::uint64_t peer_port = peer_port_of(connection.name());
   return {{"name", connection.name() + " (" + std::to_string(channel.number()) + ")"},
           {"number", channel.number()},
           {"connection_details", {{"name", connection.name()}, {"peer_host", peer_host}, {"peer_port", peer_port}}},
@@ -290,19 +292,35 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
 HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& route, const ApiUser& who,
                                    const std::optional<std::string>& peer_address) {
   if (route.size() == 0) return not_found();
-  if (request.method() == http::verb::get) return read(route, who);
+  if (request.method() == http::verb::get) {
+    const std::string_view target(request.target().data(), request.target().size());
+    const auto mark = target.find('?');
+    Result<ListQuery, HttpAnswer> query = list_query(mark == std::string_view::npos ? "" : target.substr(mark + 1));
+    if (!query) return query.error();
+    return read(route, who, *query);
+  }
   return write(request, route, who, peer_address);
 }
 
-HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who) {
+namespace {
+// A read's 200: the body shaped as the query asks (columns, and for lists filter, sort and page).
+HttpAnswer answer_shaped(const ListQuery& query, Json body) {
+  Result<Json, HttpAnswer> out = shaped(query, std::move(body));
+  if (!out) return out.error();
+  return api_json(http::status::ok, *out);
+}
+}  // namespace
+
+HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const ListQuery& query) {
   const std::string& what = route[0];
   if (what == "health" || what == "nodes") {
     // The node's state names files of the data directory: for administrator and monitoring users, as RabbitMQ.
     if (!who.sees_everything) return api_error(http::status::unauthorized, "not_authorized", "Not monitor user");
-    if (what == "health") {
-      if (route.size() == 3 && route[1] == "checks" && route[2] == "alarms") return alarms_check();
-      return not_found();
-    }
+    if (what == "health") return health_check(route);
+  }
+  if (std::optional<Result<Json, HttpAnswer>> part = related(route, who)) {
+    if (!*part) return part->error();
+    return answer_shaped(query, std::move(**part));
   }
   // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME, /api/nodes/NAME; the others are /api/KIND/VHOST/NAME.
   const bool named_first = what == "vhosts" || what == "users" || what == "connections" || what == "nodes";
@@ -311,16 +329,47 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who) {
   if (route.size() > (named_first ? 2u : 3u) || (vhost && !env_.core.vhost(*vhost))) return not_found();
   Result<Json, HttpAnswer> body = collection(what, who, vhost);
   if (!body) return body.error();
-  if (!name || what == "bindings") return api_json(http::status::ok, *body);
+  if (!name || what == "bindings") return answer_shaped(query, std::move(*body));
   if (!body->is_array()) return not_found();  // /api/overview/X and the like name nothing
   // A permission is named by its vhost and user (/api/permissions/V/U), the rest by their name.
   const char* key = what == "permissions" ? "user" : "name";
   for (const Json& item : *body) {
     if (item.is_object() && item.value(key, "") == *name && (!vhost || item.value("vhost", "") == *vhost)) {
-      return api_json(http::status::ok, item);
+      return answer_shaped(query, item);
     }
   }
   return not_found();
+}
+
+// The lists RabbitMQ serves below one object: a queue's bindings (/api/queues/V/Q/bindings), an exchange's as
+// source or destination (/api/exchanges/V/X/bindings/source), a vhost's connections and channels
+// (/api/vhosts/V/connections). Nullopt: the route is none of them.
+std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& route, const ApiUser& who) const {
+  const std::string& what = route[0];
+  const bool queue_bindings = what == "queues" && route.size() == 4 && route[3] == "bindings";
+  const bool exchange_bindings = what == "exchanges" && route.size() == 5 && route[3] == "bindings" &&
+                                 (route[4] == "source" || route[4] == "destination");
+  const bool vhost_list = what == "vhosts" && route.size() == 3 && (route[2] == "connections" || route[2] == "channels");
+  if (!queue_bindings && !exchange_bindings && !vhost_list) return std::nullopt;
+  Vhost* vhost = env_.core.vhost(route[1]);
+  if (vhost == nullptr || !may_see(who, route[1])) return not_found();
+  Json out = Json::array();
+  if (vhost_list) {
+    for (Json& item : route[2] == "connections" ? connections(who) : channels(who)) {
+      if (item["vhost"] == route[1]) out.push_back(std::move(item));
+    }
+    return out;
+  }
+  // The default exchange is amq.default in paths, "" in the model.
+  const std::string name = exchange_bindings && route[2] == "amq.default" ? std::string() : route[2];
+  if (queue_bindings ? vhost->queues().count(name) == 0 : vhost->exchanges().count(name) == 0) return not_found();
+  for (Json& b : bindings(who, route[1])) {
+    const bool match = queue_bindings     ? b["destination_type"] == "queue" && b["destination"] == name
+                       : route[4] == "source" ? b["source"] == name
+                                          : b["destination_type"] == "exchange" && b["destination"] == name;
+    if (match) out.push_back(std::move(b));
+  }
+  return out;
 }
 
 Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, const ApiUser& who,
@@ -459,7 +508,8 @@ Json ManagementApi::connections(const ApiUser& who) const {
     const Session& s = c->session();
     if (s.state() != Session::State::open) continue;  // in its handshake, or closing: not a client yet
     if (!who.sees_everything && s.user() != who.user->name) continue;
-    const auto [peer_host, peer_port] = host_and_port(s.transport_hints().peer_address.value_or(""));
+    const std::string peer_host = s.transport_hints().peer_address.value_or("");
+    const std::uint64_t peer_port = peer_port_of(c->transport().describe());
     const std::string_view transport = c->transport().scheme();
     out.push_back({{"name", s.conn_id()},
                    {"user", s.user()},

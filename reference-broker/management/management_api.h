@@ -29,6 +29,8 @@
 
 namespace firemq {
 
+struct ListQuery;  // management_query.h
+
 // A listener as the overview shows it.
 struct ListenerInfo {
   std::string protocol;  // "fire", "fires", "ws", "wss", as RabbitMQ names its own ("amqp", "http")
@@ -80,7 +82,8 @@ class ManagementApi final : public HttpApplication {
   };
   HttpAnswer dispatch(const HttpRequest& request, const Route& route, const ApiUser& who,
                       const std::optional<std::string>& peer_address);
-  HttpAnswer read(const Route& route, const ApiUser& who);
+  HttpAnswer read(const Route& route, const ApiUser& who, const ListQuery& query);
+  std::optional<Result<nlohmann::json, HttpAnswer>> related(const Route& route, const ApiUser& who) const;
   Result<nlohmann::json, HttpAnswer> collection(const std::string& what, const ApiUser& who,
                                                 const std::optional<std::string>& vhost) const;
   HttpAnswer write(const HttpRequest& request, const Route& route, const ApiUser& who,
@@ -108,6 +111,8 @@ class ManagementApi final : public HttpApplication {
   nlohmann::json node() const;
   nlohmann::json alarms_in_effect() const;
   HttpAnswer alarms_check() const;
+  // management_health.cpp: GET /api/health/checks/..., RabbitMQ's health checks.
+  HttpAnswer health_check(const Route& route) const;
   nlohmann::json vhosts(const ApiUser& who) const;
   nlohmann::json users() const;
   nlohmann::json permissions() const;

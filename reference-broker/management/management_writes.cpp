@@ -22,6 +22,7 @@ class ApiSession : private Outbox {
   struct Reply {
     Message message;
     Bytes payload;
+    bool persistent = false;  // a delivery's: the API shows it as RabbitMQ's delivery_mode
   };
 
   ApiSession(const ManagementEnv& env, const ApiUser& who, const std::string& vhost,
@@ -52,6 +53,9 @@ class ApiSession : private Outbox {
 
  private:
   void send(const Message& message, ByteView payload) override { replies_.push_back({message, Bytes(payload.begin(), payload.end())}); }
+  void send_message(const Message& message, ByteView body, bool persistent) override {
+    replies_.push_back({message, Bytes(body.begin(), body.end()), persistent});
+  }
   void close_after_flush() override {}
 
   std::vector<Reply> replies_;
@@ -200,9 +204,16 @@ Result<Bytes, HttpAnswer> payload_of(const Json& body) {
   return *decoded;
 }
 
-Json got_message_json(const op::GetOk& g, const Bytes& payload) {
+// A message taken by POST .../get, as RabbitMQ shows it: its properties with delivery_mode (2 persistent, 1 not)
+// and expiration as the decimal string AMQP carries, whatever FireMQ's props hold as a number.
+Json got_message_json(const op::GetOk& g, const Bytes& payload, bool persistent) {
   Json properties = plain_json(g.props.entries);
+  if (!properties.is_object()) properties = Json::object();
   if (!g.headers.empty()) properties["headers"] = plain_json(g.headers);
+  properties["delivery_mode"] = persistent ? 2 : 1;
+  if (properties.contains("expiration") && properties["expiration"].is_number()) {
+    properties["expiration"] = properties["expiration"].dump();
+  }
   const bool text = std::all_of(payload.begin(), payload.end(), [](std::uint8_t c) { return c >= 0x20 && c < 0x7f; });
   const std::string encoded = text ? std::string() : to_base64(payload);
   return {{"payload_bytes", payload.size()},
@@ -260,7 +271,7 @@ HttpAnswer get_messages(ApiSession& session, const std::string& queue, const Jso
     if (const auto* e = std::get_if<op::Error>(&replies.front().message)) return refused(*e);
     const auto* got = std::get_if<op::GetOk>(&replies.front().message);
     if (got == nullptr) break;  // ok with empty: true
-    out.push_back(got_message_json(*got, replies.front().payload));
+    out.push_back(got_message_json(*got, replies.front().payload, replies.front().persistent));
     last_tag = got->tag;
   }
   // As RabbitMQ: the messages taken go back to the queue (requeue), or are acknowledged or rejected for good.
@@ -336,6 +347,10 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
   const std::string& name = route[2];
   const bool existed = (what == "queues" || what == "exchanges") && exists(env_.core, route[1], what, name);
   const http::status created = existed ? http::status::no_content : http::status::created;
+  // As RabbitMQ: deleting what is not there is 404 (a client's delete of a missing queue is fine on the wire).
+  if ((what == "queues" || what == "exchanges") && route.size() == 3 && method == http::verb::delete_ && !existed) {
+    return not_found();
+  }
 
   if (what == "queues" && route.size() == 3 && method == http::verb::put) {
     op::DeclareQueue r{1, name, false, false, false, false, {}};

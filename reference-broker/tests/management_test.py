@@ -595,6 +595,105 @@ class ManagementTest(unittest.TestCase):
 
     # RabbitMQ's own CLI client ---------------------------------------------------------------------------------
 
+    # RabbitMQ's health checks, the lists below one object, paging (issue 31) -------------------------------------
+
+    def test_health_checks_answer_in_rabbitmqs_shapes(self):
+        for check in ("alarms", "local-alarms", "virtual-hosts", "node-is-quorum-critical",
+                      f"port-listener/{self.broker.ports['ws']}", f"port-listener/{self.broker.ports['fire']}",
+                      "protocol-listener/http", "protocol-listener/fire"):
+            self.assertEqual(self.call("GET", "/api/health/checks/" + check), (200, {"status": "ok"}), check)
+        status, failed = self.call("GET", "/api/health/checks/port-listener/1")
+        self.assertEqual((status, failed["status"], failed["reason"], failed["missing"]), (503, "failed", "No active listener", 1))
+        self.assertIn(self.broker.ports["ws"], failed["ports"])
+        status, failed = self.call("GET", "/api/health/checks/protocol-listener/stomp")
+        self.assertEqual((status, failed["status"], failed["missing"]), (503, "failed", "stomp"))
+        self.assertEqual(self.call("GET", "/api/health/checks/port-listener/notaport")[0], 400)
+        self.assertEqual(self.call("GET", "/api/health/checks/no-such-check")[0], 404)
+
+    def test_nodes_and_rabbitmqadmin_list_nodes(self):
+        status, [node] = self.call("GET", "/api/nodes")
+        self.assertEqual((status, node["name"], node["running"]), (200, "firemq@localhost", True))
+        self.assertEqual(self.call("GET", "/api/nodes/firemq@localhost")[1]["name"], "firemq@localhost")
+        self.assertEqual(self.call("GET", "/api/nodes/other@host")[0], 404)
+        self.assertEqual([n["name"] for n in self.rabbitmqadmin("list", "nodes")], ["firemq@localhost"])
+
+    def test_the_bindings_of_a_queue_and_an_exchange_and_the_connections_of_a_vhost(self):
+        self.assertEqual(self.call("PUT", "/api/queues/%2F/rel-q", {})[0], 201)
+        self.assertEqual(self.call("PUT", "/api/exchanges/%2F/rel-x", {"type": "direct"})[0], 201)
+        self.assertEqual(self.call("PUT", "/api/exchanges/%2F/rel-y", {"type": "fanout"})[0], 201)
+        self.assertEqual(self.call("POST", "/api/bindings/%2F/e/rel-x/q/rel-q", {"routing_key": "k"})[0], 201)
+        self.assertEqual(self.call("POST", "/api/bindings/%2F/e/rel-x/e/rel-y", {"routing_key": "j"})[0], 201)
+        pairs = lambda bindings: sorted((b["source"], b["destination"], b["routing_key"]) for b in bindings)
+        status, bindings = self.call("GET", "/api/queues/%2F/rel-q/bindings")
+        self.assertEqual((status, pairs(bindings)), (200, [("", "rel-q", "rel-q"), ("rel-x", "rel-q", "k")]))
+        self.assertEqual(pairs(self.call("GET", "/api/exchanges/%2F/rel-x/bindings/source")[1]),
+                         [("rel-x", "rel-q", "k"), ("rel-x", "rel-y", "j")])
+        self.assertEqual(pairs(self.call("GET", "/api/exchanges/%2F/rel-y/bindings/destination")[1]), [("rel-x", "rel-y", "j")])
+        self.assertEqual(self.call("GET", "/api/exchanges/%2F/rel-y/bindings/source")[1], [])
+        self.assertEqual(self.call("GET", "/api/queues/%2F/no-such-q/bindings")[0], 404)
+        c, welcome = self.client()
+        other, other_welcome = self.client(vhost="other")
+        names = lambda path: [x["name"] for x in self.call("GET", path)[1]]
+        self.assertIn(welcome["conn_id"], names("/api/vhosts/%2F/connections"))
+        self.assertNotIn(other_welcome["conn_id"], names("/api/vhosts/%2F/connections"))
+        self.assertIn(other_welcome["conn_id"], names("/api/vhosts/other/connections"))
+        self.assertEqual(self.call("GET", "/api/vhosts/other/channels"), (200, []))  # FireMQ connections have none
+        c.sock.close()
+        other.sock.close()
+        for path in ("/api/queues/%2F/rel-q", "/api/exchanges/%2F/rel-x", "/api/exchanges/%2F/rel-y"):
+            self.assertEqual(self.call("DELETE", path)[0], 204)
+
+    def test_deleting_what_is_not_there_is_404(self):
+        for path in ("/api/queues/%2F/no-such-q", "/api/exchanges/%2F/no-such-x", "/api/users/no-such-user",
+                     "/api/vhosts/no-such-vhost", "/api/queues/no-such-vhost/q"):
+            self.assertEqual(self.call("DELETE", path), (404, {"error": "Object Not Found", "reason": "Not Found"}), path)
+
+    def test_get_shows_delivery_mode_and_expiration_as_rabbitmq(self):
+        self.assertEqual(self.call("PUT", "/api/queues/%2F/props-q", {})[0], 201)
+        publish = lambda properties: self.call("POST", "/api/exchanges/%2F/amq.default/publish", {
+            "routing_key": "props-q", "payload": "m", "payload_encoding": "string", "properties": properties})
+        self.assertEqual(publish({"delivery_mode": 2, "expiration": "60000"})[0], 200)
+        self.assertEqual(publish({})[0], 200)
+        status, got = self.call("POST", "/api/queues/%2F/props-q/get", {"count": 2, "ackmode": "ack_requeue_false"})
+        self.assertEqual(status, 200)
+        self.assertEqual([m["properties"] for m in got], [{"delivery_mode": 2, "expiration": "60000"}, {"delivery_mode": 1}])
+        self.assertEqual(self.call("DELETE", "/api/queues/%2F/props-q")[0], 204)
+
+    def test_peer_port_is_the_clients_port(self):
+        c, welcome = self.client()
+        [shown] = [x for x in self.call("GET", "/api/connections")[1] if x["name"] == welcome["conn_id"]]
+        self.assertEqual((shown["peer_host"], shown["peer_port"]), c.sock.getsockname()[:2])
+        c.sock.close()
+
+    def test_columns_are_cut_with_dotted_paths(self):
+        status, queues = self.call("GET", "/api/overview?columns=product_name,queue_totals.messages")
+        self.assertEqual((status, sorted(queues)), (200, ["product_name", "queue_totals"]))
+        self.assertEqual(list(queues["queue_totals"]), ["messages"])
+        status, vhosts = self.call("GET", "/api/vhosts?columns=name")
+        self.assertEqual(sorted(v["name"] for v in vhosts), ["/", "other"])
+        self.assertEqual({tuple(v) for v in vhosts}, {("name",)})
+
+    def test_lists_are_filtered_sorted_and_paged_as_rabbitmq(self):
+        for i in range(5):
+            self.assertEqual(self.call("PUT", f"/api/queues/other/page-{i}", {})[0], 201)
+        self.assertEqual(self.call("PUT", "/api/queues/other/unpaged", {})[0], 201)
+        status, page = self.call("GET", "/api/queues/other?page=2&page_size=2&name=page-&sort=name&sort_reverse=true&columns=name")
+        self.assertEqual(status, 200)
+        self.assertEqual(page, {"filtered_count": 5, "item_count": 2, "items": [{"name": "page-2"}, {"name": "page-1"}],
+                                "page": 2, "page_count": 3, "page_size": 2, "total_count": 6})
+        status, page = self.call("GET", "/api/queues/other?page=1&name=%5Epage-%5B03%5D%24&use_regex=true")
+        self.assertEqual(sorted(q["name"] for q in page["items"]), ["page-0", "page-3"])
+        self.assertEqual(page["page_size"], 100)
+        status, error = self.call("GET", "/api/queues/other?page=1&page_size=501")
+        self.assertEqual((status, error["error"]), (400, "bad_request"))
+        self.assertIn("Invalid pagination parameters", error["reason"])
+        self.assertEqual(self.call("GET", "/api/queues/other?page=0")[0], 400)
+        self.assertEqual(self.call("GET", "/api/queues/other?page=9")[0], 400)
+        self.assertEqual(self.call("GET", "/api/queues/other?page=1&name=%28&use_regex=true")[0], 400)
+        for i in range(5):
+            self.assertEqual(self.call("DELETE", f"/api/queues/other/page-{i}")[0], 204)
+        self.assertEqual(self.call("DELETE", "/api/queues/other/unpaged")[0], 204)
+
     def rabbitmqadmin(self, *args):
         """rabbitmqadmin (from Debian's rabbitmq-server) against this broker; its output as JSON when it lists."""
         done = subprocess.run(["rabbitmqadmin", "-H", "127.0.0.1", "-P", str(self.broker.ports["ws"]),
@@ -696,6 +795,15 @@ class AmqpInManagementTest(unittest.TestCase):
                          (320, "CONNECTION_FORCED - Closed via management plugin"))
         self.assertEqual(self.call("GET", "/api/channels")[1], [])
         self.assertEqual(self.call("GET", "/api/queues/%2F/mgmt-amqp-q")[1]["messages_ready"], 2)  # requeued
+
+    def test_an_amqp_connections_peer_port_is_the_clients_port(self):
+        connection = self.pika()
+        try:
+            local = connection._impl._transport._sock.getsockname()[:2]
+            [shown] = [c for c in self.call("GET", "/api/connections")[1] if c["protocol"] == "AMQP 0-9-1"]
+            self.assertEqual((shown["peer_host"], shown["peer_port"]), local)
+        finally:
+            connection.close()
 
     def test_deleting_a_user_closes_its_amqp_connections(self):
         import pika
