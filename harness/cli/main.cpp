@@ -381,7 +381,7 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
   result.started_at = iso_now();
   result.target = target.description;
   result.harness_version = kVersion;
-  result.requirements = suite.requirements;
+  result.requirements = binding(suite.requirements, "server");  // the client's own duties are client mode's
   for (const MonitorRule& rule : monitor_rules()) result.monitor_rules.emplace_back(rule.id);  // broker mode: all apply
   const auto started = std::chrono::steady_clock::now();
   auto server = probe_server(target);
@@ -617,7 +617,7 @@ RunResult run_client_transport(const Options& o, const Suite& suite, const std::
   result.run_id = run_id;
   result.started_at = iso_now();
   result.harness_version = kVersion;
-  result.requirements = suite.requirements;
+  result.requirements = binding(suite.requirements, "client");  // the broker's own duties are broker mode's
   for (const MonitorRule& rule : rules_judging_clients()) result.monitor_rules.emplace_back(rule.id);
   result.target = "client driver " + o.driver + " over " + std::string(transport_name(co.transport)) +
                   ", through the client proxy, against the embedded reference broker (" + url_of(Transport::fire, co.broker_port) + ")";

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "harness/client/wire.h"
 #include "harness/client_mode/client_proxy.h"
 #include "harness/rules/client_rules.h"
 #include "harness/process/driver_process.h"
@@ -28,6 +29,49 @@ constexpr std::chrono::seconds kDriverStartTime{10};
 constexpr std::chrono::seconds kDriverExitTime{3};
 // The longest stderr tail a failure message quotes (the transcript keeps the whole of it).
 constexpr std::size_t kStderrInMessage = 600;
+
+// A typed-JSON map of a command, as a Value (an empty map when the command leaves it out or it is no map: the
+// command's own checks say so).
+Value asked_map(const Json& command, const char* key) {
+  if (!command.contains(key)) return Value(Map{});
+  auto value = value_from_typed_json(command.at(key));
+  return value && value->is<Map>() ? *value : Value(Map{});
+}
+
+// A publish as the application gave it: what its frame must carry (client_rules.h, AskedField). The seq of a
+// publish that wants no confirm is 0; the props and headers given reach the frame unchanged.
+AskedFrame publish_asked(const Json& message, bool confirm) {
+  AskedFrame asked{static_cast<std::uint8_t>(OpCode::publish), {}};
+  if (!confirm) asked.fields.push_back({"seq", Value(std::uint64_t{0}), "publish.seq.zero-no-confirm"});
+  asked.fields.push_back({"props", asked_map(message, "props"), "publish.props"});
+  asked.fields.push_back({"headers", asked_map(message, "headers"), "publish.headers.any-type"});
+  return asked;
+}
+
+// The frames a command asks the client to send, with the fields they must carry and the defaults of the driver
+// protocol (docs/client-certification.md: multiple false, requeue true, no_ack false).
+std::vector<AskedFrame> frames_asked_by(const Json& cmd) {
+  const std::string name = cmd.value("cmd", "");
+  const auto flag = [&](const char* key, bool otherwise) { return Value(cmd.value(key, otherwise)); };
+  const auto tag = [&] { return Value(cmd.value("delivery_tag", std::uint64_t{0})); };
+  if (name == "publish") return {publish_asked(cmd, cmd.value("confirm", false))};
+  if (name == "publish_batch") {
+    std::vector<AskedFrame> frames;
+    for (const Json& message : cmd.value("messages", Json::array())) frames.push_back(publish_asked(message, true));
+    return frames;
+  }
+  if (name == "ack") return {{static_cast<std::uint8_t>(OpCode::ack), {{"tag", tag(), "ack.fields"}, {"multiple", flag("multiple", false), "ack.fields"}}}};
+  if (name == "nack") {
+    return {{static_cast<std::uint8_t>(OpCode::nack),
+             {{"tag", tag(), "ack.nack.fields"}, {"multiple", flag("multiple", false), "ack.nack.fields"},
+              {"requeue", flag("requeue", true), "ack.nack.fields"}}}};
+  }
+  if (name == "get") {
+    return {{static_cast<std::uint8_t>(OpCode::get),
+             {{"queue", Value(cmd.value("queue", "")), "get.fields"}, {"no_ack", flag("no_ack", false), "get.fields"}}}};
+  }
+  return {};
+}
 
 // ${name} replaced in every string of `j`.
 Json substituted(const Json& j, const std::vector<std::pair<std::string, std::string>>& vars) {
@@ -186,11 +230,13 @@ class ClientCase {
   std::string expect_client_frame(const Json& args);
   std::string idle(const Json& args);
   std::string expect_client_end(const Json& args);
+  std::string broker_delete_queue(const Json& args);
   std::string unexpected_errors();
   std::string server_quirks(const Json& args);
   std::string within_silence_window(const Json& window, Clock::time_point at);
   std::string url_vectors(const Json& args);
   std::string codec_vectors(const Json& args);
+  static std::string vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name);
   std::string decoded(const Json& vector, const std::string& framing, std::string& driver_gone);
   std::string encoded(const Json& vector, const std::string& framing, std::string& driver_gone);
   std::string refused(const Json& vector, bool exact_code, std::string& driver_gone);
@@ -342,10 +388,16 @@ std::string ClientCase::command(const Json& args) {
   }
   // The application asks for a normal shutdown: the client's close must say 200 (client_rules.h).
   if (cmd.value("cmd", "") == "close") proxy_->application_closes();
+  // What the application asked for must reach the wire as asked (client_rules.h, application_sends).
+  for (AskedFrame& asked : frames_asked_by(cmd)) {
+    asked.command = id;
+    proxy_->application_sends(std::move(asked));
+  }
   if (!send(cmd)) return "the driver no longer reads its stdin";
   std::string why;
   auto reply = reply_to(id, why);
   if (!reply) return "no reply to " + cmd.value("cmd", "?") + ": " + why;
+  if (!said_ok(*reply)) proxy_->application_withdraws(id);
   const Json expected = args.value("expect", Json{{"ok", true}});
   if (std::string bad = subset_mismatch(expected, *reply); !bad.empty()) {
     return cmd.value("cmd", "?") + ": the reply " + reply->dump() + " does not match " + expected.dump() + ": " + bad;
@@ -395,12 +447,13 @@ std::string ClientCase::within_silence_window(const Json& window, Clock::time_po
 // driver's publish waits for it); with end_after_ms, a fatal error's connection is ended that much later, so
 // that a client which ignores `fatal` is seen still connected.
 std::string ClientCase::server_send(const Json& args) {
-  const std::string name = args.at("op").get<std::string>();
-  const OpInfo* info = find_op_by_name(name);
-  if (info == nullptr) return "server_send: unknown op " + name;
+  // "op_code" instead of "op": an op version 1 does not define (a later version's, such as 0x39 commit_offset).
+  const std::string name = args.contains("op_code") ? "op " + std::to_string(args.at("op_code").get<int>()) : args.at("op").get<std::string>();
+  const OpInfo* info = args.contains("op_code") ? nullptr : find_op_by_name(name);
+  if (info == nullptr && !args.contains("op_code")) return "server_send: unknown op " + name;
   auto header = value_from_typed_json(args.value("header", Json::object()));
   if (!header || !header->is<Map>()) return "server_send: the header must be a typed-JSON map";
-  const auto op = static_cast<std::uint8_t>(info->code);
+  const auto op = info != nullptr ? static_cast<std::uint8_t>(info->code) : args.at("op_code").get<std::uint8_t>();
   if (const int delay_ms = args.value("delay_ms", 0); delay_ms > 0) {
     // Not after the case's own deadline, and not at all once the case is over (finish() stops and joins it).
     const auto at = std::min(Clock::now() + std::chrono::milliseconds(delay_ms), case_deadline_);
@@ -445,6 +498,32 @@ std::string ClientCase::expect_client_end(const Json& args) {
   return "";
 }
 
+// {"queue": name, "timeout_ms"?}: the queue is deleted at the broker by another application (the harness, over
+// a connection of its own, as guest on /), so that the broker itself ends the client's subscriptions to it:
+// "cancelled {"sub", "code", "msg"}. The server ended a subscription, for example because its queue was
+// deleted." What the client does next is judged by the steps that follow.
+std::string ClientCase::broker_delete_queue(const Json& args) {
+  const std::string queue = args.at("queue").get<std::string>();
+  const Clock::time_point until = deadline(args);
+  auto session = open_session(Endpoint{options_.broker_host, options_.broker_port, "guest", "guest", "/"},
+                              "firemq-conform (broker_delete_queue)", until);
+  if (!session) return "broker_delete_queue: the harness's own connection to the broker failed: " + session.error();
+  WireConnection& wire = **session;
+  op::DeleteQueue request;
+  request.rid = 1;
+  request.name = queue;
+  if (!wire.send(encode_frame(request), until)) return "broker_delete_queue: the broker closed the harness's connection";
+  const WireEvent event = wire.receive(until);
+  const auto* reply = std::get_if<FrameEvent>(&event);
+  if (reply == nullptr) return "broker_delete_queue: the broker did not answer the delete of " + queue;
+  if (reply->frame.op() != static_cast<std::uint8_t>(OpCode::ok)) {
+    return "broker_delete_queue: the broker refused the delete of " + queue + " (op " + std::to_string(reply->frame.op()) + ")";
+  }
+  note("the harness deleted queue " + queue + " at the broker");
+  wire.disconnect();
+  return "";
+}
+
 // After the last step: an `error` event that no step expected fails the case. It is the SDK telling the
 // application that something went wrong; a case that provokes one says so with expect_event.
 std::string ClientCase::unexpected_errors() {
@@ -467,22 +546,35 @@ std::string ClientCase::server_quirks(const Json& args) {
 }
 
 // {"file": "urls.json", "valid": true|false}: every valid vector parses to its expect, every invalid one is
-// refused. One command per vector; the first mismatch fails the step.
+// refused. One command per vector; every vector is tried, and the failure lists each one that failed.
 std::string ClientCase::url_vectors(const Json& args) {
-  std::ifstream in(options_.vectors_dir / args.at("file").get<std::string>());
+  const std::string file_name = args.at("file").get<std::string>();
+  std::ifstream in(options_.vectors_dir / file_name);
   const Json file = Json::parse(in, nullptr, false);
-  if (file.is_discarded()) return "cannot read the vector file " + args.at("file").get<std::string>();
+  if (file.is_discarded()) return "cannot read the vector file " + file_name;
   const bool valid = args.at("valid").get<bool>();
+  std::vector<std::string> failures;
   int checked = 0;
   for (const Json& vector : file.at("vectors")) {
     if (vector.contains("expect") != valid) continue;
     Json step = {{"send", {{"cmd", "parse_url"}, {"url", vector.at("url")}}}};
     step["expect"] = valid ? Json{{"ok", true}, {"url", vector.at("expect")}} : Json{{"ok", false}};
-    if (std::string bad = command(step); !bad.empty()) return vector.at("name").get<std::string>() + ": " + bad;
+    if (std::string bad = command(step); !bad.empty()) failures.push_back(vector.at("name").get<std::string>() + ": " + bad);
     ++checked;
   }
-  note(std::to_string(checked) + " URL vectors checked");
-  return checked == 0 ? "no vector checked" : "";
+  note(std::to_string(checked) + " URL vectors checked, " + std::to_string(failures.size()) + " failed");
+  if (checked == 0) return "no vector checked";
+  return vector_failures(failures, checked, file_name);
+}
+
+// "" when none failed; otherwise how many, each named, the first kFailuresInFull with their reason.
+std::string ClientCase::vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name) {
+  if (failures.empty()) return "";
+  std::string message = std::to_string(failures.size()) + " of " + std::to_string(checked) + " vectors of " + file_name + " failed";
+  for (std::size_t i = 0; i < failures.size(); ++i) {
+    message += (i == 0 ? ": " : "; ") + (i < kFailuresInFull ? failures[i] : failures[i].substr(0, failures[i].find(':')));
+  }
+  return message;
 }
 
 std::optional<Json> ClientCase::ask(Json cmd, std::string& why) {
@@ -524,12 +616,7 @@ std::string ClientCase::codec_vectors(const Json& args) {
   }
   note(std::to_string(checked) + " vectors of " + file_name + " checked, " + std::to_string(failures.size()) + " failed");
   if (checked == 0) return "no vector checked";
-  if (failures.empty()) return "";
-  std::string message = std::to_string(failures.size()) + " of " + std::to_string(checked) + " vectors of " + file_name + " failed";
-  for (std::size_t i = 0; i < failures.size(); ++i) {
-    message += (i == 0 ? ": " : "; ") + (i < kFailuresInFull ? failures[i] : failures[i].substr(0, failures[i].find(':')));
-  }
-  return message;
+  return vector_failures(failures, checked, file_name);
 }
 
 // decode_frame of a valid vector: one frame, the vector's op, header and payload.
@@ -599,6 +686,7 @@ std::string ClientCase::run_step(const Json& step) {
   if (verb == "server_quirks") return server_quirks(args);
   if (verb == "idle") return idle(args);
   if (verb == "expect_client_end") return expect_client_end(args);
+  if (verb == "broker_delete_queue") return broker_delete_queue(args);
   if (verb == "url_vectors") return url_vectors(args);
   if (verb == "codec_vectors") return codec_vectors(args);
   return "unknown verb " + verb;  // load_cases refuses these; kept for a case built by hand
@@ -668,7 +756,7 @@ CaseResult ClientCase::run() {
 const std::vector<std::string>& client_step_verbs() {
   static const std::vector<std::string> verbs = {"command", "expect_event", "server_send", "expect_client_frame",
                                                  "server_quirks", "url_vectors", "idle", "codec_vectors",
-                                                 "expect_client_end"};
+                                                 "expect_client_end", "broker_delete_queue"};
   return verbs;
 }
 

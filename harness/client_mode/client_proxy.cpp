@@ -471,6 +471,18 @@ void ClientProxy::application_closes() {
   }
 }
 
+void ClientProxy::application_sends(AskedFrame asked) {
+  std::lock_guard lock(mutex_);
+  if (connections_.empty()) return;
+  Connection& c = *connections_.back();
+  if (!c.client_ended && !c.server_closed) c.rules.application_sends(std::move(asked));
+}
+
+void ClientProxy::application_withdraws(int command) {
+  std::lock_guard lock(mutex_);
+  for (auto& c : connections_) c->rules.application_withdraws(command);
+}
+
 bool ClientProxy::wait_for_client(std::uint8_t op, Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
   return frame_seen_.wait_until(lock, deadline, [&] {

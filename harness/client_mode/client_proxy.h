@@ -95,6 +95,10 @@ class ClientProxy {
   // The application asked the client for a normal shutdown (the driver's close): its connections' next close
   // must say code 200, and come before the socket ends (client_rules.h).
   void application_closes();
+  // The application asked the client to send a frame: its latest connection's next frame of that op must carry
+  // the fields as asked (client_rules.h).
+  void application_sends(AskedFrame asked);
+  void application_withdraws(int command);
 
   // Ends every connection, joins the threads and judges what is still owed. Idempotent.
   void stop();

@@ -114,13 +114,22 @@ bool glob_match(std::string_view pattern, std::string_view text) {
   return glob_match(pattern.substr(1), text.substr(1));
 }
 
+std::vector<Requirement> binding(const std::vector<Requirement>& catalog, const std::string& judged) {
+  std::vector<Requirement> out;
+  for (const Requirement& r : catalog) {
+    if (r.applies_to == "both" || r.applies_to == judged) out.push_back(r);
+  }
+  return out;
+}
+
 Result<std::vector<Requirement>, std::string> load_requirements(const std::filesystem::path& file) {
   auto json = read_json(file);
   if (!json) return json.error();
   std::vector<Requirement> out;
   try {
     for (const Json& r : json->at("requirements")) {
-      out.push_back({r.at("id"), r.at("section"), r.at("level"), r.at("text"), r.value("untested_because", "")});
+      out.push_back({r.at("id"), r.at("section"), r.at("level"), r.at("text"), r.value("untested_because", ""),
+                     r.value("applies_to", "both")});
     }
   } catch (const Json::exception& e) {
     return file.string() + ": " + e.what();

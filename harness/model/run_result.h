@@ -75,7 +75,13 @@ struct Requirement {
   // Why no case checks it, when none can (the catalog's "untested_because"; docs/spec-notes.md has the
   // full reasoning under "Requirements no case checks"). Empty for a requirement the suite checks.
   std::string untested_because = {};
+  // Whose duty it is: "server", "client" or "both" (the catalog's "applies_to"). A run's coverage counts only
+  // the requirements that bind what it judges: a broker run leaves out the client's, a client run the server's.
+  std::string applies_to = "both";
 };
+
+// The catalog's requirements that bind the side a run judges ("server" or "client").
+std::vector<Requirement> binding(const std::vector<Requirement>& catalog, const std::string& judged);
 
 struct RunResult {
   std::string run_id;                 // e.g. "20261130T071903Z-4821", also the report folder's name

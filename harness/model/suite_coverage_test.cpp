@@ -52,5 +52,17 @@ TEST(SuiteCoverage, AReasonOnACheckedRequirementIsStale) {
   EXPECT_NE(coverage_text(cov).find("remove \"untested_because\""), std::string::npos);
 }
 
+TEST(RunCoverage, BrokerRunCountsTheServersAndBothsDutiesAndClientRunTheClientsAndBoths) {
+  const std::vector<Requirement> catalog = {{"s", "", "MUST", "", "", "server"}, {"c", "", "MUST", "", "", "client"},
+                                            {"b", "", "MUST", "", "", "both"}};
+  const auto names = [](const std::vector<Requirement>& rs) {
+    std::vector<std::string> out;
+    for (const Requirement& r : rs) out.push_back(r.id);
+    return out;
+  };
+  EXPECT_EQ(names(binding(catalog, "server")), (std::vector<std::string>{"s", "b"}));
+  EXPECT_EQ(names(binding(catalog, "client")), (std::vector<std::string>{"c", "b"}));
+}
+
 }  // namespace
 }  // namespace firemq::conform

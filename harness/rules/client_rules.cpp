@@ -3,8 +3,10 @@
 #include <algorithm>
 
 #include "harness/rules/frame_text.h"
+#include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
+#include "protocol/typed_json.h"
 
 namespace firemq::conform {
 namespace {
@@ -19,6 +21,29 @@ constexpr const char* kDeadPeer = "heartbeat.dead-peer";
 constexpr const char* kCloseCode200 = "close.code-200-normal";
 constexpr const char* kCloseHandshake = "lifecycle.close-handshake";
 constexpr const char* kSubUnique = "subscribe.sub.unique";
+constexpr const char* kHelloFirst = "lifecycle.hello-first";
+constexpr const char* kVersion1 = "hello.ver.must-be-1";
+constexpr const char* kCaps = "hello.caps";
+
+// The ops whose fields the spec lists in a sentence of their own, with that sentence's requirement: a client frame
+// of one of them whose field has the wrong type breaks it (the broker answers 502; the client broke the rule).
+struct FieldsRule {
+  OpCode op;
+  const char* rule;
+  const char* section;
+  const char* quote;
+};
+constexpr FieldsRule kFieldsRules[] = {
+    {OpCode::close, "close.fields", "Connection lifecycle / close", "{\"code\": uint, \"msg\": str}."},
+    {OpCode::ack, "ack.fields", "Consuming / ack, nack", "ack: {\"tag\": uint, \"multiple\": bool}."},
+    {OpCode::nack, "ack.nack.fields", "Consuming / ack, nack", "nack: {\"tag\", \"multiple\", \"requeue\": bool}."},
+    {OpCode::get, "get.fields", "Consuming / get", "get is {\"rid\", \"queue\", \"no_ack\": bool}."},
+    {OpCode::unsubscribe, "unsubscribe.fields", "Consuming / unsubscribe", "{\"rid\", \"sub\"}."},
+    {OpCode::delete_exchange, "exchange.delete.fields", "Topology / delete_exchange", "{\"rid\", \"name\", \"if_unused\": bool}."},
+    {OpCode::delete_queue, "queue.delete.fields", "Topology / delete_queue",
+     "{\"rid\", \"name\", \"if_unused\": bool, \"if_empty\": bool}."},
+    {OpCode::purge_queue, "queue.purge.fields", "Topology / purge_queue", "{\"rid\", \"name\"}."},
+};
 
 bool is(std::uint8_t op, OpCode code) { return op == static_cast<std::uint8_t>(code); }
 
@@ -35,6 +60,30 @@ std::optional<Map> header_map(const RawFrame& frame) {
   if (!value) return std::nullopt;
   if (const Map* map = value->get_if<Map>()) return *map;
   return std::nullopt;
+}
+
+std::string value_text(const Value& v) { return typed_json_from_value(v).dump(); }
+
+bool is_zero(const Value& v) {
+  if (v.is<Nil>()) return true;
+  if (const auto* b = v.get_if<bool>()) return !*b;
+  if (const auto* u = v.get_if<std::uint64_t>()) return *u == 0;
+  if (const auto* s = v.get_if<std::string>()) return s->empty();
+  if (const auto* m = v.get_if<Map>()) return m->empty();
+  if (const auto* a = v.get_if<Array>()) return a->empty();
+  return false;
+}
+
+// Whether `got` carries every entry of `asked` with an equal value (keys in any order, extra keys allowed).
+bool carries(const Map& got, const Map& asked) {
+  return std::all_of(asked.begin(), asked.end(), [&](const MapEntry& e) {
+    const auto it = std::find_if(got.begin(), got.end(), [&](const MapEntry& g) { return g.key == e.key; });
+    if (it == got.end()) return false;
+    const Map* asked_map = e.value.get_if<Map>();
+    const Map* got_map = it->value.get_if<Map>();
+    if (asked_map != nullptr && got_map != nullptr) return asked_map->size() == got_map->size() && carries(*got_map, *asked_map);
+    return it->value == e.value;
+  });
 }
 
 // flow's `pause`; a flow without it pauses nothing.
@@ -58,8 +107,19 @@ const std::vector<MonitorRule>& client_rules() {
       {kCloseCode200, "Connection lifecycle / close", "Code 200 means a normal shutdown.", false},
       {kCloseHandshake, "Connection lifecycle", "| -- close ----------------------------> |", false},
       {kSubUnique, "Consuming / subscribe", "`sub` uint Client-chosen subscription id, unique on the connection.", false},
+      {kHelloFirst, "Connection lifecycle", "| -- FMQ1 (TCP only) ------------------> | | -- hello ----------------------------> |", false},
+      {kVersion1, "Connection lifecycle / hello", "`ver` uint Protocol major version. Must be `1`.", false},
+      {kCaps, "Connection lifecycle / hello", "`caps` [str] Capabilities the client supports.", false},
+      {"publish.seq.zero-no-confirm", "Publishing / publish", "`seq` uint Client-assigned sequence number, starting at 1 and increasing by 1. `0` means no confirm is wanted.", false},
+      {"publish.props", "Publishing / publish", "`props` map Message properties (below).", false},
+      {"publish.headers.any-type", "Publishing / publish", "`headers` map Application headers. Values are any MessagePack type.", false},
   };
-  return rules;
+  static const std::vector<MonitorRule> with_fields = [] {
+    std::vector<MonitorRule> all = rules;
+    for (const FieldsRule& f : kFieldsRules) all.push_back({f.rule, f.section, f.quote, false});
+    return all;
+  }();
+  return with_fields;
 }
 
 // The first violation of each rule on the connection, as the wire monitor reports its own.
@@ -109,6 +169,11 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
     return;
   }
   check_pongs_owed(at);
+  if (!frame_seen_ && !is(op, OpCode::hello)) violation(kHelloFirst, "sent " + op_label(op) + " before hello", at);
+  frame_seen_ = true;
+  if (is(op, OpCode::hello)) check_hello(*header, at);
+  check_field_types(frame, at);
+  check_asked(op, *header, at);
   if (is(op, OpCode::pong) && !pings_unanswered_.empty()) pings_unanswered_.pop_front();
   if (is(op, OpCode::close)) check_close(*header, at);
   if (is_request(op)) check_rid(op, *header, at);
@@ -118,6 +183,52 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
     const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(at - *paused_since_).count();
     violation(kFlow, "published while paused: the server sent flow with pause: true " + std::to_string(since) +
                          " ms before, and no pause: false since", at);
+  }
+}
+
+// Connection lifecycle / hello: "`ver` uint: Protocol major version. Must be `1`."
+void ClientRules::check_hello(const Map& header, Clock::time_point at) {
+  const Value* ver = find(header, "ver");
+  if (ver == nullptr || !(*ver == Value(std::uint64_t{1}))) {
+    violation(kVersion1, "sent hello with ver " + (ver ? value_text(*ver) : std::string("absent (0)")) + " instead of 1", at);
+  }
+  // "`caps` [str]": a list of strings, or left out (the empty list).
+  const Value* caps = find(header, "caps");
+  const Array* list = caps ? caps->get_if<Array>() : nullptr;
+  if (caps != nullptr && (list == nullptr || !std::all_of(list->begin(), list->end(), [](const Value& c) { return c.is<std::string>(); }))) {
+    violation(kCaps, "sent hello with caps " + value_text(*caps) + ", which is no list of strings", at);
+  }
+}
+
+// A field of the wrong type, in an op whose fields the spec lists in their own sentence (kFieldsRules).
+void ClientRules::check_field_types(const RawFrame& frame, Clock::time_point at) {
+  const auto rule = std::find_if(std::begin(kFieldsRules), std::end(kFieldsRules), [&](const FieldsRule& f) { return is(frame.op(), f.op); });
+  if (rule == std::end(kFieldsRules)) return;
+  if (auto decoded = decode_frame(frame); !decoded) {
+    violation(rule->rule, "sent " + op_label(frame.op()) + " that does not read as the spec gives its fields: " + decoded.error().msg, at);
+  }
+}
+
+void ClientRules::application_sends(AskedFrame asked) { asked_.push_back(std::move(asked)); }
+
+void ClientRules::application_withdraws(int command) {
+  asked_.erase(std::remove_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.command == command; }), asked_.end());
+}
+
+// The first frame the application asked for with this op: each field as asked (AskedField).
+void ClientRules::check_asked(std::uint8_t op, const Map& header, Clock::time_point at) {
+  const auto it = std::find_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.op == op; });
+  if (it == asked_.end()) return;
+  const AskedFrame asked = std::move(*it);
+  asked_.erase(it);
+  for (const AskedField& field : asked.fields) {
+    const Value* got = find(header, field.key.c_str());
+    const Map* asked_map = field.value.get_if<Map>();
+    const bool kept = asked_map != nullptr ? (got == nullptr ? asked_map->empty() : got->is<Map>() && carries(*got->get_if<Map>(), *asked_map))
+                                           : (got == nullptr ? is_zero(field.value) : *got == field.value);
+    if (kept) continue;
+    violation(field.rule, "sent " + op_label(op) + " with " + field.key + " " + (got ? value_text(*got) : std::string("absent")) +
+                              " where the application gave " + value_text(field.value), at);
   }
 }
 

@@ -33,6 +33,20 @@ inline constexpr std::chrono::milliseconds kPongTolerance{2000};
 inline constexpr std::chrono::milliseconds kDeadPeerEarly{300};
 inline constexpr std::chrono::milliseconds kDeadPeerLate = kHeartbeatTolerance;
 
+// One field of a frame the application asked for, and the rule a client breaks when the frame does not carry it.
+// A map field (props, headers) is asked as a subset: each key the application gave must be there with its value;
+// an SDK may add its own. Any other field must equal the value, an absent field being its zero value.
+struct AskedField {
+  std::string key;
+  Value value;
+  const char* rule;
+};
+struct AskedFrame {
+  std::uint8_t op = 0;
+  std::vector<AskedField> fields;
+  int command = 0;  // the driver command that asked for it: a command the client refused sends nothing
+};
+
 class ClientRules {
  public:
   ClientRules(std::string connection, Clock::time_point origin) : connection_(std::move(connection)), origin_(origin) {}
@@ -53,6 +67,11 @@ class ClientRules {
   // The application asked for a normal shutdown (the driver's close command): the client's close must say 200,
   // and come before its socket ends. Nothing is asked once a close was sent either way.
   void application_closes();
+  // The application asked the client to send a frame (a publish, an ack, a nack, a get): the next frame of that
+  // op the client sends must carry each field as asked (client_mode.cpp says which, and which rule each keeps).
+  void application_sends(AskedFrame asked);
+  // The command failed (the client refused it, or the server did): the frames it asked for are owed no more.
+  void application_withdraws(int command);
 
   const std::vector<MonitorViolation>& violations() const { return violations_; }
 
@@ -62,6 +81,9 @@ class ClientRules {
   void check_seq(const Map& header, Clock::time_point at);
   void check_close(const Map& header, Clock::time_point at);
   void check_sub(std::uint8_t op, const Map& header, Clock::time_point at);
+  void check_hello(const Map& header, Clock::time_point at);
+  void check_field_types(const RawFrame& frame, Clock::time_point at);
+  void check_asked(std::uint8_t op, const Map& header, Clock::time_point at);
   void settle_subscription(std::uint64_t rid, bool ok);
   void check_pongs_owed(Clock::time_point at);
   void check_dead_peer(Clock::time_point at, bool ended);
@@ -84,6 +106,8 @@ class ClientRules {
   std::uint64_t heartbeat_s_ = 0;                     // welcome.heartbeat, as the client got it
   std::optional<Clock::time_point> silent_since_;    // the server's last byte before it went silent
   bool dead_peer_judged_ = false;
+  bool frame_seen_ = false;                          // the client sent a frame (the first must be hello)
+  std::deque<AskedFrame> asked_;                      // frames the application asked for, not sent yet
 };
 
 }  // namespace firemq::conform

@@ -21,8 +21,10 @@ RawFrame frame(OpCode op, Map header = {}) {
 
 Map with(const char* key, std::uint64_t value) { return {{Value(key), Value(value)}}; }
 
+// Every conversation starts with a good hello: the rules below are about what comes after it.
 class ClientRulesTest : public ::testing::Test {
  protected:
+  void SetUp() override { client(OpCode::hello, with("ver", 1)); }
   void client(OpCode op, Map header = {}) { feed(Side::client, frame(op, std::move(header))); }
   void server(OpCode op, Map header = {}) { feed(Side::server, frame(op, std::move(header))); }
   void feed(Side from, const RawFrame& f) {
@@ -38,6 +40,45 @@ class ClientRulesTest : public ::testing::Test {
   ClientRules rules_{"client-1", Clock::time_point{}};
 };
 
+TEST(ClientRulesHello, FrameBeforeHelloAndHelloOtherThanVersion1AreFlagged) {
+  ClientRules rules("c", Clock::time_point{});
+  rules.observe(Side::client, frame(OpCode::ping), Clock::time_point{});
+  rules.observe(Side::client, frame(OpCode::hello, {{Value("ver"), Value(2)}, {Value("caps"), Value("confirms")}}), Clock::time_point{});
+  std::vector<std::string> ids;
+  for (const MonitorViolation& v : rules.violations()) ids.push_back(v.rule);
+  EXPECT_EQ(ids, (std::vector<std::string>{"lifecycle.hello-first", "hello.ver.must-be-1", "hello.caps"}));
+}
+
+TEST_F(ClientRulesTest, FieldOfTheWrongTypeInAnOpWithAFieldsSentenceIsFlagged) {
+  client(OpCode::ack, with("tag", 1));
+  EXPECT_EQ(broken(), std::vector<std::string>{});
+  client(OpCode::close, {{Value("code"), Value("200")}});
+  EXPECT_EQ(broken(), std::vector<std::string>{"close.fields"});
+}
+
+TEST_F(ClientRulesTest, FrameAsTheApplicationAskedIsQuietAndOtherwiseFlagged) {
+  const Map props = {{Value("content_type"), Value("text/plain")}};
+  const Map headers = {{Value("a"), Value(std::uint64_t{1})}, {Value("b"), Value("x")}};
+  rules_.application_sends({static_cast<std::uint8_t>(OpCode::publish),
+                            {{"seq", Value(std::uint64_t{0}), "publish.seq.zero-no-confirm"},
+                             {"props", Value(props), "publish.props"}, {"headers", Value(headers), "publish.headers.any-type"}}});
+  // Headers in another order, with one the SDK added, and the props: as asked.
+  Map sent_headers = {{Value("b"), Value("x")}, {Value("sdk"), Value(true)}, {Value("a"), Value(std::uint64_t{1})}};
+  client(OpCode::publish, {{Value("props"), Value(props)}, {Value("headers"), Value(sent_headers)}});
+  EXPECT_EQ(broken(), std::vector<std::string>{});
+  rules_.application_sends({static_cast<std::uint8_t>(OpCode::ack), {{"multiple", Value(true), "ack.fields"}}});
+  client(OpCode::ack, with("tag", 2));  // multiple left out: false
+  EXPECT_EQ(broken(), std::vector<std::string>{"ack.fields"});
+}
+
+TEST_F(ClientRulesTest, FrameOfACommandThatFailedIsOwedNoMore) {
+  AskedFrame asked{static_cast<std::uint8_t>(OpCode::publish), {{"seq", Value(std::uint64_t{0}), "publish.seq.zero-no-confirm"}}, 7};
+  rules_.application_sends(asked);
+  rules_.application_withdraws(7);
+  client(OpCode::publish, with("seq", 1));
+  EXPECT_EQ(broken(), std::vector<std::string>{});
+}
+
 TEST_F(ClientRulesTest, PreambleOtherThanFmq1IsFlagged) {
   const std::string bad = "FMQ2";
   rules_.observe_preamble(Bytes(bad.begin(), bad.end()), now_);
@@ -47,7 +88,7 @@ TEST_F(ClientRulesTest, PreambleOtherThanFmq1IsFlagged) {
 TEST_F(ClientRulesTest, Fmq1PreambleIsQuiet) {
   const std::string good = "FMQ1";
   rules_.observe_preamble(Bytes(good.begin(), good.end()), now_);
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 TEST_F(ClientRulesTest, Fmq1OnWebSocketIsFlaggedAloneOrBeforeTheFirstFrame) {
@@ -64,7 +105,7 @@ TEST_F(ClientRulesTest, Fmq1OnWebSocketIsFlaggedAloneOrBeforeTheFirstFrame) {
 
 TEST_F(ClientRulesTest, WebSocketFirstFrameWithoutFmq1IsQuiet) {
   rules_.observe_first_message(frame_message(static_cast<std::uint8_t>(OpCode::hello), {}, {}), now_);
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 TEST_F(ClientRulesTest, SequenceNumbersFromOneByOneAreQuietAndSeqZeroDoesNotCount) {
@@ -72,7 +113,7 @@ TEST_F(ClientRulesTest, SequenceNumbersFromOneByOneAreQuietAndSeqZeroDoesNotCoun
   client(OpCode::publish, with("seq", 1));
   client(OpCode::publish, {});
   client(OpCode::publish, with("seq", 2));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 TEST_F(ClientRulesTest, FirstSequenceNumberOtherThanOneIsFlagged) {
@@ -104,8 +145,9 @@ TEST_F(ClientRulesTest, ApplicationCloseWithCode200IsQuietAndAnyOtherCodeIsFlagg
   rules_.application_closes();
   client(OpCode::close, with("code", 200));
   rules_.finish(now_);
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
   ClientRules other("c", now_);
+  other.observe(Side::client, frame(OpCode::hello, with("ver", 1)), now_);
   other.application_closes();
   other.observe(Side::client, frame(OpCode::close, with("code", 320)), now_);
   ASSERT_EQ(other.violations().size(), 1u);
@@ -124,7 +166,7 @@ TEST_F(ClientRulesTest, ReplyToTheServersCloseNeedNotSay200EvenIfTheApplicationA
   rules_.application_closes();
   client(OpCode::close, with("code", 320));
   rules_.finish(now_);
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 TEST_F(ClientRulesTest, SubInUseIsFlaggedAndFreedByAnErrorOrAnUnsubscribe) {
@@ -136,7 +178,7 @@ TEST_F(ClientRulesTest, SubInUseIsFlaggedAndFreedByAnErrorOrAnUnsubscribe) {
   server(OpCode::ok, with("rid", 3));
   client(OpCode::subscribe, both("rid", 4, "sub", 7));
   client(OpCode::subscribe, both("rid", 5, "sub", 8));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
   client(OpCode::subscribe, both("rid", 6, "sub", 8));
   EXPECT_EQ(broken(), std::vector<std::string>{"subscribe.sub.unique"});
 }
@@ -146,14 +188,14 @@ TEST_F(ClientRulesTest, SubEndedByTheServersCancelledIsFree) {
   server(OpCode::ok, with("rid", 1));
   server(OpCode::cancelled, with("sub", 3));
   client(OpCode::subscribe, both("rid", 2, "sub", 3));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 TEST_F(ClientRulesTest, RidOfARequestAwaitingItsReplyIsFlaggedButReuseAfterTheReplyIsQuiet) {
   client(OpCode::declare_queue, with("rid", 1));
   server(OpCode::ok, with("rid", 1));
   client(OpCode::bind, with("rid", 1));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
   client(OpCode::get, with("rid", 1));
   EXPECT_EQ(broken(), std::vector<std::string>{"design.request.rid"});
 }
@@ -162,7 +204,7 @@ TEST_F(ClientRulesTest, PingAnsweredWithPongIsQuiet) {
   server(OpCode::ping);
   client(OpCode::pong);
   rules_.finish(now_ + milliseconds(5000));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 TEST_F(ClientRulesTest, PingNeverAnsweredIsFlaggedAtTheEnd) {
@@ -182,7 +224,7 @@ TEST_F(ClientRulesTest, PingAfterTheCloseIsOwedNothing) {
   server(OpCode::close, with("code", 320));
   server(OpCode::ping);
   rules_.finish(now_);
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 // The wire monitor judging a client (Side::client): a close that answers the judged side's own close asks
@@ -217,7 +259,7 @@ TEST_F(ClientRulesTest, OtherFramesWhilePausedAreQuiet) {
   server(OpCode::flow, {{Value("pause"), Value(true)}});
   client(OpCode::ping);
   client(OpCode::ack, with("tag", 1));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 // The dead peer: with heartbeat 1 s and a server silent since its welcome, the client ends the connection
@@ -225,6 +267,7 @@ TEST_F(ClientRulesTest, OtherFramesWhilePausedAreQuiet) {
 class DeadPeerTest : public ClientRulesTest {
  protected:
   void SetUp() override {
+    ClientRulesTest::SetUp();
     server(OpCode::welcome, with("heartbeat", 1));
     silent_since_ = now_;
     rules_.server_silent(silent_since_);
@@ -236,7 +279,7 @@ TEST_F(DeadPeerTest, EndAfterTwiceTheIntervalIsQuiet) {
   client(OpCode::ping);
   rules_.observe_client_end(silent_since_ + milliseconds(2050));
   rules_.finish(silent_since_ + milliseconds(9000));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 TEST_F(DeadPeerTest, EndBeforeTwiceTheIntervalIsFlagged) {
@@ -251,7 +294,7 @@ TEST_F(DeadPeerTest, EndLongAfterTwiceTheIntervalIsFlagged) {
 
 TEST_F(DeadPeerTest, StillConnectedWhenTheCaseEndsLateIsFlaggedButNotEarly) {
   rules_.finish(silent_since_ + milliseconds(1000));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
   rules_.finish(silent_since_ + milliseconds(2000) + kDeadPeerLate + milliseconds(100));
   EXPECT_EQ(broken(), std::vector<std::string>{"heartbeat.dead-peer"});
 }
@@ -261,7 +304,7 @@ TEST_F(ClientRulesTest, SilentServerWithoutHeartbeatIsOwedNothing) {
   rules_.server_silent(now_);
   rules_.observe_client_end(now_ + milliseconds(100));
   rules_.finish(now_ + milliseconds(60000));
-  EXPECT_TRUE(broken().empty());
+  EXPECT_EQ(broken(), std::vector<std::string>{});
 }
 
 }  // namespace

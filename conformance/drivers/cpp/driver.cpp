@@ -3,14 +3,11 @@
 // in your SDK, your public API), and writes replies and events as JSON lines on stdout. Copy it, replace
 // FireClient with your SDK, keep the JSON.
 //
-//   firemq-example-driver [--break NAME], NAME one of seq-from-2, no-pong, no-close-reply, no-rid,
-//                         publish-while-paused, no-ping, never-declares-dead, float32-as-float64, fmq1-on-websocket,
-//                         close-not-200, close-without-frame, keep-socket-after-close, ignore-fatal, same-sub,
-//                         ack-ignores-multiple, ping-every-h, upto-confirms-one, nack-rejects-all
+//   firemq-example-driver [--break NAME]...
 //
-// --break makes the client break one rule on purpose, to show that the client cases catch it
-// (conformance/client-breaks.json lists the cases each must fail). float32-as-float64 breaks the codec, not
-// the client: decode_frame and encode_frame then treat every float32 as a float64.
+// --break makes the client break one rule on purpose, to show that the client cases catch it (breaks.h lists
+// the names and what each breaks; conformance/client-breaks.json the cases each must fail). Without one,
+// nothing of breaks.h changes anything.
 #include <poll.h>
 #include <signal.h>
 #include <unistd.h>
@@ -68,32 +65,34 @@ Json reply_json(const firemq::Message& reply) {
   return {{"ok", true}};
 }
 
-// decode_frame and encode_frame: the codec on its own (docs/client-certification.md, "Codec commands"). A
-// codec in a language without a float32 type would widen every float32 to a float64, which the codec cases must
-// catch: --break float32-as-float64 does that.
+// decode_frame and encode_frame: the codec on its own (docs/client-certification.md, "Codec commands"). With a
+// codec break (breaks.h), CodecBreaks rewrites what the real codec reads and writes.
 class CodecCommands {
  public:
-  explicit CodecCommands(bool float32_as_float64) : float32_as_float64_(float32_as_float64) {}
+  explicit CodecCommands(const firemq::example::Breaks& breaks) : broken_(breaks) {}
 
   // The bytes cut into frames as the client reads a server's (stream: no preamble; message: one WebSocket
   // message), each header decoded for its op. The first refusal is the reply, with the codec's code.
   Json decode(const Json& c) const {
-    auto bytes = firemq::from_hex(c.value("bytes", ""));
-    if (!bytes) return error_json("bytes must be hex");
-    const std::size_t max_frame = c.value("max_frame", std::uint64_t{firemq::kDefaultMaxFrame});
-    std::vector<firemq::RawFrame> raws;
+    auto hex = firemq::from_hex(c.value("bytes", ""));
+    if (!hex) return error_json("bytes must be hex");
     const bool message_framing = c.value("framing", "stream") == "message";
-    const firemq::Status refused = message_framing ? cut_message(*bytes, max_frame, raws)
-                                                   : cut_stream(*bytes, max_frame, c.value("end_of_stream", false), raws);
+    const firemq::Bytes bytes = broken_.as_read(std::move(*hex), message_framing);
+    const std::size_t max_frame = broken_.max_frame(c.value("max_frame", std::uint64_t{firemq::kDefaultMaxFrame}));
+    std::vector<firemq::RawFrame> raws;
+    const firemq::Status refused = message_framing ? cut_message(bytes, max_frame, raws)
+                                                   : cut_stream(bytes, max_frame, c.value("end_of_stream", false), raws);
     if (refused) return refusal(*refused);
     Json frames = Json::array();
-    for (const firemq::RawFrame& raw : raws) {
+    for (firemq::RawFrame& raw : raws) {
+      if (auto kept = broken_.accepts_anyway(raw)) raw = std::move(*kept);
       auto message = firemq::decode_frame(raw);
       if (!message) return refusal(message.error());
+      if (auto broken = broken_.refuses(raw, *message)) return refusal(*broken);
       // A typed decoder's view: the op's fields, zero ones left out, unknown keys ignored (vectors/README.md)
-      const firemq::Value header = as_codec_keeps(firemq::header_to_map(*message));
+      const firemq::Value header = broken_.keeps(firemq::header_to_map(*message));
       frames.push_back({{"op", raw.op()}, {"header", firemq::typed_json_from_value(header)},
-                        {"payload", firemq::to_hex(raw.payload())}});
+                        {"payload", firemq::to_hex(broken_.payload(raw.payload()))}});
     }
     return {{"ok", true}, {"frames", frames}};
   }
@@ -105,12 +104,13 @@ class CodecCommands {
     auto payload = firemq::from_hex(c.value("payload", ""));
     if (!payload) return error_json("payload must be hex");
     firemq::Bytes header_bytes;
-    firemq::encode_value(as_codec_keeps(*header->get_if<firemq::Map>()), header_bytes);
+    firemq::encode_value(broken_.keeps(*header), header_bytes);
     auto message = firemq::decode_header(c.at("op").get<std::uint8_t>(), header_bytes);
     if (!message) return refusal(message.error());
-    const firemq::Bytes frame = c.value("framing", "stream") == "message" ? firemq::encode_message_frame(*message, *payload)
-                                                                          : firemq::encode_frame(*message, *payload);
-    return {{"ok", true}, {"bytes", firemq::to_hex(frame)}};
+    const bool message_framing = c.value("framing", "stream") == "message";
+    const firemq::Bytes body = broken_.payload(*payload);
+    const firemq::Bytes frame = message_framing ? firemq::encode_message_frame(*message, body) : firemq::encode_frame(*message, body);
+    return {{"ok", true}, {"bytes", firemq::to_hex(broken_.as_written(frame, message_framing))}};
   }
 
  private:
@@ -137,27 +137,12 @@ class CodecCommands {
     return {{"ok", false}, {"error", {{"code", e.code}, {"msg", e.msg}, {"fatal", e.fatal}}}};
   }
 
-  firemq::Value as_codec_keeps(firemq::Value v) const {
-    if (!float32_as_float64_) return v;
-    if (const auto* f = v.get_if<float>()) return firemq::Value(static_cast<double>(*f));
-    if (auto* items = std::get_if<firemq::Array>(&v.v)) {
-      for (firemq::Value& item : *items) item = as_codec_keeps(std::move(item));
-    }
-    if (auto* map = std::get_if<firemq::Map>(&v.v)) return as_codec_keeps(std::move(*map));
-    return v;
-  }
-  firemq::Map as_codec_keeps(firemq::Map map) const {
-    for (firemq::MapEntry& e : map) e = {as_codec_keeps(std::move(e.key)), as_codec_keeps(std::move(e.value))};
-    return map;
-  }
-
-  bool float32_as_float64_;
+  firemq::example::CodecBreaks broken_;
 };
 
 class Driver {
  public:
-  Driver(firemq::example::Breaks breaks, bool float32_as_float64)
-      : breaks_(breaks), client_(breaks, write_line), codec_(float32_as_float64) {}
+  explicit Driver(firemq::example::Breaks breaks) : breaks_(breaks), client_(breaks, write_line), codec_(breaks_) {}
 
   // Runs until stdin ends: one command at a time; between commands, what the server sends is handled (pings
   // answered, deliveries reported) and the heartbeat kept (pings sent, a silent server declared dead).
@@ -209,7 +194,7 @@ class Driver {
   Json perform(const Json& c) {
     const std::string cmd = c.at("cmd").get<std::string>();
     if (cmd == "parse_url") {
-      auto url = firemq::parse_url(c.at("url").get<std::string>());
+      auto url = firemq::example::parse_url_with(breaks_, c.at("url").get<std::string>());
       return url ? Json{{"ok", true}, {"url", url_json(*url)}} : error_json(url.error());
     }
     if (cmd == "decode_frame") return codec_.decode(c);
@@ -224,7 +209,7 @@ class Driver {
     const auto tag = [&c] { return c.at("delivery_tag").get<std::uint64_t>(); };
     const bool multiple = c.value("multiple", false) && !breaks_.ack_ignores_multiple;
     if (cmd == "ack") return ok_or_error(client_.send(op::Ack{tag(), multiple}));
-    if (cmd == "nack") return ok_or_error(client_.send(op::Nack{tag(), multiple, c.value("requeue", true)}));
+    if (cmd == "nack") return ok_or_error(client_.send(op::Nack{tag(), multiple, c.value("requeue", true) && !breaks_.nack_without_requeue}));
     if (cmd == "get") return get(c);
     if (cmd == "close") return ok_or_error(client_.close(deadline()));
     return error_json("unknown command " + cmd);
@@ -263,14 +248,17 @@ class Driver {
     return reply ? reply_json(*reply) : error_json(reply.error());
   }
 
-  static op::Publish publish_of(const Json& c) {
+  op::Publish publish_of(const Json& c) const {
     op::Publish p;
     p.exchange = c.value("exchange", "");
     p.key = c.value("key", "");
     p.mandatory = c.value("mandatory", false);
     p.persistent = c.value("persistent", false);
-    p.props.entries = map_from(c, "props");
+    if (!breaks_.props_dropped) p.props.entries = map_from(c, "props");
     p.headers = map_from(c, "headers");
+    if (breaks_.headers_as_strings) {
+      for (firemq::MapEntry& e : p.headers) e.value = firemq::Value(firemq::typed_json_from_value(e.value).dump());
+    }
     return p;
   }
 
@@ -311,8 +299,10 @@ class Driver {
   }
 
   Json get(const Json& c) {
-    auto reply = client_.request(op::Get{0, c.at("queue").get<std::string>(), c.value("no_ack", false)}, deadline());
+    const bool no_ack = c.value("no_ack", false) != breaks_.get_no_ack_inverted;
+    auto reply = client_.request(op::Get{0, c.at("queue").get<std::string>(), no_ack}, deadline());
     if (!reply) return error_json(reply.error());
+    if (breaks_.get_empty_as_error && std::holds_alternative<op::Ok>(*reply)) return error_json("the queue is empty");
     const auto* got = std::get_if<op::GetOk>(&*reply);
     if (got == nullptr) return reply_json(*reply);  // ok with empty: true, or an error
     return {{"ok", true}, {"empty", false}, {"delivery_tag", got->tag}, {"redelivered", got->redelivered},
@@ -334,37 +324,17 @@ int main(int argc, char** argv) {
   // sends pass MSG_NOSIGNAL, but OpenSSL's writes (SSL_write, SSL_shutdown's close_notify) cannot.
   ::signal(SIGPIPE, SIG_IGN);
   firemq::example::Breaks breaks;
-  bool float32_as_float64 = false;  // a codec break: CodecCommands
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const std::string name = arg == "--break" && i + 1 < argc ? argv[++i] : "";
-    if (name == "seq-from-2") breaks.seq_from_2 = true;
-    else if (name == "no-pong") breaks.no_pong = true;
-    else if (name == "no-close-reply") breaks.no_close_reply = true;
-    else if (name == "no-rid") breaks.no_rid = true;
-    else if (name == "publish-while-paused") breaks.publish_while_paused = true;
-    else if (name == "no-ping") breaks.no_ping = true;
-    else if (name == "never-declares-dead") breaks.never_declares_dead = true;
-    else if (name == "float32-as-float64") float32_as_float64 = true;
-    else if (name == "fmq1-on-websocket") breaks.fmq1_on_websocket = true;
-    else if (name == "close-not-200") breaks.close_not_200 = true;
-    else if (name == "close-without-frame") breaks.close_without_frame = true;
-    else if (name == "keep-socket-after-close") breaks.keep_socket_after_close = true;
-    else if (name == "ignore-fatal") breaks.ignore_fatal = true;
-    else if (name == "same-sub") breaks.same_sub = true;
-    else if (name == "ack-ignores-multiple") breaks.ack_ignores_multiple = true;
-    else if (name == "ping-every-h") breaks.ping_every_h = true;
-    else if (name == "upto-confirms-one") breaks.upto_confirms_one = true;
-    else if (name == "nack-rejects-all") breaks.nack_rejects_all = true;
-    else {
-      std::cerr << "usage: " << argv[0]
-                << " [--break seq-from-2|no-pong|no-close-reply|no-rid|publish-while-paused|no-ping|never-declares-dead|float32-as-float64|fmq1-on-websocket|close-not-200|close-without-frame"
-                 "|keep-socket-after-close|ignore-fatal|same-sub|ack-ignores-multiple|ping-every-h"
-                 "|upto-confirms-one|nack-rejects-all]\n";
+    if (!firemq::example::set_break(breaks, name)) {
+      std::cerr << "usage: " << argv[0] << " [--break NAME]..., NAME one of:";
+      for (const std::string& n : firemq::example::break_names()) std::cerr << " " << n;
+      std::cerr << "\n";
       return 2;
     }
   }
   std::ios::sync_with_stdio(false);
-  Driver(breaks, float32_as_float64).run();
+  Driver(breaks).run();
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "fire_client.h"
 
+#include "protocol/msgpack_codec.h"
+#include "protocol/ops.h"
 #include "protocol/typed_json.h"
 
 namespace firemq::example {
@@ -31,6 +33,47 @@ bool FireClient::write(const Bytes& frame) {
   return true;
 }
 
+// close, as the spec gives it ({"code": uint, "msg": str}), or with its code as a string (a break).
+Bytes FireClient::close_frame(std::uint64_t code, const std::string& msg) const {
+  if (!breaks_.close_code_as_string) return encode_frame(op::Close{code, msg});
+  return raw_frame(OpCode::close, Map{{Value("code"), Value(std::to_string(code))}, {Value("msg"), Value(msg)}});
+}
+
+// hello, or with its caps as one string (a break).
+Bytes FireClient::hello_frame(const op::Hello& hello) const {
+  if (!breaks_.caps_as_string) return encode_frame(hello);
+  Map header = header_to_map(hello);
+  for (MapEntry& e : header) {
+    if (e.key == Value("caps")) e.value = Value("confirms,credit,mandatory");
+  }
+  return raw_frame(OpCode::hello, header);
+}
+
+// pong: an empty header (hlen 0), or what a break puts there instead; in two WebSocket messages with
+// split_pong_on_websocket.
+void FireClient::send_pong() {
+  if (breaks_.pong_header_array) return void(write(raw_frame(OpCode::pong, Value(Array{}))));
+  if (breaks_.pong_header_int_key) return void(write(raw_frame(OpCode::pong, Map{{Value(std::uint64_t{1}), Value(std::uint64_t{1})}})));
+  const Bytes pong = encode_frame(op::Pong{});
+  if (breaks_.split_pong_on_websocket && link_ && link_->websocket()) {
+    if (link_->send_split_frame(pong)) last_sent_ = Clock::now();
+    return;
+  }
+  write(pong);
+}
+
+// A frame whose header is any MessagePack value: what the breaks send that encode_frame cannot.
+Bytes FireClient::raw_frame(OpCode code, const Value& header) {
+  Bytes header_bytes;
+  encode_value(header, header_bytes);
+  Bytes frame;
+  append_u32_be(frame, static_cast<std::uint32_t>(kFixedSize + header_bytes.size()));
+  frame.push_back(static_cast<std::uint8_t>(code));
+  append_u32_be(frame, static_cast<std::uint32_t>(header_bytes.size()));
+  frame.insert(frame.end(), header_bytes.begin(), header_bytes.end());
+  return frame;
+}
+
 Result<bool, std::string> FireClient::send(const Message& message) {
   if (!write(encode_frame(message))) return std::string("not connected");
   return true;
@@ -38,18 +81,22 @@ Result<bool, std::string> FireClient::send(const Message& message) {
 
 Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, const std::string& ca_file,
                                                     Clock::time_point deadline) {
-  auto link = Link::open(url, ca_file, breaks_.fmq1_on_websocket, deadline);  // FMQ1 included on TCP and TLS
+  // FMQ1 on TCP and TLS, none on WebSocket (unless a break says otherwise)
+  auto link = Link::open(url, ca_file, url.websocket ? breaks_.fmq1_on_websocket : !breaks_.no_fmq1, deadline);
   if (!link) return link.error();
   link_ = std::move(*link);
   start_connection_state();
   op::Hello hello;
-  hello.ver = 1;  // "Protocol major version. Must be `1`."
+  hello.ver = breaks_.hello_ver_2 ? 2 : 1;  // "Protocol major version. Must be `1`."
   hello.vhost = url.vhost;
   hello.auth = {"plain", url.user, url.password};
   hello.heartbeat = heartbeat;
   hello.client = {{Value("name"), Value("firemq-example-cpp")}, {Value("lang"), Value("c++")}};
   hello.caps = {"confirms", "credit", "mandatory"};
-  if (!write(encode_frame(hello))) return std::string("cannot send hello");
+  // "Before welcome, a frame may be at most 65 536 bytes": the break's client info makes hello bigger.
+  if (breaks_.huge_hello) hello.client.push_back({Value("padding"), Value(std::string(70 * 1024, 'x'))});
+  if (breaks_.ping_before_hello) write(encode_frame(op::Ping{}));
+  if (!write(hello_frame(hello))) return std::string("cannot send hello");
   auto got = await_reply(deadline);
   if (!got) return got.error();
   if (const auto* error = std::get_if<op::Error>(&*reply_)) return "refused: " + std::to_string(error->code) + " " + error->msg;
@@ -112,18 +159,19 @@ Result<std::uint64_t, std::string> FireClient::send_publish(op::Publish publish,
     auto resumed = wait_until([this] { return !paused_; }, deadline);
     if (!resumed) return "still paused by the server's flow: " + resumed.error();
   }
-  if (confirm) {
+  const bool numbered = confirm || breaks_.seq_on_unconfirmed;
+  if (numbered) {
     if (breaks_.seq_from_2 && next_seq_ == 1) next_seq_ = 2;
     publish.seq = next_seq_;
   }
   const Bytes frame = encode_frame(publish, Bytes(body.begin(), body.end()));
   // "A message body must fit in one frame." and "After welcome, the limit is welcome.max_frame": a message too
   // big is refused here, before it takes a sequence number.
-  if (frame.size() > max_frame_) {
+  if (frame.size() > max_frame_ && !breaks_.ignores_max_frame) {
     return "the message does not fit in one frame: " + std::to_string(frame.size()) + " bytes, the server's max_frame is " +
            std::to_string(max_frame_);
   }
-  if (confirm) ++next_seq_;
+  if (numbered) ++next_seq_;
   if (!write(frame)) return std::string("not connected");
   return publish.seq;
 }
@@ -145,7 +193,7 @@ Result<bool, std::string> FireClient::close(Clock::time_point deadline) {
   closing_ = true;
   close_replied_ = false;
   // close: "Code 200 means a normal shutdown."
-  if (!breaks_.close_without_frame && !write(encode_frame(op::Close{breaks_.close_not_200 ? 320u : 200u, "bye"}))) {
+  if (!breaks_.close_without_frame && !write(close_frame(breaks_.close_not_200 ? 320u : 200u, "bye"))) {
     return std::string("not connected");
   }
   auto got = breaks_.close_without_frame ? Result<bool, std::string>(true) : wait_until([this] { return close_replied_; }, deadline);
@@ -244,10 +292,13 @@ void FireClient::emit_closed(const char* by, std::uint64_t code, const std::stri
 // "Implementations ignore header keys they do not know": decode_frame skips them.
 void FireClient::handle(const RawFrame& frame) {
   auto decoded = decode_frame(frame);
+  // An op version 1 does not define (a later version's) is ignored, as unknown header keys are: the server
+  // keeps the connection open for a client's unknown op (540), and the client does the same for the server's.
+  if (!decoded && decoded.error().code == 540 && !breaks_.unknown_op_is_an_error) return;
   if (!decoded) return on_event_({{"event", "error"}, {"code", decoded.error().code}, {"msg", "undecodable frame: " + decoded.error().msg}});
   Message& m = *decoded;
   if (std::holds_alternative<op::Ping>(m)) {
-    if (!breaks_.no_pong) write(encode_frame(op::Pong{}));  // "A peer that receives ping replies pong."
+    if (!breaks_.no_pong) send_pong();  // "A peer that receives ping replies pong."
   } else if (const auto* close = std::get_if<op::Close>(&m)) {
     if (closing_) {
       close_replied_ = true;  // the answer to our close: the conversation is over
@@ -255,7 +306,7 @@ void FireClient::handle(const RawFrame& frame) {
     }
     // close: "The receiver replies with its own close and closes the socket."
     emit_closed("server", close->code, close->msg);
-    if (!breaks_.no_close_reply) write(encode_frame(op::Close{200, "closing as asked"}));
+    if (!breaks_.no_close_reply) write(close_frame(200, "closing as asked"));
     drop_connection();
   } else if (const auto* confirm = std::get_if<op::Confirm>(&m)) {
     if (confirm->nack && breaks_.nack_rejects_all) {
@@ -269,15 +320,25 @@ void FireClient::handle(const RawFrame& frame) {
   } else if (const auto* deliver = std::get_if<op::Deliver>(&m)) {
     on_event_({{"event", "delivered"}, {"subscription", deliver->sub}, {"delivery_tag", deliver->tag},
                {"redelivered", deliver->redelivered}, {"exchange", deliver->exchange}, {"key", deliver->key},
-               {"props", typed(deliver->props.entries)}, {"headers", typed(deliver->headers)}, {"body", text(frame.payload())}});
-  } else if (const auto* returned = std::get_if<op::Return>(&m)) {
+               {"props", typed(deliver->props.entries)}, {"headers", typed(deliver->headers)},
+               {"body", text(breaks_.body_cut ? frame.payload().first(frame.payload().size() - (frame.payload().empty() ? 0 : 1)) : frame.payload())}});
+  } else if (const auto* returned = std::get_if<op::Return>(&m); returned != nullptr && breaks_.no_return_event) {
+    return;
+  } else if (returned != nullptr) {
     on_event_({{"event", "returned"}, {"code", returned->code}, {"msg", returned->msg}, {"exchange", returned->exchange},
                {"key", returned->key}, {"body", text(frame.payload())}});
   } else if (const auto* flow = std::get_if<op::Flow>(&m)) {
     paused_ = flow->pause;
     on_event_({{"event", "flow"}, {"pause", flow->pause}});
   } else if (const auto* cancelled = std::get_if<op::Cancelled>(&m)) {
-    on_event_({{"event", "cancelled"}, {"subscription", cancelled->sub}, {"code", cancelled->code}, {"msg", cancelled->msg}});
+    // The subscription is over, the connection is not: the application is told, and goes on.
+    if (!breaks_.cancelled_ignored) {
+      on_event_({{"event", "cancelled"}, {"subscription", cancelled->sub}, {"code", cancelled->code}, {"msg", cancelled->msg}});
+    }
+    if (breaks_.cancelled_ends_connection) {
+      emit_closed("server", cancelled->code, cancelled->msg);
+      drop_connection();
+    }
   } else if (const auto* error = std::get_if<op::Error>(&m); error != nullptr && error->rid == 0 && !awaiting_reply_) {
     on_event_({{"event", "error"}, {"code", error->code}, {"msg", error->msg}, {"fatal", error->fatal}});
     // "`fatal` true when the server closes the connection after this frame": the connection is over now, not

@@ -21,33 +21,13 @@
 #include <set>
 #include <string>
 
+#include "breaks.h"
 #include "fire_link.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
 #include "protocol/url.h"
 
 namespace firemq::example {
-
-// Rules the client breaks on purpose (--break NAME): proof that the client cases catch each one.
-struct Breaks {
-  bool seq_from_2 = false;      // numbers publishes 2, 3, 4, ... ("starting at 1")
-  bool no_pong = false;         // ignores the server's pings ("A peer that receives ping replies pong.")
-  bool no_close_reply = false;  // closes the socket on the server's close without its own close
-  bool no_rid = false;          // sends requests without a rid ("Requests carry a request id (rid)")
-  bool publish_while_paused = false;  // ignores flow ("Clients stop publishing until pause: false.")
-  bool no_ping = false;               // never pings ("each side sends ping when it has sent nothing for h / 2")
-  bool never_declares_dead = false;   // waits on a silent server forever ("considers the peer dead ... 2 x h")
-  bool fmq1_on_websocket = false;     // sends FMQ1 over ws and wss too ("without `FMQ1`")
-  bool close_not_200 = false;         // a normal shutdown's close says 320 ("Code 200 means a normal shutdown.")
-  bool close_without_frame = false;   // a normal shutdown just ends the socket (the lifecycle's close exchange)
-  bool keep_socket_after_close = false;  // keeps the socket after the close exchange ("... and closes the socket")
-  bool ignore_fatal = false;          // goes on after a fatal error ("the server closes the connection after this frame")
-  bool same_sub = false;              // every subscription is sub 1 ("unique on the connection")
-  bool ack_ignores_multiple = false;  // an ack or nack with multiple settles only its own tag
-  bool ping_every_h = false;          // pings after h of silence, not h / 2 ("when it has sent nothing for h / 2")
-  bool upto_confirms_one = false;     // upto n settles seq n alone ("confirms every outstanding publish with seq <= n")
-  bool nack_rejects_all = false;      // a nack settles every outstanding seq up to it ("rejects one publish")
-};
 
 class FireClient {
  public:
@@ -89,6 +69,10 @@ class FireClient {
   void handle(const RawFrame& frame);
   void emit_closed(const char* by, std::uint64_t code, const std::string& msg);
   bool write(const Bytes& bytes);
+  Bytes close_frame(std::uint64_t code, const std::string& msg) const;
+  Bytes hello_frame(const op::Hello& hello) const;
+  void send_pong();
+  static Bytes raw_frame(OpCode code, const Value& header);
   void drop_connection();
   // Waits for the reply to what was just sent (welcome, ok, error, get_ok).
   Result<bool, std::string> await_reply(Clock::time_point deadline);

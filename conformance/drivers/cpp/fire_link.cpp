@@ -94,7 +94,7 @@ std::string header_value(const std::string& head, const std::string& name) {
 
 }  // namespace
 
-Result<std::unique_ptr<Link>, std::string> Link::open(const Url& url, const std::string& ca_file, bool fmq1_on_websocket,
+Result<std::unique_ptr<Link>, std::string> Link::open(const Url& url, const std::string& ca_file, bool send_fmq1,
                                                       Clock::time_point deadline) {
   const int fd = open_tcp(url.host, url.port);
   if (fd < 0) return "cannot connect to " + url.host + ":" + std::to_string(url.port);
@@ -106,8 +106,9 @@ Result<std::unique_ptr<Link>, std::string> Link::open(const Url& url, const std:
     if (auto upgraded = link->upgrade(url, deadline); !upgraded) return upgraded.error();
   }
   static constexpr std::uint8_t kFmq1[] = {'F', 'M', 'Q', '1'};
-  if (!url.websocket && !link->write_bytes(kFmq1)) return std::string("cannot send FMQ1");
-  if (url.websocket && fmq1_on_websocket && !link->send_ws_frame(kBinary, kFmq1)) return std::string("cannot send FMQ1");
+  if (send_fmq1 && !(url.websocket ? link->send_ws_frame(kBinary, kFmq1) : link->write_bytes(kFmq1))) {
+    return std::string("cannot send FMQ1");
+  }
   return link;
 }
 
@@ -202,6 +203,11 @@ long Link::read_bytes(std::uint8_t* into, std::size_t size, Clock::time_point de
 bool Link::send_frame(ByteView frame) {
   if (!websocket_) return write_bytes(frame);
   return send_ws_frame(kBinary, frame.subspan(4));  // "without the length prefix"
+}
+
+bool Link::send_split_frame(ByteView frame) {
+  const ByteView body = frame.subspan(4);
+  return send_ws_frame(kBinary, body.first(1)) && send_ws_frame(kBinary, body.subspan(1));
 }
 
 // One unfragmented frame, masked as every client frame must be (RFC 6455 5.3).

@@ -31,11 +31,11 @@ class Link {
   using Clock = std::chrono::steady_clock;
 
   // Connects to the URL's host and port; runs TLS for fires and wss (trusting the CAs of `ca_file`, a PEM
-  // file, or the system's when it is empty) and the upgrade for ws and wss; sends FMQ1 for fire and fires
-  // ("Client first sends the 4 ASCII bytes `FMQ1`") and, with `fmq1_on_websocket` (a deliberate break), on
-  // WebSocket too. The error says which step failed.
-  static Result<std::unique_ptr<Link>, std::string> open(const Url& url, const std::string& ca_file,
-                                                         bool fmq1_on_websocket, Clock::time_point deadline);
+  // file, or the system's when it is empty) and the upgrade for ws and wss; then, with `send_fmq1`, FMQ1 (the
+  // caller's choice: "Client first sends the 4 ASCII bytes `FMQ1`" on TCP and TLS, never on WebSocket, unless
+  // a deliberate break says otherwise). The error says which step failed.
+  static Result<std::unique_ptr<Link>, std::string> open(const Url& url, const std::string& ca_file, bool send_fmq1,
+                                                         Clock::time_point deadline);
   ~Link();  // a WebSocket close and TLS's close_notify first, then the socket is closed
   Link(const Link&) = delete;
   Link& operator=(const Link&) = delete;
@@ -43,6 +43,9 @@ class Link {
   int fd() const { return fd_; }
   // Sends one frame given in its TCP form (len first).
   bool send_frame(ByteView frame);
+  // A deliberate break (breaks.h): one frame in two WebSocket messages, its first byte in the first.
+  bool send_split_frame(ByteView frame);
+  bool websocket() const { return websocket_; }
 
   enum class Read { data, nothing, ended };
   // Waits until `deadline` for the server, then appends what it sent to `stream`, in the TCP framing.
