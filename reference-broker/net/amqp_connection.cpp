@@ -69,10 +69,14 @@ AmqpConnection::AmqpConnection(asio::ip::tcp::socket socket, SessionEnv env, Amq
 
 void AmqpConnection::start() {
   registry_.add(this);
-  auto executor = socket_.get_executor();
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->reader(); }, asio::detached);
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->writer(); }, asio::detached);
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->handshake_deadline(); }, asio::detached);
+  spawn(&AmqpConnection::reader, "reader");
+  spawn(&AmqpConnection::writer, "writer");
+  spawn(&AmqpConnection::handshake_deadline, "handshake deadline");
+}
+
+void AmqpConnection::spawn(awaitable<void> (AmqpConnection::*coroutine)(), const char* what) {
+  asio::co_spawn(socket_.get_executor(), [self = shared_from_this(), coroutine] { return ((*self).*coroutine)(); },
+                 stop_on_exception(what, [self = shared_from_this()] { self->stop(); }));
 }
 
 void AmqpConnection::shutdown() { core_.on_shutdown(); }
@@ -129,7 +133,7 @@ void AmqpConnection::start_heartbeat() {
   registry_.handshake_done(this);  // connection.open-ok sent: no longer under --max-handshakes
   heartbeat_.start(core_.heartbeat(), Clock::now());
   if (!heartbeat_.enabled()) return;
-  asio::co_spawn(socket_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); }, asio::detached);
+  spawn(&AmqpConnection::heartbeat, "heartbeat");
 }
 
 awaitable<void> AmqpConnection::writer() {

@@ -86,10 +86,14 @@ void Connection::close_by_operator(const std::string& reason) {
 
 void Connection::start() {
   registry_.add(this);
-  auto executor = handshake_timer_.get_executor();
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->reader(); }, asio::detached);
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->writer(); }, asio::detached);
-  asio::co_spawn(executor, [self = shared_from_this()] { return self->handshake_deadline(); }, asio::detached);
+  spawn(&Connection::reader, "reader");
+  spawn(&Connection::writer, "writer");
+  spawn(&Connection::handshake_deadline, "handshake deadline");
+}
+
+void Connection::spawn(awaitable<void> (Connection::*coroutine)(), const char* what) {
+  asio::co_spawn(handshake_timer_.get_executor(), [self = shared_from_this(), coroutine] { return ((*self).*coroutine)(); },
+                 stop_on_exception(what, [self = shared_from_this()] { self->stop(); }));
 }
 
 void Connection::shutdown() {
@@ -204,8 +208,7 @@ void Connection::start_heartbeat() {
   registry_.handshake_done(this);
   heartbeat_.start(session_.heartbeat(), Clock::now());
   if (!heartbeat_.enabled()) return;
-  asio::co_spawn(heartbeat_timer_.get_executor(), [self = shared_from_this()] { return self->heartbeat(); },
-                 asio::detached);
+  spawn(&Connection::heartbeat, "heartbeat");
 }
 
 awaitable<void> Connection::writer() {
