@@ -76,7 +76,8 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
     if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.name) + " in vhost " + quoted(name_));
     return std::nullopt;
   }
-  if (Status big = check_arguments_size(r.args, exchange_label(r.name) + " in vhost " + quoted(name_))) return big;
+  if (Status text = check_text("exchange name", r.name)) return text;
+  if (Status bad = check_arguments(r.args, exchange_label(r.name) + " in vhost " + quoted(name_))) return bad;
   const auto type = parse_exchange_type(r.type);
   if (!type) {
     return refused(ReplyCode::precondition_failed,
@@ -166,7 +167,8 @@ Result<Queue*> Vhost::usable_queue(const std::string& name, const std::string& c
 Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string& conn_id) {
   if (!r.passive) {
     const std::string owner = "queue " + quoted(r.name.empty() ? "(server-named)" : r.name) + " in vhost " + quoted(name_);
-    if (Status big = check_arguments_size(r.args, owner)) return std::move(*big);
+    if (Status text = check_text("queue name", r.name)) return std::move(*text);
+    if (Status bad = check_arguments(r.args, owner)) return std::move(*bad);
   }
   if (r.passive || (!r.name.empty() && queues_.count(r.name))) {
     auto q = usable_queue(r.name, conn_id);
@@ -296,7 +298,8 @@ Status Vhost::check_bind_target(const op::BindFields& r, const std::string& conn
     return refused(ReplyCode::precondition_failed, "exactly one of queue and to_exchange must be set");
   }
   if (r.exchange.empty()) return refused(ReplyCode::access_refused, "the default exchange cannot be bound");
-  if (Status big = check_arguments_size(r.args, "a binding of " + exchange_label(r.exchange))) return big;
+  if (Status text = check_text("binding key", r.key)) return text;
+  if (Status bad = check_arguments(r.args, "a binding of " + exchange_label(r.exchange))) return bad;
   auto source = exchanges_.find(r.exchange);
   if (source == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.exchange) + " in vhost " + quoted(name_));
   if (!r.queue.empty()) {

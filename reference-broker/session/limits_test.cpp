@@ -273,6 +273,46 @@ TEST_F(BoundsTest, ArgumentsAreBoundedInSizeOnEveryKindOfRequest) {
   EXPECT_TRUE(std::holds_alternative<op::Ok>(c.sent.back()));
 }
 
+// What the broker keeps is text in definitions.json and the API: a name, a binding key or a str among the
+// arguments that is not UTF-8 is a 502 syntax-error (fatal, as every 502: docs/spec-notes.md) on the request, not
+// an exception out of the durable save (issue 27).
+TEST_F(BoundsTest, NamesKeysAndArgumentsKeptMustBeUtf8) {
+  const std::string not_utf8 = "q\x8e";
+  auto expect_refused = [&](Client& c, const std::string& msg) {
+    ASSERT_TRUE(c.last_error());
+    EXPECT_EQ(c.last_error()->code, 502u);
+    EXPECT_TRUE(c.last_error()->fatal);
+    EXPECT_EQ(c.last_error()->msg, msg);
+  };
+  op::DeclareQueue bad_name = queue(1, not_utf8);
+  bad_name.durable = true;
+  Client& first = connect();
+  first.receive(bad_name);
+  expect_refused(first, "the queue name is not UTF-8");
+  EXPECT_FALSE(core_.vhost("/")->queues().count(not_utf8));
+
+  op::DeclareQueue bad_argument = queue(2, "q");
+  bad_argument.args = {{Value(std::string("x-dead-letter-exchange")), Value(not_utf8)}};
+  Client& second = connect();
+  second.receive(bad_argument);
+  expect_refused(second, "the arguments of queue 'q' in vhost '/' hold a str that is not UTF-8");
+
+  op::DeclareExchange x;
+  x.rid = 3;
+  x.name = not_utf8;
+  x.type = "direct";
+  Client& third = connect();
+  third.receive(x);
+  expect_refused(third, "the exchange name is not UTF-8");
+
+  Client& fourth = connect();
+  fourth.receive(queue(4, "q"));
+  fourth.receive(op::Bind{{5, "amq.direct", "q", "", "gr\xc3\xbc\xc3\x9f", {}}});  // UTF-8 beyond ASCII is text
+  EXPECT_TRUE(std::holds_alternative<op::Ok>(fourth.sent.back()));
+  fourth.receive(op::Bind{{6, "amq.direct", "q", "", not_utf8, {}}});
+  expect_refused(fourth, "the binding key is not UTF-8");
+}
+
 TEST_F(BoundsTest, DeliveriesWaitAtTheUnackedBoundWhateverTheCredit) {
   Client& c = connect();
   c.receive(queue(1, "q"));

@@ -32,7 +32,7 @@ void Session::on_subscribe(const op::Subscribe& r) {
                                         " subscriptions (--max-subscriptions)"));
   }
   if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
-  if (Status big = check_arguments_size(r.args, "consumer '" + request.tag + "'")) return refuse(r.rid, *big);
+  if (Status big = check_arguments(r.args, "consumer '" + request.tag + "'")) return refuse(r.rid, *big);
   Result<Queue*> queue = vhost_->usable_queue(r.queue, exclusive_owner_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;

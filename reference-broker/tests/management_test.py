@@ -17,7 +17,7 @@ import base64, hashlib, json, os, signal, socket, struct, subprocess, sys, tempf
 import msgpack
 
 import transports_test as transports
-from transports_test import Broker, StreamClient, HELLO, WELCOME, CLOSE, make_certificates
+from transports_test import Broker, StreamClient, HELLO, WELCOME, CLOSE, ERROR, make_certificates
 
 OK, PUBLISH, SUBSCRIBE, DECLARE_QUEUE = 0x06, 0x20, 0x30, 0x12
 
@@ -348,15 +348,24 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("GET", "/api/whoami")[0], 200)  # the broker is still there
 
     def test_a_name_that_is_not_utf8_does_not_break_listings_or_metrics(self):
+        # A queue name that is not UTF-8 is refused (502: definitions.json and the API hold only text); a consumer
+        # tag may be any bytes, and the listings and /metrics still answer, with U+FFFD for the bad byte.
         c, _ = self.client()
-        name = b"mgmt-bad-\xff"
-        header = msgpack.packb({"rid": 1, "name": name, "exclusive": True}, use_bin_type=False)  # raw str bytes
+        header = msgpack.packb({"rid": 1, "name": b"mgmt-bad-\xff", "exclusive": True}, use_bin_type=False)  # raw str
         c.sock.sendall(struct.pack(">I", 5 + len(header)) + bytes([DECLARE_QUEUE]) + struct.pack(">I", len(header)) + header)
-        reply = c.sock.recv(65536)  # the ok echoes the name, which Python's msgpack would refuse to decode
+        op, error = c.receive()
+        self.assertEqual((op, error["code"], error["msg"]), (ERROR, 502, "the queue name is not UTF-8"))
+        c.sock.close()
+        c, _ = self.client()
+        self.request(c, DECLARE_QUEUE, {"rid": 1, "name": "mgmt-bad-tag", "exclusive": True})
+        header = msgpack.packb({"rid": 2, "sub": 1, "queue": "mgmt-bad-tag", "credit": 1, "tag": b"mgmt-bad-\xff"},
+                               use_bin_type=False)
+        c.sock.sendall(struct.pack(">I", 5 + len(header)) + bytes([SUBSCRIBE]) + struct.pack(">I", len(header)) + header)
+        reply = c.sock.recv(65536)  # the ok echoes the tag, which Python's msgpack would refuse to decode
         self.assertEqual(reply[4], OK)
-        status, queues = self.call("GET", "/api/queues")
+        status, consumers = self.call("GET", "/api/consumers/%2F")
         self.assertEqual(status, 200)
-        self.assertIn("mgmt-bad-\ufffd", [q["name"] for q in queues])
+        self.assertIn("mgmt-bad-\ufffd", [consumer["consumer_tag"] for consumer in consumers])
         with urllib.request.urlopen(self.base + "/metrics", timeout=5) as response:
             response.read().decode("utf-8")  # strict: fails on a byte that is not UTF-8
         c.sock.close()
