@@ -35,7 +35,7 @@ unit-test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
 
 fuzz-build: deps
-	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	@cmake -S . -B $(FUZZ_BUILD) -DCMAKE_CXX_COMPILER=clang++-16 -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DFIREMQ_FUZZ=ON -DFIREMQ_TESTS=OFF > /dev/null
 	@cmake --build $(FUZZ_BUILD) -j $(JOBS)
 

@@ -9,7 +9,7 @@ build=${1:?usage: run.sh BUILD_DIR SECONDS}
 seconds=${2:?usage: run.sh BUILD_DIR SECONDS}
 here=$(cd "$(dirname "$0")" && pwd)
 targets=(fuzz_frame_decoder fuzz_header_decoder fuzz_url fuzz_round_trip fuzz_session fuzz_store_record fuzz_http_request
-         fuzz_amqp_frame fuzz_definitions)
+         fuzz_amqp_frame fuzz_management fuzz_definitions)
 parallel=$(nproc)
 logs=$build/fuzz/logs
 mkdir -p "$logs"

@@ -13,7 +13,8 @@ packages=(
   zlib1g-dev                                    # crc32 for the message store's records
   libgtest-dev libgmock-dev                     # unit tests
   lcov                                          # coverage reports
-  clang libclang-rt-14-dev                      # clang 14 with the libFuzzer and sanitizer runtimes
+  clang-16 libclang-rt-16-dev                   # clang 16 with the libFuzzer and sanitizer runtimes (its C++20
+                                                # coroutines build the connection engine, for fuzz_management)
   python3 python3-msgpack python3-jsonschema    # the independent vector generator and schema checks
   python3-pika amqp-tools                       # a real AMQP 0-9-1 client (pika) and command line for the AMQP tests
   librabbitmq-dev                               # rabbitmq-c: the harness's interop cases and firemq-amqp-bench
