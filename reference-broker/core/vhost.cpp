@@ -107,7 +107,7 @@ Status Vhost::delete_exchange(const op::DeleteExchange& r) {
   auto it = exchanges_.find(r.name);
   if (it == exchanges_.end()) return std::nullopt;  // deleting what is not there succeeds, as in RabbitMQ
   if (it->second.builtin) {
-    return refused(ReplyCode::not_allowed, "cannot delete the built-in " + exchange_label(r.name));
+    return refused(ReplyCode::not_allowed, exchange_label(r.name) + " is built in and cannot be deleted");
   }
   if (r.if_unused && !it->second.bindings.empty()) {
     return refused(ReplyCode::precondition_failed, exchange_label(r.name) + " is in use (it has bindings): if_unused");

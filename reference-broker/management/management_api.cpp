@@ -192,6 +192,8 @@ HttpAnswer api_error(http::status status, const std::string& error, const std::s
 
 HttpAnswer not_found() { return api_error(http::status::not_found, "Object Not Found", "Not Found"); }
 
+std::string exchange_name(const std::string& path_name) { return path_name == "amq.default" ? std::string() : path_name; }
+
 HttpAnswer api_json(http::status status, const Json& body) {
   HttpAnswer answer;
   answer.status = status;
@@ -345,8 +347,7 @@ std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& rout
     }
     return out;
   }
-  // The default exchange is amq.default in paths, "" in the model.
-  const std::string name = exchange_bindings && route[2] == "amq.default" ? std::string() : route[2];
+  const std::string name = exchange_bindings ? exchange_name(route[2]) : route[2];
   if (queue_bindings ? vhost->queues().count(name) == 0 : vhost->exchanges().count(name) == 0) return not_found();
   for (Json& b : bindings(who, route[1])) {
     const bool match = queue_bindings     ? b["destination_type"] == "queue" && b["destination"] == name

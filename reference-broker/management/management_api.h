@@ -51,6 +51,8 @@ struct ManagementEnv {
 HttpAnswer api_json(boost::beast::http::status status, const nlohmann::json& body);
 HttpAnswer api_error(boost::beast::http::status status, const std::string& error, const std::string& reason);
 HttpAnswer not_found();
+// The model's name of the exchange a path names: RabbitMQ's API calls the default exchange amq.default.
+std::string exchange_name(const std::string& path_name);
 // A write's body: a JSON object (empty when none); a POST must say Content-Type: application/json.
 Result<nlohmann::json, HttpAnswer> api_body(const HttpRequest& request);
 

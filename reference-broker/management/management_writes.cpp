@@ -148,9 +148,6 @@ Result<Map, HttpAnswer> arguments_of(const Json& body) {
   return *args;
 }
 
-// The path's exchange name: RabbitMQ's API calls the default exchange amq.default.
-std::string exchange_name(const std::string& name) { return name == "amq.default" ? std::string() : name; }
-
 bool exists(const Core& core, const std::string& vhost, const std::string& kind, const std::string& name) {
   const Vhost* v = const_cast<Core&>(core).vhost(vhost);
   return kind == "queues" ? v->queues().count(name) > 0 : v->exchanges().count(name) > 0;
@@ -345,7 +342,8 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
   ApiSession session(env_, who, route[1], peer_address);
   if (auto refusal = session.refusal()) return refused(*refusal);
   const std::string& name = route[2];
-  const bool existed = (what == "queues" || what == "exchanges") && exists(env_.core, route[1], what, name);
+  const bool existed = (what == "queues" || what == "exchanges") &&
+                       exists(env_.core, route[1], what, what == "exchanges" ? exchange_name(name) : name);
   const http::status created = existed ? http::status::no_content : http::status::created;
   // As RabbitMQ: deleting what is not there is 404 (a client's delete of a missing queue is fine on the wire).
   if ((what == "queues" || what == "exchanges") && route.size() == 3 && method == http::verb::delete_ && !existed) {
@@ -396,7 +394,7 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
     return answer_of(session.request(r), created);
   }
   if (what == "exchanges" && route.size() == 3 && method == http::verb::delete_) {
-    return answer_of(session.request(op::DeleteExchange{1, name, false}), http::status::no_content);
+    return answer_of(session.request(op::DeleteExchange{1, exchange_name(name), false}), http::status::no_content);
   }
   if (what == "exchanges" && route.size() == 4 && route[3] == "publish" && method == http::verb::post) {
     // Flow control holds for the API as for any publisher: while an alarm is in effect, nothing is taken in.

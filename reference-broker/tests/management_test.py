@@ -656,6 +656,9 @@ class ManagementTest(unittest.TestCase):
         for path in ("/api/queues/%2F/no-such-q", "/api/exchanges/%2F/no-such-x", "/api/users/no-such-user",
                      "/api/vhosts/no-such-vhost", "/api/queues/no-such-vhost/q"):
             self.assertEqual(self.call("DELETE", path), (404, {"error": "Object Not Found", "reason": "Not Found"}), path)
+        # The default exchange is there (as amq.default in paths): its delete is refused as the wire refuses it.
+        status, answer = self.call("DELETE", "/api/exchanges/%2F/amq.default")
+        self.assertEqual((status, answer["reason"]), (400, "the default exchange is built in and cannot be deleted"))
 
     def test_get_shows_delivery_mode_and_expiration_as_rabbitmq(self):
         self.assertEqual(self.call("PUT", "/api/queues/%2F/props-q", {})[0], 201)
