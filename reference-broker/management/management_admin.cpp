@@ -86,11 +86,19 @@ std::map<std::string, TopologyCounts> counts_after_import(const Json& body, Core
     for (const auto& [queue, _] : vhost->queues()) counts[name].queues.insert(queue);
     counts[name].bindings = vhost->binding_count();
   }
-  const auto entries = [&](const char* kind) { return body.value(kind, Json::array()); };
-  const auto vhost_of = [](const Json& e) { return e.is_object() ? e.value("vhost", std::string()) : std::string(); };
-  for (const Json& e : entries("exchanges")) counts[vhost_of(e)].exchanges.insert(e.value("name", std::string()));
-  for (const Json& q : entries("queues")) counts[vhost_of(q)].queues.insert(q.value("name", std::string()));
-  for (const Json& b : entries("bindings")) ++counts[vhost_of(b)].bindings;
+  // Counted before the import checks the entries' shapes (it refuses them with a reason): a field that is no
+  // string counts as "" here rather than throw (fuzz_management: {"queues": [{"name": {}}]}).
+  const auto entries = [&](const char* kind) {
+    const auto it = body.find(kind);
+    return it != body.end() && it->is_array() ? *it : Json::array();
+  };
+  const auto text = [](const Json& e, const char* key) {
+    const auto it = e.is_object() ? e.find(key) : e.end();
+    return e.is_object() && it != e.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  for (const Json& e : entries("exchanges")) counts[text(e, "vhost")].exchanges.insert(text(e, "name"));
+  for (const Json& q : entries("queues")) counts[text(q, "vhost")].queues.insert(text(q, "name"));
+  for (const Json& b : entries("bindings")) ++counts[text(b, "vhost")].bindings;
   return counts;
 }
 

@@ -57,6 +57,25 @@ std::unique_ptr<Transport> make_transport(TlsHttpStream stream, HttpRequest requ
   return make_wss_transport(std::move(stream), std::move(request), std::move(hints), env.handshake_timeout, env.faults);
 }
 
+// The application's answer. An exception out of it is a broker bug (fuzz_management looks for them): the request
+// gets a 500 and a log line, as RabbitMQ's management answers a handler that crashed, and the listener goes on
+// (without this the coroutine ended and the client saw its connection dropped).
+HttpAnswer application_answer(HttpApplication& application, const HttpRequest& request,
+                              const std::optional<std::string>& peer_address) {
+  try {
+    return application.handle(request, peer_address);
+  } catch (const std::exception& e) {
+    log_line("internal error answering " + std::string(request.method_string()) + " " +
+             printable(std::string_view(request.target().data(), request.target().size())) + ": " +
+             printable(e.what(), 512));
+    HttpAnswer answer;
+    answer.status = http::status::internal_server_error;
+    answer.content_type = "application/json";
+    answer.text = R"({"error":"internal_error","reason":"the broker failed to answer this request; its log says why"})";
+    return answer;
+  }
+}
+
 // A request refused before it is answered, said before closing (RFC 9110: 400 for a message the server cannot
 // parse, 413 for a body over the bound, 431 for headers over it), with the management API's JSON error shape.
 // What the client is still sending is read and dropped for a moment, so that the kernel does not answer it with
@@ -183,7 +202,7 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
     // An upgrade is for /fire only (404 elsewhere, http_routes); the management API and UI take the other requests.
     const bool for_application = env.application != nullptr && !beast::websocket::is_upgrade(request) &&
                                 env.application->serves(std::string_view(request.target().data(), request.target().size()));
-    HttpAnswer answer = for_application ? env.application->handle(request, peer_address_of(tcp.socket()))
+    HttpAnswer answer = for_application ? application_answer(*env.application, request, peer_address_of(tcp.socket()))
                                        : route_http_request(request);
     if (!answer.upgrade) {
       tcp.expires_after(env.handshake_timeout);  // a client that does not read its answer is not waited for

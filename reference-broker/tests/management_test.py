@@ -510,6 +510,15 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(len(self.call("GET", "/api/queues/mgmt-lim")[1]), 2)
         self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-lim")[0], 204)
 
+    def test_a_definitions_import_of_the_wrong_shape_is_refused_and_the_api_goes_on(self):
+        # A queue whose name is an object ended the request in the import's limit count (fuzz_management); now the
+        # import refuses it with its reason and keeps none of the topology (the accounts come first, as above).
+        status, reply = self.call("POST", "/api/definitions", {"vhosts": [{"name": "mgmt-shape"}],
+                                                               "queues": [{"name": {"x-queue-type": "classic"}}]})
+        self.assertEqual(status, 400, reply)
+        self.assertEqual(self.call("GET", "/api/queues/mgmt-shape")[1], [])
+        self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-shape")[0], 204)
+
     def test_changes_made_through_the_api_survive_a_restart(self):
         with tempfile.TemporaryDirectory() as temp:
             make_certificates(temp)
