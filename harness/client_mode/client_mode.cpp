@@ -509,16 +509,34 @@ std::string ClientCase::broker_delete_queue(const Json& args) {
                               "firemq-conform (broker_delete_queue)", until);
   if (!session) return "broker_delete_queue: the harness's own connection to the broker failed: " + session.error();
   WireConnection& wire = **session;
-  op::DeleteQueue request;
-  request.rid = 1;
-  request.name = queue;
-  if (!wire.send(encode_frame(request), until)) return "broker_delete_queue: the broker closed the harness's connection";
-  const WireEvent event = wire.receive(until);
-  const auto* reply = std::get_if<FrameEvent>(&event);
-  if (reply == nullptr) return "broker_delete_queue: the broker did not answer the delete of " + queue;
-  if (reply->frame.op() != static_cast<std::uint8_t>(OpCode::ok)) {
-    return "broker_delete_queue: the broker refused the delete of " + queue + " (op " + std::to_string(reply->frame.op()) + ")";
+  // One request and its reply: the reply frame, or why there is none.
+  const auto ask_broker = [&](const Bytes& frame, const std::string& what) -> Result<RawFrame, std::string> {
+    if (!wire.send(frame, until)) return std::string("broker_delete_queue: the broker closed the harness's connection");
+    const WireEvent event = wire.receive(until);
+    const auto* reply = std::get_if<FrameEvent>(&event);
+    if (reply == nullptr) return "broker_delete_queue: the broker did not answer the " + what + " of " + queue;
+    if (reply->frame.op() != static_cast<std::uint8_t>(OpCode::ok)) {
+      return "broker_delete_queue: the broker refused the " + what + " of " + queue + " (op " + std::to_string(reply->frame.op()) + ")";
+    }
+    return reply->frame;
+  };
+  // The queue must be there with the client's consumer on it: a delete of a missing queue is ok on the wire too,
+  // and would let the case pass this step with no cancelled sent.
+  op::DeclareQueue passive;
+  passive.rid = 1;
+  passive.name = queue;
+  passive.passive = true;
+  auto found = ask_broker(encode_frame(passive), "passive declare");
+  if (!found) return found.error();
+  const auto declared = decode_frame(*found);
+  const auto* ok = declared ? std::get_if<op::Ok>(&*declared) : nullptr;
+  if (ok == nullptr || ok->consumers == 0) {
+    return "broker_delete_queue: queue " + queue + " has no consumer at the broker, so its delete would send no cancelled";
   }
+  op::DeleteQueue request;
+  request.rid = 2;
+  request.name = queue;
+  if (auto deleted = ask_broker(encode_frame(request), "delete"); !deleted) return deleted.error();
   note("the harness deleted queue " + queue + " at the broker");
   wire.disconnect();
   return "";

@@ -24,7 +24,6 @@ HttpAnswer failed(const std::string& reason, Json details = Json::object()) {
 std::string listener_scheme(const std::string& protocol) {
   if (protocol == "http") return "ws";
   if (protocol == "https") return "wss";
-  if (protocol == "amqp/ssl") return "amqps";
   return protocol;
 }
 
