@@ -18,6 +18,7 @@
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 #include "protocol/typed_json.h"
+#include "protocol/url.h"
 
 namespace firemq::conform {
 namespace {
@@ -46,6 +47,19 @@ AskedFrame publish_asked(const Json& message, bool confirm) {
   asked.fields.push_back({"props", asked_map(message, "props"), "publish.props"});
   asked.fields.push_back({"headers", asked_map(message, "headers"), "publish.headers.any-type"});
   return asked;
+}
+
+// The hello a connect to `url` asks for: the URL's user and password in auth, its vhost in vhost ("Empty means
+// `/`", so "" keeps "/"). Nothing when the URL does not parse (the client may refuse it; the case says).
+std::vector<AskedFrame> hello_asked_by(const Json& connect) {
+  auto url = parse_url(connect.value("url", ""));
+  if (!url) return {};
+  Map auth{{Value(std::string("user")), Value(url->user)}, {Value(std::string("pass")), Value(url->password)}};
+  AskedFrame hello{static_cast<std::uint8_t>(OpCode::hello), {}};
+  hello.fields.push_back({"auth", Value(std::move(auth)), kUrlUserinfo});
+  const auto same_as = url->vhost == "/" ? std::optional<Value>(Value(std::string())) : std::nullopt;
+  hello.fields.push_back({"vhost", Value(url->vhost), url->websocket ? kUrlVhostQuery : kUrlVhostFromPath, same_as});
+  return {hello};
 }
 
 // The frames a command asks the client to send, with the fields they must carry and the defaults of the driver
@@ -297,10 +311,19 @@ Clock::time_point ClientCase::deadline(const Json& args) const {
   return std::min(case_deadline_, Clock::now() + std::chrono::milliseconds(args.at("timeout_ms").get<int>()));
 }
 
-// `${url}`: the proxy's URL for the run's transport, user guest, vhost / (on WebSocket: no ?vhost=, so /).
-std::string proxy_url(Transport transport, std::uint16_t port) {
-  return std::string(transport_name(transport)) + "://guest:guest@127.0.0.1:" + std::to_string(port) +
-         (is_websocket(transport) ? "/fire" : "/");
+// Who connects to which vhost: `${url}` is guest on /, a connect's `url_parts` says otherwise.
+struct UrlParts {
+  std::string user = "guest";
+  std::string pass = "guest";
+  std::string vhost = "/";
+};
+
+// The proxy's URL for the run's transport, as the spec's Transports section writes one: the vhost as the path
+// (fire, fires) or the vhost query parameter (ws, wss), / being the empty path or no parameter.
+std::string proxy_url(Transport transport, std::uint16_t port, const UrlParts& parts = {}) {
+  const std::string vhost = parts.vhost == "/" ? std::string() : percent_encode(parts.vhost);
+  return std::string(transport_name(transport)) + "://" + percent_encode(parts.user) + ":" + percent_encode(parts.pass) +
+         "@127.0.0.1:" + std::to_string(port) + (is_websocket(transport) ? "/fire" + (vhost.empty() ? "" : "?vhost=" + vhost) : "/" + vhost);
 }
 
 // The driver protocol a case's commands need: 2 when it sends publish_batch.
@@ -382,6 +405,13 @@ std::string ClientCase::command(const Json& args) {
   const int id = next_id_++;
   Json cmd = args.at("send");
   cmd["id"] = id;
+  // {"cmd": "connect", "url_parts": {"user", "pass", "vhost"}}: the proxy's URL with these, for the transport.
+  if (cmd.value("cmd", "") == "connect" && cmd.contains("url_parts")) {
+    const Json parts = cmd.at("url_parts");
+    cmd["url"] = proxy_url(options_.transport, proxy_->port(),
+                           UrlParts{parts.value("user", "guest"), parts.value("pass", "guest"), parts.value("vhost", "/")});
+    cmd.erase("url_parts");
+  }
   // Over TLS the proxy's certificate is the harness's own: the driver is told which CA to trust.
   if (cmd.value("cmd", "") == "connect" && uses_tls(options_.transport) && !cmd.contains("ca_file")) {
     cmd["ca_file"] = options_.ca_file;
@@ -392,6 +422,11 @@ std::string ClientCase::command(const Json& args) {
   for (AskedFrame& asked : frames_asked_by(cmd)) {
     asked.command = id;
     proxy_->application_sends(std::move(asked));
+  }
+  if (cmd.value("cmd", "") == "connect") {
+    std::vector<AskedFrame> hello = hello_asked_by(cmd);
+    for (AskedFrame& asked : hello) asked.command = id;
+    proxy_->application_connects(std::move(hello));
   }
   if (!send(cmd)) return "the driver no longer reads its stdin";
   std::string why;

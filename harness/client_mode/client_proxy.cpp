@@ -115,6 +115,8 @@ void ClientProxy::accept_loop() {
     std::lock_guard lock(mutex_);
     const std::string name = "client-" + std::to_string(connections_.size() + 1);
     auto& c = *connections_.emplace_back(std::make_unique<Connection>(name, client, broker, origin_));
+    for (AskedFrame& asked : asked_of_next_connection_) c.rules.application_sends(std::move(asked));
+    asked_of_next_connection_.clear();
     // The reader starts the other direction once the TLS handshake is over: nothing is written before.
     c.up = std::thread([this, &c] { client_to_broker(c); });
   }
@@ -478,8 +480,14 @@ void ClientProxy::application_sends(AskedFrame asked) {
   if (!c.client_ended && !c.server_closed) c.rules.application_sends(std::move(asked));
 }
 
+void ClientProxy::application_connects(std::vector<AskedFrame> asked) {
+  std::lock_guard lock(mutex_);
+  asked_of_next_connection_ = std::move(asked);
+}
+
 void ClientProxy::application_withdraws(int command) {
   std::lock_guard lock(mutex_);
+  std::erase_if(asked_of_next_connection_, [&](const AskedFrame& a) { return a.command == command; });
   for (auto& c : connections_) c->rules.application_withdraws(command);
 }
 

@@ -98,6 +98,10 @@ class ClientProxy {
   // The application asked the client to send a frame: its latest connection's next frame of that op must carry
   // the fields as asked (client_rules.h).
   void application_sends(AskedFrame asked);
+  // The application asked the client to connect: the next connection it opens must send these (its hello, with
+  // the URL's credentials and vhost).
+  void application_connects(std::vector<AskedFrame> asked);
+  // The command failed: what it asked is no longer owed, on a connection or the next one.
   void application_withdraws(int command);
 
   // Ends every connection, joins the threads and judges what is still owed. Idempotent.
@@ -150,6 +154,7 @@ class ClientProxy {
   std::mutex mutex_;
   std::condition_variable frame_seen_;
   std::vector<std::unique_ptr<Connection>> connections_;
+  std::vector<AskedFrame> asked_of_next_connection_;  // application_connects, until the client connects
   std::vector<TranscriptLine> transcript_;
 };
 

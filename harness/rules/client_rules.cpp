@@ -113,6 +113,10 @@ const std::vector<MonitorRule>& client_rules() {
       {"publish.seq.zero-no-confirm", "Publishing / publish", "`seq` uint Client-assigned sequence number, starting at 1 and increasing by 1. `0` means no confirm is wanted.", false},
       {"publish.props", "Publishing / publish", "`props` map Message properties (below).", false},
       {"publish.headers.any-type", "Publishing / publish", "`headers` map Application headers. Values are any MessagePack type.", false},
+      // The connect URL's parts, as the hello carries them (client_mode.cpp, hello_asked_by).
+      {kUrlUserinfo, "Transports", "fire://user:password@host:5673/vhost", false},
+      {kUrlVhostFromPath, "Transports", "For fire and fires, the vhost is the URL path with the leading / removed", false},
+      {kUrlVhostQuery, "Transports", "the vhost is the vhost query parameter, for example ws://localhost:15672/fire?vhost=dev.", false},
   };
   static const std::vector<MonitorRule> with_fields = [] {
     std::vector<MonitorRule> all = rules;
@@ -223,10 +227,12 @@ void ClientRules::check_asked(std::uint8_t op, const Map& header, Clock::time_po
   asked_.erase(it);
   for (const AskedField& field : asked.fields) {
     const Value* got = find(header, field.key.c_str());
-    const Map* asked_map = field.value.get_if<Map>();
-    const bool kept = asked_map != nullptr ? (got == nullptr ? asked_map->empty() : got->is<Map>() && carries(*got->get_if<Map>(), *asked_map))
-                                           : (got == nullptr ? is_zero(field.value) : *got == field.value);
-    if (kept) continue;
+    const auto keeps = [got](const Value& wanted) {
+      const Map* asked_map = wanted.get_if<Map>();
+      if (asked_map != nullptr) return got == nullptr ? asked_map->empty() : got->is<Map>() && carries(*got->get_if<Map>(), *asked_map);
+      return got == nullptr ? is_zero(wanted) : *got == wanted;
+    };
+    if (keeps(field.value) || (field.same_as && keeps(*field.same_as))) continue;
     violation(field.rule, "sent " + op_label(op) + " with " + field.key + " " + (got ? value_text(*got) : std::string("absent")) +
                               " where the application gave " + value_text(field.value), at);
   }

@@ -50,6 +50,8 @@ constexpr std::pair<const char*, bool Breaks::*> kNames[] = {
     {"unknown-op-is-an-error", &Breaks::unknown_op_is_an_error},
     {"cancelled-ignored", &Breaks::cancelled_ignored},
     {"cancelled-ends-connection", &Breaks::cancelled_ends_connection},
+    {"hello-ignores-url-credentials", &Breaks::hello_ignores_url_credentials},
+    {"hello-ignores-url-vhost", &Breaks::hello_ignores_url_vhost},
     {"float32-as-float64", &Breaks::float32_as_float64},
     {"little-endian", &Breaks::little_endian},
     {"len-without-op", &Breaks::len_without_op},

@@ -58,6 +58,8 @@ struct Breaks {
   bool unknown_op_is_an_error = false;  // reports an op of a later version as an error ("without breaking version 1 clients")
   bool cancelled_ignored = false;     // never reports the server's cancelled ("The server ended a subscription")
   bool cancelled_ends_connection = false;  // takes the server's cancelled for the end of the connection
+  bool hello_ignores_url_credentials = false;  // logs in as guest whatever the URL's userinfo ("fire://user:password@host")
+  bool hello_ignores_url_vhost = false;        // asks for vhost / whatever the URL says ("the vhost is the URL path ...")
 
   // In the codec (CodecBreaks)
   bool float32_as_float64 = false;    // widens every float32 to a float64 (a language without float32)

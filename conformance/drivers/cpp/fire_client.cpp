@@ -88,8 +88,8 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   start_connection_state();
   op::Hello hello;
   hello.ver = breaks_.hello_ver_2 ? 2 : 1;  // "Protocol major version. Must be `1`."
-  hello.vhost = url.vhost;
-  hello.auth = {"plain", url.user, url.password};
+  hello.vhost = breaks_.hello_ignores_url_vhost ? "/" : url.vhost;
+  hello.auth = breaks_.hello_ignores_url_credentials ? op::Auth{"plain", "guest", "guest"} : op::Auth{"plain", url.user, url.password};
   hello.heartbeat = heartbeat;
   hello.client = {{Value("name"), Value("firemq-example-cpp")}, {Value("lang"), Value("c++")}};
   hello.caps = {"confirms", "credit", "mandatory"};
