@@ -279,6 +279,7 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
 HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& route, const ApiUser& who,
                                    const std::optional<std::string>& peer_address) {
   if (route.size() == 0) return not_found();
+  if (request.method() == http::verb::get && route[0] == "aliveness-test") return aliveness_test(route, who, peer_address);
   if (request.method() == http::verb::get) {
     const std::string_view target(request.target().data(), request.target().size());
     const auto mark = target.find('?');

@@ -282,6 +282,44 @@ HttpAnswer get_messages(ApiSession& session, const std::string& queue, const Jso
   return api_json(http::status::ok, out);
 }
 
+}  // namespace
+
+// As RabbitMQ's aliveness test, what Kubernetes probes and monitoring call: in the vhost, as the API's user,
+// declare the queue aliveness-test (transient, kept for the next test), publish a message to it through the
+// default exchange and get it back. 200 {"status": "ok"}, or 503 {"status": "failed", "reason"} naming the step
+// that failed; a user who may not use the vhost gets the refusal (401), a vhost that does not exist 404.
+HttpAnswer ManagementApi::aliveness_test(const Route& route, const ApiUser& who, const std::optional<std::string>& peer_address) {
+  if (route.size() != 2 || env_.core.vhost(route[1]) == nullptr) return not_found();
+  const auto failed = [](const std::string& reason) {
+    return api_json(http::status::service_unavailable, Json{{"status", "failed"}, {"reason", reason}});
+  };
+  if (env_.alarms.active()) return failed("a memory or disk alarm is in effect: publishing is paused");
+  ApiSession session(env_, who, route[1], peer_address);
+  if (auto refusal = session.refusal()) return refused(*refusal);
+  constexpr const char* kQueue = "aliveness-test";
+  constexpr std::string_view kBody = "test_message";  // RabbitMQ's
+  for (const auto& r : session.request(op::DeclareQueue{1, kQueue, false, false, false, false, {}})) {
+    if (const auto* e = std::get_if<op::Error>(&r.message)) return failed("declaring the queue: " + e->msg);
+  }
+  op::Publish p;
+  p.seq = 1;
+  p.key = kQueue;
+  for (const auto& r : session.request(std::move(p), as_bytes(kBody))) {
+    if (const auto* c = std::get_if<op::Confirm>(&r.message); c != nullptr && c->nack) return failed("publishing: " + c->msg);
+    if (const auto* e = std::get_if<op::Error>(&r.message)) return failed("publishing: " + e->msg);
+  }
+  // Anything left from an earlier test that failed halfway comes first: taken until the message just sent.
+  for (std::uint64_t rid = 2; rid < 1000; ++rid) {
+    const auto replies = session.request(op::Get{rid, kQueue, true});
+    const auto* got = replies.empty() ? nullptr : std::get_if<op::GetOk>(&replies.front().message);
+    if (got == nullptr) return failed("the message published to queue 'aliveness-test' did not come back");
+    if (replies.front().payload == Bytes(kBody.begin(), kBody.end())) return api_json(http::status::ok, Json{{"status", "ok"}});
+  }
+  return failed("queue 'aliveness-test' holds more than 1000 messages");
+}
+
+namespace {
+
 // /api/bindings/VHOST/e/SOURCE/q/QUEUE (or /e/EXCHANGE), and for DELETE a last part: the properties_key, looked up
 // in `listed`, the vhost's bindings as GET lists them.
 HttpAnswer bind_or_unbind(ApiSession& session, const std::vector<std::string>& route, http::verb method, const Json& body,

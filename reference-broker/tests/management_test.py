@@ -615,6 +615,15 @@ class ManagementTest(unittest.TestCase):
 
     # RabbitMQ's health checks, the lists below one object, paging (issue 31) -------------------------------------
 
+    def test_the_aliveness_test_declares_publishes_and_gets_as_rabbitmqs(self):
+        self.assertEqual(self.call("GET", "/api/aliveness-test/%2F"), (200, {"status": "ok"}))
+        self.assertEqual(self.call("GET", "/api/aliveness-test/%2F"), (200, {"status": "ok"}))  # the queue is reused
+        status, queue = self.call("GET", "/api/queues/%2F/aliveness-test")
+        self.assertEqual((status, queue["messages"], queue["durable"]), (200, 0, False))
+        self.assertEqual(self.call("GET", "/api/aliveness-test/no-such-vhost")[0], 404)
+        self.assertEqual(self.call("GET", "/api/aliveness-test/%2F", user="dev", password="d")[0], 401)  # no permission on /
+        self.assertEqual(self.call("DELETE", "/api/queues/%2F/aliveness-test")[0], 204)
+
     def test_health_checks_answer_in_rabbitmqs_shapes(self):
         for check in ("alarms", "local-alarms", "virtual-hosts", "node-is-quorum-critical",
                       f"port-listener/{self.broker.ports['ws']}", f"port-listener/{self.broker.ports['fire']}",
