@@ -142,9 +142,10 @@ Result<Json, HttpAnswer> shaped(const ListQuery& query, Json body) {
   }
   if (!query.sort.empty()) {
     // Json's own order: numbers by value, strings by bytes; an item without the field first.
-    auto key = [&](const Json& item) {
+    static const Json kAbsent;
+    auto key = [&](const Json& item) -> const Json& {  // a reference: no copy of the field per comparison
       const Json* v = at_path(item, query.sort);
-      return v ? *v : Json();
+      return v ? *v : kAbsent;
     };
     std::stable_sort(body.begin(), body.end(), [&](const Json& a, const Json& b) {
       return query.sort_reverse ? key(b) < key(a) : key(a) < key(b);

@@ -66,12 +66,7 @@ void FireClient::send_pong() {
 Bytes FireClient::raw_frame(OpCode code, const Value& header) {
   Bytes header_bytes;
   encode_value(header, header_bytes);
-  Bytes frame;
-  append_u32_be(frame, static_cast<std::uint32_t>(kFixedSize + header_bytes.size()));
-  frame.push_back(static_cast<std::uint8_t>(code));
-  append_u32_be(frame, static_cast<std::uint32_t>(header_bytes.size()));
-  frame.insert(frame.end(), header_bytes.begin(), header_bytes.end());
-  return frame;
+  return frame_stream(static_cast<std::uint8_t>(code), header_bytes, {});
 }
 
 Result<bool, std::string> FireClient::send(const Message& message) {
