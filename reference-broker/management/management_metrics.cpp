@@ -2,7 +2,11 @@
 // rabbitmq_prometheus names them where RabbitMQ has an equivalent, so that dashboards built for RabbitMQ read them;
 // firemq_ for the rest. Every value is a whole number, written as one (no exponent that would round it), except the
 // fsync histogram's sum of seconds, a decimal fraction.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "reference-broker/management/management_api.h"
@@ -78,15 +82,57 @@ void fsync_histogram(Exposition& e) {
   e.sample_text(std::string(name) + "_count", std::to_string(count));
 }
 
+// The process's own figures, as rabbitmq_prometheus gives the Erlang VM's: descriptors open and allowed (the soft
+// RLIMIT_NOFILE, raised at start), and the resident set (what the OS holds; firemq_memory_used_bytes is what the
+// watermark measures).
+void process_figures(Exposition& e) {
+  std::error_code ec;
+  std::uint64_t open = 0;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    ++open;
+  }
+  e.single("rabbitmq_process_open_fds", "gauge", "Open file descriptors", open);
+  rlimit limit{};
+  e.single("rabbitmq_process_max_fds", "gauge", "Open file descriptors limit",
+           getrlimit(RLIMIT_NOFILE, &limit) == 0 ? static_cast<std::uint64_t>(limit.rlim_cur) : 0);
+  std::uint64_t pages = 0, resident = 0;
+  std::ifstream statm("/proc/self/statm");
+  statm >> pages >> resident;
+  e.single("rabbitmq_process_resident_memory_bytes", "gauge", "Memory used in bytes (the resident set)",
+           resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+}
+
 }  // namespace
 
 std::string ManagementApi::metrics() const {
   Exposition e;
-  std::size_t queues = 0, consumers = 0, connections = 0;
+  // What every query of RabbitMQ's stock Grafana dashboards joins on (`* on(instance) group_left(rabbitmq_cluster,
+  // rabbitmq_node) rabbitmq_identity_info`): one node, which is its own cluster.
+  e.family("rabbitmq_identity_info", "untyped", "RabbitMQ node & cluster identity info");
+  e.sample("rabbitmq_identity_info", 1,
+           std::string("rabbitmq_node=\"") + kNodeName + "\",rabbitmq_cluster=\"" + kNodeName +
+               "\",rabbitmq_cluster_permanent_id=\"firemq-" + kNodeName + "\"");
+  e.family("rabbitmq_build_info", "untyped", "RabbitMQ & Erlang/OTP version info");
+  e.sample("rabbitmq_build_info", 1,
+           std::string("rabbitmq_version=\"") + kServerVersion + "\",product_name=\"FireMQ\",product_version=\"" +
+               kServerVersion + "\"");
+  std::size_t queues = 0, consumers = 0, connections = 0, ready = 0, unacked = 0;
   for (const auto& [name, vhost] : env_.core.vhosts()) {
     queues += vhost->queues().size();
-    for (const auto& [qname, q] : vhost->queues()) consumers += q->consumer_count();
+    for (const auto& [qname, q] : vhost->queues()) {
+      consumers += q->consumer_count();
+      ready += q->ready_count();
+      unacked += q->unacked_count();
+    }
   }
+  // Aggregated over every queue, as rabbitmq_prometheus's /metrics gives them (per queue below, as detailed).
+  e.single("rabbitmq_queue_messages_ready", "gauge", "Messages ready to be delivered to consumers",
+           static_cast<std::uint64_t>(ready));
+  e.single("rabbitmq_queue_messages_unacked", "gauge", "Messages delivered to consumers but not yet acknowledged",
+           static_cast<std::uint64_t>(unacked));
+  e.single("rabbitmq_queue_messages", "gauge", "Sum of ready and unacknowledged messages - total queue depth",
+           static_cast<std::uint64_t>(ready + unacked));
   for (const Connection* c : env_.connections.all()) connections += c->session().state() == Session::State::open;
   std::size_t channels = connections;  // a FireMQ connection is one channel
   for (const AmqpConnection* c : env_.amqp_connections.all()) {
@@ -147,6 +193,7 @@ std::string ManagementApi::metrics() const {
   e.single("firemq_storage_failed", "gauge", "1 once a write or fsync of the data directory failed (until restart)",
            env_.alarms.storage_failure().empty() ? 0 : 1);
   fsync_histogram(e);
+  process_figures(e);
   return e.text();
 }
 

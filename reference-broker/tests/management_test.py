@@ -581,6 +581,18 @@ class ManagementTest(unittest.TestCase):
             self.assertTrue(response.headers["Content-Type"].startswith("text/plain; version=0.0.4"))
             text = response.read().decode()
         self.assertIn('rabbitmq_detailed_queue_messages_ready{vhost="/",queue="mgmt-metrics"} 1', text)
+        # What RabbitMQ's stock Grafana dashboards join every query on, and the node's build.
+        self.assertIn('rabbitmq_identity_info{rabbitmq_node="firemq@localhost",rabbitmq_cluster="firemq@localhost",'
+                      'rabbitmq_cluster_permanent_id="firemq-firemq@localhost"} 1', text)
+        self.assertRegex(text, r'\nrabbitmq_build_info\{rabbitmq_version="[0-9.]+",product_name="FireMQ",')
+        samples = {line.split(" ")[0]: float(line.split(" ")[1]) for line in text.splitlines()
+                   if line and not line.startswith("#") and "{" not in line}
+        self.assertGreaterEqual(samples["rabbitmq_queue_messages_ready"], 1)  # the message just published
+        self.assertEqual(samples["rabbitmq_queue_messages"],
+                         samples["rabbitmq_queue_messages_ready"] + samples["rabbitmq_queue_messages_unacked"])
+        self.assertGreater(samples["rabbitmq_process_open_fds"], 5)
+        self.assertGreaterEqual(samples["rabbitmq_process_max_fds"], samples["rabbitmq_process_open_fds"])
+        self.assertGreater(samples["rabbitmq_process_resident_memory_bytes"], 1 << 20)
         for name in ("rabbitmq_connections", "rabbitmq_queues", "rabbitmq_global_messages_received_total",
                      "rabbitmq_resident_memory_limit_bytes", "rabbitmq_alarms_memory_used_watermark"):
             self.assertIn(f"# TYPE {name} ", text)
