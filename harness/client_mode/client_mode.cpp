@@ -322,8 +322,9 @@ struct UrlParts {
 // (fire, fires) or the vhost query parameter (ws, wss), / being the empty path or no parameter.
 std::string proxy_url(Transport transport, std::uint16_t port, const UrlParts& parts = {}) {
   const std::string vhost = parts.vhost == "/" ? std::string() : percent_encode(parts.vhost);
-  return std::string(transport_name(transport)) + "://" + percent_encode(parts.user) + ":" + percent_encode(parts.pass) +
-         "@127.0.0.1:" + std::to_string(port) + (is_websocket(transport) ? "/fire" + (vhost.empty() ? "" : "?vhost=" + vhost) : "/" + vhost);
+  const std::string path = is_websocket(transport) ? "/fire" + (vhost.empty() ? "" : "?vhost=" + vhost) : "/" + vhost;
+  return std::string(transport_name(transport)) + "://" + percent_encode(parts.user) + ":" +
+         percent_encode(parts.pass) + "@127.0.0.1:" + std::to_string(port) + path;
 }
 
 // The driver protocol a case's commands need: 2 when it sends publish_batch.
@@ -408,8 +409,8 @@ std::string ClientCase::command(const Json& args) {
   // {"cmd": "connect", "url_parts": {"user", "pass", "vhost"}}: the proxy's URL with these, for the transport.
   if (cmd.value("cmd", "") == "connect" && cmd.contains("url_parts")) {
     const Json parts = cmd.at("url_parts");
-    cmd["url"] = proxy_url(options_.transport, proxy_->port(),
-                           UrlParts{parts.value("user", "guest"), parts.value("pass", "guest"), parts.value("vhost", "/")});
+    const UrlParts asked{parts.value("user", "guest"), parts.value("pass", "guest"), parts.value("vhost", "/")};
+    cmd["url"] = proxy_url(options_.transport, proxy_->port(), asked);
     cmd.erase("url_parts");
   }
   // Over TLS the proxy's certificate is the harness's own: the driver is told which CA to trust.

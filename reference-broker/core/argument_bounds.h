@@ -1,5 +1,5 @@
-// The bounds on what a client attaches to what the broker keeps. One size bound on the arguments: a queue's, an exchange's, a
-// binding's and a consumer's (issue 27). The wire lets a declare carry up to --max-frame (16 MiB) and its
+// The bounds on what a client attaches to what the broker keeps. One size bound on the arguments: a queue's, an
+// exchange's, a binding's and a consumer's (issue 27). The wire lets a declare carry up to --max-frame (16 MiB) and its
 // arguments then live as long as the queue, are written to definitions.json and shown by the API, so one client
 // could hold gigabytes with a few thousand declares. It is checked where every protocol's request meets the
 // broker (Vhost for topology, Session for subscribe), so FireMQ, AMQP 0-9-1, the management API and definitions

@@ -60,7 +60,7 @@ class AmqpConnection : public std::enable_shared_from_this<AmqpConnection>, publ
   std::int64_t connected_at_ms() const { return connected_at_ms_; }
 
  private:
-  // Runs one of the coroutines below on the connection's strand; one that throws stops the connection (asio.h).
+  // Runs one of the coroutines below on the connection's executor; one that throws stops the connection (asio.h).
   void spawn(awaitable<void> (AmqpConnection::*coroutine)(), const char* what);
   awaitable<void> reader();
   awaitable<void> writer();

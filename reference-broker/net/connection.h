@@ -83,7 +83,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   void close_by_operator(const std::string& reason);
 
  private:
-  // Runs one of the coroutines below on the connection's strand; one that throws stops the connection (asio.h).
+  // Runs one of the coroutines below on the connection's executor; one that throws stops the connection (asio.h).
   void spawn(awaitable<void> (Connection::*coroutine)(), const char* what);
   awaitable<void> reader();
   awaitable<void> writer();
