@@ -49,16 +49,20 @@ AskedFrame publish_asked(const Json& message, bool confirm) {
   return asked;
 }
 
-// The hello a connect to `url` asks for: the URL's user and password in auth, its vhost in vhost ("Empty means
-// `/`", so "" keeps "/"). Nothing when the URL does not parse (the client may refuse it; the case says).
+// The hello a connect to `url` asks for: the URL's user and password in auth, and over fire and fires its vhost in
+// vhost ("Empty means `/`", so "" keeps "/"). Over ws and wss the vhost is the upgrade's query parameter, and a
+// client may leave hello's out (docs/spec-notes.md, Q12): hello's vhost is not asked there. Nothing when the URL
+// does not parse (the client may refuse it; the case says).
 std::vector<AskedFrame> hello_asked_by(const Json& connect) {
   auto url = parse_url(connect.value("url", ""));
   if (!url) return {};
   Map auth{{Value(std::string("user")), Value(url->user)}, {Value(std::string("pass")), Value(url->password)}};
   AskedFrame hello{static_cast<std::uint8_t>(OpCode::hello), {}};
   hello.fields.push_back({"auth", Value(std::move(auth)), kUrlUserinfo});
-  const auto same_as = url->vhost == "/" ? std::optional<Value>(Value(std::string())) : std::nullopt;
-  hello.fields.push_back({"vhost", Value(url->vhost), url->websocket ? kUrlVhostQuery : kUrlVhostFromPath, same_as});
+  if (!url->websocket) {
+    const auto same_as = url->vhost == "/" ? std::optional<Value>(Value(std::string())) : std::nullopt;
+    hello.fields.push_back({"vhost", Value(url->vhost), kUrlVhostFromPath, same_as});
+  }
   return {hello};
 }
 

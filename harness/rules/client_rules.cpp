@@ -116,7 +116,6 @@ const std::vector<MonitorRule>& client_rules() {
       // The connect URL's parts, as the hello carries them (client_mode.cpp, hello_asked_by).
       {kUrlUserinfo, "Transports", "fire://user:password@host:5673/vhost", false},
       {kUrlVhostFromPath, "Transports", "For fire and fires, the vhost is the URL path with the leading / removed", false},
-      {kUrlVhostQuery, "Transports", "the vhost is the vhost query parameter, for example ws://localhost:15672/fire?vhost=dev.", false},
   };
   static const std::vector<MonitorRule> with_fields = [] {
     std::vector<MonitorRule> all = rules;

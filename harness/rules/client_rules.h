@@ -33,10 +33,9 @@ inline constexpr std::chrono::milliseconds kPongTolerance{2000};
 inline constexpr std::chrono::milliseconds kDeadPeerEarly{300};
 inline constexpr std::chrono::milliseconds kDeadPeerLate = kHeartbeatTolerance;
 
-// The requirements a connect's hello keeps when it carries the URL's credentials and vhost.
+// The requirements a connect's hello keeps when it carries the URL's credentials and (fire, fires) vhost.
 inline constexpr const char* kUrlUserinfo = "url.userinfo";
 inline constexpr const char* kUrlVhostFromPath = "url.fire.vhost-from-path";
-inline constexpr const char* kUrlVhostQuery = "url.ws.vhost-query-parameter";
 
 // One field of a frame the application asked for, and the rule a client breaks when the frame does not carry it.
 // A map field (props, headers) is asked as a subset: each key the application gave must be there with its value;
