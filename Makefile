@@ -43,7 +43,9 @@ fuzz-build: deps
 fuzz-test: fuzz-build
 	ctest --test-dir $(FUZZ_BUILD) --output-on-failure -j $(JOBS)
 
-test: unit-test fuzz-test
+# Both of the above, with the fuzz tree built in the background while the normal build and its tests run.
+test: deps
+	@bash scripts/test.sh $(BUILD) $(FUZZ_BUILD) $(JOBS)
 
 fuzz: fuzz-build
 	bash fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
