@@ -10,8 +10,10 @@
 #include "harness/rules/frame_text.h"
 #include "harness/proxy/proxy_sockets.h"
 #include "harness/client/websocket_framing.h"
+#include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
+#include "protocol/reply_codes.h"
 
 namespace firemq::conform {
 namespace {
@@ -40,6 +42,11 @@ Bytes through_quirks(const RawFrame& frame, const ServerQuirks& quirks) {
   encode_map(map, encoded);
   return frame_stream(frame.op(), encoded, frame.payload());
 }
+
+// RFC 6455 7.4.1's close codes the proxy sends, as the reference broker does.
+constexpr std::uint16_t kWsCloseNormal = 1000;
+constexpr std::uint16_t kWsCloseProtocolError = 1002;
+constexpr std::uint16_t kWsCloseUnknownData = 1003;
 
 // A server's WebSocket close frame (unmasked), with its code (RFC 6455 5.5.1).
 Bytes ws_close(std::uint16_t code, std::string_view reason) {
@@ -220,14 +227,16 @@ bool ClientProxy::upgrade(Connection& c, ByteView& bytes) {
 bool ClientProxy::on_websocket_frame(Connection& c, WsFrame frame, Bytes& to_broker) {
   const auto refuse = [&](const std::string& why) {
     c.monitor.observe_unframeable(Side::client, why, true, Clock::now());
-    write_to_client(c, ws_close(1002, "protocol error"));
+    write_to_client(c, ws_close(kWsCloseProtocolError, "protocol error"));
     c.ws_close_sent = true;
     return false;
   };
   // "The server MUST close the connection upon receiving a frame that is not masked" (RFC 6455 5.1).
   if (!frame.masked) return refuse("a WebSocket frame without a mask (RFC 6455 5.1)");
   auto outcome = c.ws_messages.add(std::move(frame));
-  if (auto* message = std::get_if<WsMessageAssembler::Message>(&outcome)) on_client_message(c, *message, to_broker);
+  if (auto* message = std::get_if<WsMessageAssembler::Message>(&outcome)) {
+    if (!on_client_message(c, *message, to_broker)) return false;
+  }
   if (auto* error = std::get_if<WsMessageAssembler::Error>(&outcome)) return refuse("WebSocket: " + error->why);
   auto* control = std::get_if<WsMessageAssembler::Control>(&outcome);
   if (control == nullptr) return true;
@@ -239,29 +248,50 @@ bool ClientProxy::on_websocket_frame(Connection& c, WsFrame frame, Bytes& to_bro
   if (opcode != WsOpcode::close) return true;
   if (!c.ws_close_sent) {
     const WsClose close = parse_close_payload(control->frame.payload);
-    write_to_client(c, ws_close(close.code.value_or(1000), ""));
+    write_to_client(c, ws_close(close.code.value_or(kWsCloseNormal), ""));
     c.ws_close_sent = true;
   }
   return false;  // the client's WebSocket close ends its side of the conversation
 }
 
-void ClientProxy::on_client_message(Connection& c, const WsMessageAssembler::Message& message, Bytes& to_broker) {
+// One whole WebSocket message: a FireMQ frame, judged and passed on; false once the message was refused.
+bool ClientProxy::on_client_message(Connection& c, const WsMessageAssembler::Message& message, Bytes& to_broker) {
   const auto now = Clock::now();
   if (!c.first_message_seen) c.rules.observe_first_message(message.data, now);
   c.first_message_seen = true;
   if (message.opcode != WsOpcode::binary) {
-    c.monitor.observe_unframeable(Side::client, "a text message; frames are binary messages", true, now);
-    return;
+    const std::string why = "a text WebSocket message: FireMQ frames travel in binary messages, one frame each";
+    c.monitor.observe_unframeable(Side::client, why, true, now);
+    return refuse_message(c, kWsCloseUnknownData, why);
   }
   auto frame = decode_message_frame(message.data, kDecoderLimit);
   if (!frame) {
     c.monitor.observe_unframeable(Side::client, frame.error().msg, true, now);
-    return;  // not forwarded: the broker's TCP framing cannot carry it
+    return refuse_message(c, kWsCloseNormal, frame.error().msg);
   }
   seen(c, Side::client, *frame);
-  if (c.server_closed) return;
+  if (c.server_closed) return true;
   const Bytes stream = frame_stream(frame->op(), frame->header(), frame->payload());
   to_broker.insert(to_broker.end(), stream.begin(), stream.end());
+  return true;
+}
+
+// A message that is no FireMQ frame gets the reference broker's answer (net/websocket_transport.cpp): error
+// 501, fatal, then a WebSocket close, and the connection ends. The client hears at once what was wrong, where
+// a proxy that dropped the message would leave it waiting for an answer until its own deadline.
+bool ClientProxy::refuse_message(Connection& c, std::uint16_t ws_close_code, const std::string& why) {
+  op::Error error;
+  error.code = static_cast<std::uint64_t>(ReplyCode::frame_error);
+  error.msg = why;
+  error.fatal = true;
+  const Bytes frame = frame_stream(static_cast<std::uint8_t>(OpCode::error), encode_header(error), {});
+  seen(c, Side::server, RawFrame(Bytes(frame.begin() + kLenSize, frame.end())));
+  frame_to_client(c, frame);
+  write_to_client(c, ws_close(ws_close_code, ""));
+  c.ws_close_sent = true;
+  c.server_closed = true;  // the broker never saw the message: it is let go
+  ::shutdown(c.broker, SHUT_RDWR);
+  return false;
 }
 
 // The client's bytes, judged, then passed on to the broker (outside the lock: the broker may be slow to read).
@@ -417,7 +447,7 @@ bool ClientProxy::write_to_client(Connection& c, ByteView bytes) {
 
 void ClientProxy::end_to_client(Connection& c) {
   if (websocket() && c.upgraded && !c.ws_close_sent) {
-    c.client->write_all(ws_close(1000, ""));
+    c.client->write_all(ws_close(kWsCloseNormal, ""));
     c.ws_close_sent = true;
   }
   c.client->shutdown_write();

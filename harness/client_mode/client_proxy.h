@@ -124,7 +124,8 @@ class ClientProxy {
   bool judge_websocket(Connection& c, ByteView bytes, Bytes& to_broker);
   bool upgrade(Connection& c, ByteView& bytes);
   bool on_websocket_frame(Connection& c, WsFrame frame, Bytes& to_broker);
-  void on_client_message(Connection& c, const WsMessageAssembler::Message& message, Bytes& to_broker);
+  bool on_client_message(Connection& c, const WsMessageAssembler::Message& message, Bytes& to_broker);
+  bool refuse_message(Connection& c, std::uint16_t ws_close_code, const std::string& why);
   void broker_to_client(Connection& c);
   // Under mutex_: a complete frame from `from`, seen by the monitors and the transcript.
   void seen(Connection& c, Side from, const RawFrame& frame);

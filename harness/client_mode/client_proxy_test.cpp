@@ -1,8 +1,8 @@
 // The client proxy's transports (client_proxy.h), against a stand-in broker (a loopback socket the test reads
 // and writes): over ws and wss the client's binary messages reach the broker as FMQ1 and length-prefixed
 // frames, the broker's frames reach the client as one message each (one-byte fragments with single_bytes), and
-// what breaks the WebSocket rules is judged (a text message, FMQ1, an unmasked frame); over fires the proxy's
-// TLS is trusted through the throwaway CA.
+// what breaks the WebSocket rules is judged and answered as the reference broker does (a text message, FMQ1,
+// an unmasked frame); over fires the proxy's TLS is trusted through the throwaway CA.
 #include "harness/client_mode/client_proxy.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +16,7 @@
 #include "harness/client/client_websocket.h"
 #include "harness/proxy/proxy_sockets.h"
 #include "harness/process/test_certificates.h"
+#include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 
@@ -134,18 +135,45 @@ TEST_F(ClientProxyTest, BrokerFramesReachAWssClientAsOneMessageEachOrInOneByteFr
   EXPECT_EQ(message->data, without_len(welcome));
 }
 
-TEST_F(ClientProxyTest, TextMessageAndFmq1OnWebSocketBreakTheirRulesAndAreNotForwarded) {
+// What the reference broker answers a WebSocket message that is no frame: error 501, fatal, then a close.
+void expect_refused_with_501_then_close(WebSocketClient& ws, std::uint16_t close_code) {
+  auto got = ws.receive(soon());
+  const auto* message = std::get_if<WsMessageAssembler::Message>(&got);
+  ASSERT_NE(message, nullptr);
+  auto frame = decode_message_frame(message->data, kDefaultMaxFrame);
+  ASSERT_TRUE(frame);
+  auto error = decode_frame(*frame);
+  ASSERT_TRUE(error);
+  const auto* refused = std::get_if<op::Error>(&*error);
+  ASSERT_NE(refused, nullptr);
+  EXPECT_EQ(refused->code, 501u);
+  EXPECT_TRUE(refused->fatal);
+  got = ws.receive(soon());
+  const auto* closed = std::get_if<WebSocketClient::Closed>(&got);
+  ASSERT_NE(closed, nullptr);
+  EXPECT_EQ(closed->code, std::optional<std::uint16_t>(close_code));
+}
+
+TEST_F(ClientProxyTest, Fmq1OnWebSocketBreaksItsRulesAndIsAnsweredWithError501AndAClose) {
   start(Transport::ws);
   auto ws = upgrade(Transport::ws);
-  const Bytes fmq1 = {'F', 'M', 'Q', '1'};
-  ASSERT_TRUE(ws->send_binary_messages({fmq1}, soon()));
-  ASSERT_TRUE(ws->send_message(WsOpcode::text, without_len(hello_frame()), 1, soon()));
-  ASSERT_TRUE(ws->send_binary_messages({without_len(hello_frame())}, soon()));
-  const Bytes got = broker_reads(4 + hello_frame().size());
-  EXPECT_EQ(Bytes(got.begin() + 4, got.end()), hello_frame());  // after the proxy's own FMQ1: the hello only
+  ASSERT_TRUE(ws->send_binary_messages({Bytes{'F', 'M', 'Q', '1'}}, soon()));
+  expect_refused_with_501_then_close(*ws, 1000);
+  EXPECT_EQ(broker_reads(5), (Bytes{'F', 'M', 'Q', '1'}));  // the proxy's own FMQ1, nothing of the client's
   proxy_->stop();
   const auto rules = broken_rules();
   EXPECT_NE(std::find(rules.begin(), rules.end(), "transport.websocket.no-preamble"), rules.end());
+  EXPECT_NE(std::find(rules.begin(), rules.end(), "transport.websocket.one-message-per-frame"), rules.end());
+}
+
+TEST_F(ClientProxyTest, TextMessageBreaksOneMessagePerFrameAndIsAnsweredWithError501AndClose1003) {
+  start(Transport::ws);
+  auto ws = upgrade(Transport::ws);
+  ASSERT_TRUE(ws->send_message(WsOpcode::text, without_len(hello_frame()), 1, soon()));
+  expect_refused_with_501_then_close(*ws, 1003);
+  EXPECT_EQ(broker_reads(5), (Bytes{'F', 'M', 'Q', '1'}));
+  proxy_->stop();
+  const auto rules = broken_rules();
   EXPECT_NE(std::find(rules.begin(), rules.end(), "transport.websocket.one-message-per-frame"), rules.end());
 }
 
