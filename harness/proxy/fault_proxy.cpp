@@ -142,6 +142,24 @@ Fault followed_by(std::string name, std::string description, OpCode op, std::fun
 // Every second delivery tag swapped with its neighbour: 1, 3, 2, 5, 4, ... (its own inverse).
 std::uint64_t swap_pairs(std::uint64_t tag) { return tag < 2 ? tag : (tag % 2 == 0 ? tag + 1 : tag - 1); }
 
+// A broker that pings late: the first ping of each connection is held 0.4 h, so that it arrives after 0.9 h of
+// silence instead of h / 2. Only the first, so that the delays do not add up behind each other (pings come every
+// h / 2): the dead-peer close and every later frame keep their time.
+Fault late_first_ping() {
+  Fault fault{"late-first-ping", "the first ping of each connection comes after 0.9 h of silence, not h / 2", pass};
+  fault.rewrite_per_connection = [] {
+    return [heartbeat_ms = std::uint64_t{0}, pinged = false](const RawFrame& f) mutable {
+      if (is(f, OpCode::welcome)) heartbeat_ms = header_uint(f, "heartbeat") * 1000;
+      if (!is(f, OpCode::ping) || pinged) return pass(f);
+      pinged = true;
+      Rewrite late = pass(f);
+      late.hold = std::chrono::milliseconds(heartbeat_ms * 4 / 10);
+      return late;
+    };
+  };
+  return fault;
+}
+
 std::vector<Fault> monitor_rule_faults() {
   return {
       {"pong-hlen-past-the-frame", "pong frames say hlen 1 byte larger than the frame holds", [](const RawFrame& f) {
@@ -200,6 +218,7 @@ std::vector<Fault> monitor_rule_faults() {
       {"drop-ping", "the broker's ping frames are dropped", [](const RawFrame& f) {
          return is(f, OpCode::ping) ? Rewrite{} : pass(f);
        }},
+      late_first_ping(),
       followed_by("ping-after-close", "a ping follows each close the broker sends", OpCode::close,
                   [](const RawFrame&) { return true; }, OpCode::ping),
       followed_by("pong-after-fatal-error", "a pong follows each error with fatal: true", OpCode::error,
@@ -319,8 +338,6 @@ void FaultProxy::accept_loop() {
 
 namespace {
 
-using Rewriter = std::function<Rewrite(const RawFrame&)>;
-
 Bytes concatenated(const std::vector<Bytes>& frames) {
   Bytes out;
   for (const Bytes& f : frames) out.insert(out.end(), f.begin(), f.end());
@@ -342,6 +359,7 @@ void copy_frames(int from, int to, const Rewriter& rewrite, std::mutex& write_lo
       if (step.state == FrameDecoder::State::error) return (void)::shutdown(to, SHUT_RDWR);
       if (step.state != FrameDecoder::State::frame) continue;
       const Rewrite r = rewrite(decoder.take_frame());
+      if (r.hold.count() > 0) std::this_thread::sleep_for(r.hold);  // what follows waits too, as behind a slow peer
       std::lock_guard lock(write_lock);
       write_all(to, concatenated(r.frames));
       write_all(from, concatenated(r.back));
@@ -399,7 +417,8 @@ void FaultProxy::serve(int client) {
       copy_raw(client, upstream);
     }
   });
-  copy_frames(upstream, client, fault_.rewrite, write_lock);  // broker to client, through the fault
+  const Rewriter rewrite = fault_.rewrite_per_connection ? fault_.rewrite_per_connection() : fault_.rewrite;
+  copy_frames(upstream, client, rewrite, write_lock);  // broker to client, through the fault
   upward.join();
   std::lock_guard lock(mutex_);
   std::erase(sockets_, client);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -29,13 +30,19 @@ struct Rewrite {
   std::vector<Bytes> frames;  // TCP-framed
   bool cut = false;
   std::vector<Bytes> back;    // TCP-framed, to the frame's sender instead of onward
+  std::chrono::milliseconds hold{0};  // how long the frames wait before they go on (a late frame)
 };
+
+using Rewriter = std::function<Rewrite(const RawFrame&)>;
 
 struct Fault {
   std::string name;
   std::string description;
-  std::function<Rewrite(const RawFrame&)> rewrite;
-  std::function<Rewrite(const RawFrame&)> rewrite_upward = nullptr;  // none: client bytes pass as they are
+  Rewriter rewrite;
+  Rewriter rewrite_upward = nullptr;  // none: client bytes pass as they are
+  // A fault that remembers what it saw on one connection (the negotiated heartbeat, say) makes a fresh `rewrite`
+  // for each connection; it replaces `rewrite` when set.
+  std::function<Rewriter()> rewrite_per_connection = nullptr;
 };
 
 const std::vector<Fault>& faults();

@@ -179,7 +179,7 @@ awaitable<void> AmqpConnection::lingering_close() {
 
 awaitable<void> AmqpConnection::heartbeat() {
   while (!stopped_) {
-    heartbeat_timer_.expires_after(heartbeat_.check_every());
+    heartbeat_timer_.expires_at(heartbeat_.next_due());
     co_await wait(heartbeat_timer_);
     if (stopped_ || core_.state() == AmqpConnectionCore::State::closing) co_return;
     if (paused_by_alarm()) heartbeat_.on_received(Clock::now());  // not read while paused: not counted dead

@@ -257,7 +257,7 @@ awaitable<void> Connection::lingering_close() {
 
 awaitable<void> Connection::heartbeat() {
   while (!stopped_) {
-    heartbeat_timer_.expires_after(heartbeat_.check_every());
+    heartbeat_timer_.expires_at(heartbeat_.next_due());
     co_await wait(heartbeat_timer_);
     if (stopped_ || session_.state() == Session::State::closing) co_return;
     // A connection paused by an alarm is not read, so its heartbeats cannot be seen: it is not counted dead.

@@ -23,9 +23,8 @@ HeartbeatMonitor::Due HeartbeatMonitor::due(Clock::time_point now) const {
   return Due::nothing;
 }
 
-Clock::duration HeartbeatMonitor::check_every() const {
-  // A quarter of the interval keeps a ping within h/2 + h/4 of the last frame sent, well inside the peer's 2h.
-  return std::max<Clock::duration>(interval_ / 4, std::chrono::milliseconds(50));
+Clock::time_point HeartbeatMonitor::next_due() const {
+  return std::min(last_sent_ + interval_ / 2, last_received_ + 2 * interval_);
 }
 
 }  // namespace firemq

@@ -25,8 +25,10 @@ class HeartbeatMonitor {
 
   // What is due at `now`. The caller sends the ping (which counts as sent) or closes the connection.
   Due due(Clock::time_point now) const;
-  // When due() should next be asked.
-  Clock::duration check_every() const;
+  // When due() next has something to say: h / 2 after the last frame sent (a ping) or 2 h after the last one
+  // received (a dead peer), whichever comes first. A frame in between only moves it later, so a timer set for
+  // it never fires late: a ping leaves at h / 2 of silence, not a timer tick after it ("Heartbeats").
+  Clock::time_point next_due() const;
   bool enabled() const { return interval_.count() > 0; }
 
  private:

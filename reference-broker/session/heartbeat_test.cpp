@@ -37,6 +37,18 @@ TEST(HeartbeatMonitor, PeerIsDeadAfterTwiceTheIntervalWithNothingReceived) {
   EXPECT_NE(hb.due(t0 + 21s), HeartbeatMonitor::Due::peer_dead);
 }
 
+TEST(HeartbeatMonitor, NextDueIsThePingOrTheDeadPeerWhicheverComesFirst) {
+  HeartbeatMonitor hb;
+  const Clock::time_point t0{};
+  hb.start(10s, t0);
+  EXPECT_EQ(hb.next_due(), t0 + 5s);  // h / 2 of silence: exactly when the ping is due, not a tick later
+  hb.on_sent(t0 + 3s);
+  EXPECT_EQ(hb.next_due(), t0 + 8s);
+  hb.on_sent(t0 + 18s);
+  EXPECT_EQ(hb.next_due(), t0 + 20s);  // nothing received since t0: the peer is dead before the next ping
+  EXPECT_EQ(hb.due(hb.next_due()), HeartbeatMonitor::Due::peer_dead);
+}
+
 TEST(HeartbeatMonitor, IntervalZeroNeverFires) {
   HeartbeatMonitor hb;
   hb.start(0s, Clock::time_point{});
