@@ -49,6 +49,7 @@ struct Options {
   std::string fault;
   std::string fault_check;
   std::string restart_command;
+  std::string alarm_command;
   std::string management_url;
   std::string amqp_url;
   std::string transport = "fire";  // fire, fires, ws, wss or all (the embedded broker); a --url's own scheme
@@ -92,6 +93,10 @@ po::options_description describe_flags(Options& o) {
        "with --url: a shell command that restarts the target (FIREMQ_RESTART_KILL=1 in its environment when a "
        "case asks for kill -9); it must return once the old broker has stopped. Enables the cases that restart "
        "the broker (feature restart), which run alone after the others")
+      ("alarm-command", po::value(&o.alarm_command),
+       "with --url: a shell command that raises a resource alarm on the target (FIREMQ_ALARM=raise in its "
+       "environment) or clears it (FIREMQ_ALARM=clear), and returns once the broker has done so. Enables the "
+       "flow cases that need an alarm (feature alarm), which run alone after the others")
       ("id", po::value(&o.ids)->multitoken(), "run the cases whose id matches a glob (also positional)")
       ("group", po::value(&o.groups)->multitoken(), "run only these groups (e.g. framing lifecycle)")
       ("tag", po::value(&o.tags)->multitoken(), "run only cases with one of these tags")
@@ -300,8 +305,9 @@ firemq::Result<HttpEndpoint, std::string> management_endpoint(const std::string&
 // --url amqp://...: a target that speaks AMQP 0-9-1 only (RabbitMQ, or another AMQP broker), for the AMQP-only
 // cases; every case that opens a FireMQ connection is skipped, saying so.
 std::optional<Target> amqp_only_target(const Options& o, bool transport_given) {
-  if (!o.fault.empty() || !o.fault_check.empty() || !o.restart_command.empty()) {
-    std::cerr << "firemq-conform: --fault, --fault-check and --restart-command act on FireMQ frames and FireMQ cases; "
+  if (!o.fault.empty() || !o.fault_check.empty() || !o.restart_command.empty() || !o.alarm_command.empty()) {
+    std::cerr << "firemq-conform: --fault, --fault-check, --restart-command and --alarm-command act on FireMQ "
+                 "frames and FireMQ cases; "
                  "a --url amqp://... target runs the AMQP-only cases alone\n";
     return std::nullopt;
   }
@@ -344,14 +350,15 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
   Target t = target_at(*url, {o.ca_file, o.insecure});
   t.description = o.url;
   for (const std::string& f : o.features) {
-    if (f == "restart" || f == "amqp") {
-      std::cerr << "firemq-conform: the feature " << f << " comes with "
-                << (f == "restart" ? "--restart-command" : "--amqp-url") << ", not --features\n";
+    if (f == "restart" || f == "alarm" || f == "amqp") {
+      const char* flag = f == "restart" ? "--restart-command" : f == "alarm" ? "--alarm-command" : "--amqp-url";
+      std::cerr << "firemq-conform: the feature " << f << " comes with " << flag << ", not --features\n";
       return std::nullopt;
     }
     t.features.insert(f);
   }
   if (!o.restart_command.empty()) t.features.insert("restart");
+  if (!o.alarm_command.empty()) t.features.insert("alarm");
   if (!o.management_url.empty()) {
     auto management = management_endpoint(o.management_url, t);
     if (!management) {
@@ -423,6 +430,7 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
     auto url = firemq::parse_url(o.url);
     ro.restart_command = RestartCommand{o.restart_command, url->host, url->port};
   }
+  if (!o.alarm_command.empty()) ro.alarm_command = o.alarm_command;
   if (fault != nullptr) {
     ro.through = [fault](Target& t) -> std::shared_ptr<void> {
       auto proxy = FaultProxy::start(*fault, t.host, t.port);
@@ -738,6 +746,11 @@ int main(int argc, char** argv) {
   if (o.url.empty() && !o.restart_command.empty()) {
     std::cerr << "firemq-conform: --restart-command is for --url targets; the embedded broker is restarted by the "
                  "harness\n";
+    return kExitUsage;
+  }
+  if (o.url.empty() && !o.alarm_command.empty()) {
+    std::cerr << "firemq-conform: --alarm-command is for --url targets; the embedded broker's flow cases raise "
+                 "their alarms with a low --memory-high-watermark of their own\n";
     return kExitUsage;
   }
   const std::vector<Transport> transports = transports_named(o.transport);

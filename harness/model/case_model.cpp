@@ -80,10 +80,15 @@ Result<CaseSpec, std::string> parse_case(const Json& j, const std::string& group
     const std::string& verb = s.begin().key();
     return !verb.starts_with("amqp_") && verb != "sleep";
   });
-  // A case that restarts its broker must say so, so that it runs alone and is skipped where no restart exists.
-  const bool restarts = std::any_of(c.steps.begin(), c.steps.end(), [](const Json& s) { return s.contains("restart_broker"); });
-  const bool declared = std::count(c.required_features.begin(), c.required_features.end(), "restart") > 0;
-  if (restarts && !declared) return c.id + ": uses restart_broker, so it must declare \"requires\": {\"features\": [\"restart\"]}";
+  // A case that restarts its broker or raises an alarm on it must say so, so that it runs alone and is skipped
+  // where the target cannot do it.
+  for (const auto& [verb, feature] : {std::pair{"restart_broker", "restart"}, std::pair{"alarm", "alarm"}}) {
+    const bool uses = std::any_of(c.steps.begin(), c.steps.end(), [&](const Json& s) { return s.contains(verb); });
+    const bool declared = std::count(c.required_features.begin(), c.required_features.end(), feature) > 0;
+    if (uses && !declared) {
+      return c.id + ": uses " + verb + ", so it must declare \"requires\": {\"features\": [\"" + feature + "\"]}";
+    }
+  }
   return c;
 }
 

@@ -47,6 +47,10 @@ std::string missing_requirement(const CaseSpec& spec, const Target& target, cons
       return "restarts the broker: pass --restart-command CMD, a command that restarts the target (README, "
              "'Testing another broker')";
     }
+    if (f == "alarm" && !target.features.count(f)) {
+      return "raises a resource alarm: pass --alarm-command CMD, a command that raises and clears one on the target "
+             "(README, 'Testing another broker')";
+    }
     if (f == "amqp" && !target.features.count(f)) {
       return "speaks AMQP 0-9-1 too: pass --amqp-url amqp://user:pass@host:port/vhost, the target's AMQP listener";
     }
@@ -128,21 +132,30 @@ bool restarts_broker(const CaseSpec& spec) {
   return std::count(spec.required_features.begin(), spec.required_features.end(), "restart") > 0;
 }
 
-StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline,
-                                 const std::function<void()>& signalled) {
-  // The command's output goes to a file, shown when it fails.
-  const std::filesystem::path output =
-      std::filesystem::temp_directory_path() / ("firemq-conform-restart-" + std::to_string(::getpid()) + ".log");
-  std::vector<std::string> env;
+namespace {
+
+// Runs a target command (--restart-command, --alarm-command) under /bin/sh -c, in the harness's environment
+// changed by `env` ("NAME=value" sets NAME, a bare "NAME" unsets it), bounded by `deadline`; `started` runs
+// while it works. Its output goes to a file, shown when it fails. "" when it exited 0.
+std::string run_target_command(const std::string& what, const std::string& command, const std::vector<std::string>& env,
+                               Clock::time_point deadline, const std::function<void()>& started) {
+  const std::filesystem::path output = std::filesystem::temp_directory_path() /
+                                       ("firemq-conform-" + what + "-" + std::to_string(::getpid()) + ".log");
+  std::vector<std::string> environment;
   for (char** e = environ; *e != nullptr; ++e) {
-    if (!std::string_view(*e).starts_with("FIREMQ_RESTART_KILL=")) env.emplace_back(*e);
+    const std::string_view entry(*e);
+    const bool replaced = std::any_of(env.begin(), env.end(), [&](const std::string& mine) {
+      return entry.starts_with(mine.substr(0, mine.find('=')) + "=");
+    });
+    if (!replaced) environment.emplace_back(entry);
   }
-  if (kill) env.emplace_back("FIREMQ_RESTART_KILL=1");
+  std::copy_if(env.begin(), env.end(), std::back_inserter(environment),
+               [](const std::string& e) { return e.find('=') != std::string::npos; });
   std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
+  for (std::string& e : environment) envp.push_back(e.data());
   envp.push_back(nullptr);
-  std::string sh = "/bin/sh", dash_c = "-c", command = how.command;
-  char* argv[] = {sh.data(), dash_c.data(), command.data(), nullptr};
+  std::string sh = "/bin/sh", dash_c = "-c", text = command;
+  char* argv[] = {sh.data(), dash_c.data(), text.data(), nullptr};
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
@@ -156,24 +169,33 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
   const int rc = ::posix_spawn(&pid, argv[0], &actions, &attributes, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attributes);
-  if (rc != 0) return StepOutcome::error("cannot run the restart command: " + std::string(std::strerror(rc)));
-  // While the command stops the broker gracefully, the case's connections answer its close as clients do, so
-  // that it need not wait for them.
-  if (!kill && signalled) signalled();
+  if (rc != 0) return "cannot run the " + what + " command: " + std::string(std::strerror(rc));
+  if (started) started();
   int status = 0;
   while (::waitpid(pid, &status, WNOHANG) != pid) {
     if (Clock::now() >= deadline) {
       ::kill(-pid, SIGKILL);
       ::waitpid(pid, &status, 0);
-      return StepOutcome::error("the restart command '" + how.command + "' did not finish within the case's timeout:\n" +
-                                tail_of(output));
+      return "the " + what + " command '" + command + "' did not finish within the case's timeout:\n" + tail_of(output);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return StepOutcome::error("the restart command '" + how.command + "' failed (status " +
-                              std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "):\n" + tail_of(output));
+    return "the " + what + " command '" + command + "' failed (status " +
+           std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "):\n" + tail_of(output);
   }
+  return "";
+}
+
+}  // namespace
+
+StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline,
+                                 const std::function<void()>& signalled) {
+  // While the command stops the broker gracefully, the case's connections answer its close as clients do, so
+  // that it need not wait for them.
+  const std::string failed = run_target_command("restart", how.command, {kill ? "FIREMQ_RESTART_KILL=1" : "FIREMQ_RESTART_KILL"},
+                                                deadline, kill ? std::function<void()>() : signalled);
+  if (!failed.empty()) return StepOutcome::error(failed);
   // The command has returned: the old broker is gone; wait for the new one to listen.
   while (true) {
     WireConnection probe;
@@ -186,6 +208,17 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
   }
   return StepOutcome::fail("after the restart command, the broker did not accept connections on " + how.host + ":" +
                            std::to_string(how.port) + " again within the case's timeout");
+}
+
+StepOutcome alarm_with_command(const std::string& command, bool raise, Clock::time_point deadline) {
+  const std::string failed =
+      run_target_command("alarm", command, {std::string("FIREMQ_ALARM=") + (raise ? "raise" : "clear")}, deadline, {});
+  if (!failed.empty()) return StepOutcome::error(failed);
+  return StepOutcome{StepOutcome::Kind::ok, "'" + command + "' ran with FIREMQ_ALARM=" + (raise ? "raise" : "clear")};
+}
+
+bool raises_alarm(const CaseSpec& spec) {
+  return std::count(spec.required_features.begin(), spec.required_features.end(), "alarm") > 0;
 }
 
 std::vector<const CaseSpec*> select_cases(const std::vector<CaseSpec>& cases, const Selection& sel) {
@@ -270,6 +303,11 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
           return restart_with_command(how, kill, deadline, signalled);
         });
       }
+      if (raises_alarm(spec) && options.alarm_command) {
+        scenario.set_alarm_switch([&command = *options.alarm_command](bool raise, Clock::time_point deadline) {
+          return alarm_with_command(command, raise, deadline);
+        });
+      }
       r = scenario.run();
     }
     r.transport = target.speaks_fire ? std::string(transport_name(target.transport)) : "amqp";
@@ -279,13 +317,14 @@ std::vector<CaseResult> run_cases(const std::vector<const CaseSpec*>& cases, con
     ++done;
     if (options.on_case_done) options.on_case_done(results[i], done, cases.size());
   };
-  // A case that restarts a --url target runs after the others, alone.
+  // A case that restarts a --url target, or raises an alarm on it (which pauses every publisher of the broker),
+  // runs after the others, alone.
   std::vector<std::size_t> side_by_side, alone;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const CaseSpec& spec = *cases[i];
-    const bool restarts_shared_target = restarts_broker(spec) && !spec.own_broker && !options.start_broker &&
-                                        missing_requirement(spec, target, server).empty();
-    (restarts_shared_target ? alone : side_by_side).push_back(i);
+    const bool disturbs_shared_target = (restarts_broker(spec) || raises_alarm(spec)) && !spec.own_broker &&
+                                        !options.start_broker && missing_requirement(spec, target, server).empty();
+    (disturbs_shared_target ? alone : side_by_side).push_back(i);
   }
   std::atomic<std::size_t> next{0};
   auto worker = [&] {

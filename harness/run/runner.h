@@ -53,6 +53,14 @@ struct RestartCommand {
 StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::time_point deadline,
                                  const std::function<void()>& signalled);
 
+// How the harness has a --url target raise or clear a resource alarm (--alarm-command): `command` runs under
+// /bin/sh -c with FIREMQ_ALARM=raise or FIREMQ_ALARM=clear in its environment, and returns once the broker has
+// raised or cleared it (the case then expects the flow frames that follow).
+StepOutcome alarm_with_command(const std::string& command, bool raise, Clock::time_point deadline);
+// Whether the case raises an alarm (requires the feature "alarm"); against a --url target it runs alone, as a
+// restart does.
+bool raises_alarm(const CaseSpec& spec);
+
 // Whether the case restarts its broker (requires the feature "restart"). Such a case runs alone: on a broker
 // of its own when the harness starts the broker, or against a --url target after every other case, one at a
 // time, so that a restart never disturbs a case running beside it.
@@ -67,6 +75,9 @@ struct RunOptions {
   std::function<Result<std::unique_ptr<EmbeddedBroker>, std::string>(const std::vector<std::string>&)> start_broker;
   // Against a --url target: how to restart it (--restart-command), for cases that require "restart".
   std::optional<RestartCommand> restart_command;
+  // Against a --url target: how to raise and clear an alarm on it (--alarm-command), for cases that require
+  // "alarm".
+  std::optional<std::string> alarm_command;
   // With --fault, puts the fault proxy in front of a case's own broker too: may change the target's port, and
   // returns what keeps the proxy alive for the case.
   std::function<std::shared_ptr<void>(Target&)> through;

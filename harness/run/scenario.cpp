@@ -155,6 +155,7 @@ CaseResult Scenario::run() {
   }
   for (auto& [name, c] : conns_) c->wire.disconnect();
   amqp_->drop_all();
+  clear_alarm_left_raised();
   result.violations = all_violations();
   result.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
   result.transcript = std::move(transcript_);
@@ -206,7 +207,7 @@ StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
       {"expect_none", &Scenario::step_expect_none}, {"sleep", &Scenario::step_sleep},
       {"disconnect", &Scenario::step_disconnect},   {"auto_pong", &Scenario::step_auto_pong},
       {"check", &Scenario::step_check},             {"stop_broker", &Scenario::step_stop_broker},
-      {"restart_broker", &Scenario::step_restart_broker},
+      {"restart_broker", &Scenario::step_restart_broker}, {"alarm", &Scenario::step_alarm},
       {"ws_send", &Scenario::step_ws_send},         {"expect_ws_pong", &Scenario::step_expect_ws_pong},
       {"expect_http_status", &Scenario::step_expect_http_status},
       {"http", &Scenario::step_http},
@@ -221,7 +222,7 @@ const std::vector<std::string>& step_verbs() {
   static const std::vector<std::string> verbs = {"connect",      "hello",        "handshake",   "send",
                                                  "send_raw",     "expect",       "expect_error", "expect_close",
                                                  "expect_none",  "sleep",        "disconnect",  "auto_pong",
-                                                 "check",        "stop_broker",  "restart_broker",
+                                                 "check",        "stop_broker",  "restart_broker", "alarm",
                                                  "ws_send",      "expect_ws_pong", "expect_http_status",
                                                  "http"};
   static const std::vector<std::string> with_amqp = [] {
@@ -681,6 +682,27 @@ StepOutcome Scenario::step_restart_broker(const Json& args) {
   }
   if (outcome.kind == StepOutcome::Kind::ok) note("", "broker restarted: " + outcome.message);
   return outcome.kind == StepOutcome::Kind::ok ? StepOutcome::ok() : outcome;
+}
+
+StepOutcome Scenario::step_alarm(const Json& args) {
+  if (!alarm_) return StepOutcome::error("alarm needs the feature \"alarm\" (declare it in the case's requires)");
+  if (!args.contains("raise") || !args.at("raise").is_boolean()) {
+    return StepOutcome::error("alarm: give {\"raise\": true} to raise the alarm or {\"raise\": false} to clear it");
+  }
+  const bool raise = args.at("raise").get<bool>();
+  StepOutcome outcome = alarm_(raise, case_deadline_);
+  alarm_raised_ = raise || outcome.kind != StepOutcome::Kind::ok;  // a clear that failed may have left it raised
+  if (outcome.kind == StepOutcome::Kind::ok) note("", (raise ? "alarm raised: " : "alarm cleared: ") + outcome.message);
+  return outcome.kind == StepOutcome::Kind::ok ? StepOutcome::ok() : outcome;
+}
+
+// A case that failed while its alarm held must not leave the target paused for the runs after it.
+void Scenario::clear_alarm_left_raised() {
+  if (!alarm_raised_) return;
+  alarm_raised_ = false;
+  const StepOutcome cleared = alarm_(false, Clock::now() + std::chrono::seconds(10));
+  note("", cleared.kind == StepOutcome::Kind::ok ? "the alarm the case left raised was cleared"
+                                                 : "the alarm the case left raised could not be cleared: " + cleared.message);
 }
 
 // A broker shutting down gracefully sends close to every client (320 for the reference broker) and waits for

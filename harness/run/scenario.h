@@ -52,6 +52,10 @@ class Scenario {
   // --restart-command against a --url target.
   using Restarter = std::function<StepOutcome(bool kill, Clock::time_point deadline, const std::function<void()>& signalled)>;
   void set_broker_restarter(Restarter restart) { restart_broker_ = std::move(restart); }
+  // Raises (true) or clears (false) a resource alarm on the broker (alarm step), through --alarm-command; set
+  // for cases that require the feature "alarm".
+  using AlarmSwitch = std::function<StepOutcome(bool raise, Clock::time_point deadline)>;
+  void set_alarm_switch(AlarmSwitch alarm) { alarm_ = std::move(alarm); }
   CaseResult run();
 
   // For named checks ----------------------------------------------------------------------------------
@@ -93,6 +97,8 @@ class Scenario {
   StepOutcome step_check(const nlohmann::json& args);
   StepOutcome step_stop_broker(const nlohmann::json& args);
   StepOutcome step_restart_broker(const nlohmann::json& args);
+  StepOutcome step_alarm(const nlohmann::json& args);
+  void clear_alarm_left_raised();
   StepOutcome step_ws_send(const nlohmann::json& args);
   StepOutcome step_expect_ws_pong(const nlohmann::json& args);
   StepOutcome step_expect_http_status(const nlohmann::json& args);
@@ -125,6 +131,8 @@ class Scenario {
   std::vector<TranscriptLine> transcript_;
   std::function<int()> stop_broker_;
   Restarter restart_broker_;
+  AlarmSwitch alarm_;
+  bool alarm_raised_ = false;  // by this case's alarm step, and not cleared yet
   std::vector<MonitorViolation> retired_violations_;  // of connections replaced by one of the same name
   std::unique_ptr<AmqpSide> amqp_;  // the case's AMQP connections (amqp_* steps, harness/run/amqp_side.h)
 };
