@@ -12,7 +12,7 @@ those groups (a break of the codec or the URL parser cannot change what a connec
 
 --coverage checks, without running anything, that every requirement a client case claims is the rule of a break
 or among its `proves`, and that every requirement that binds only clients is claimed by a client case, unless
-requirements.json gives the reason (`unobservable` or `untested_because`).
+requirements.json gives the reason (`untested_because`).
 """
 import concurrent.futures
 import glob
@@ -81,7 +81,7 @@ def check_breaks(conform, driver, breaks_file):
 
 
 def check_coverage(breaks_file, requirements_file, cases_dir):
-    """Every requirement a client case claims is proved by a break, or marked unobservable with its reason."""
+    """Every requirement a client case claims is proved by a break, or requirements.json says why none can."""
     entries = json.loads(pathlib.Path(breaks_file).read_text(encoding="utf-8"))["breaks"]
     proved = {e["rule"] for e in entries if "rule" in e} | {r for e in entries for r in e.get("proves", [])}
     requirements = {r["id"]: r for r in json.loads(pathlib.Path(requirements_file).read_text(encoding="utf-8"))["requirements"]}
@@ -91,7 +91,7 @@ def check_coverage(breaks_file, requirements_file, cases_dir):
             for r in case.get("requirements", []):
                 claimed.setdefault(r, []).append(case["id"])
     unknown = sorted(r for r in proved if r not in requirements)
-    excused = {i for i, r in requirements.items() if r.get("unobservable") or r.get("untested_because")}
+    excused = {i for i, r in requirements.items() if r.get("untested_because")}
     unproved = sorted(r for r in claimed if r not in proved and r not in excused)
     # A requirement only a client can break is claimed by a client case, unless requirements.json says why not.
     unclaimed = sorted(i for i, r in requirements.items() if r["applies_to"] == "client" and i not in claimed and i not in excused)
@@ -100,10 +100,10 @@ def check_coverage(breaks_file, requirements_file, cases_dir):
     for r in unknown:
         print(f"WRONG a break proves {r}, which requirements.json does not have")
     for r in unproved:
-        print(f"WRONG {r} (claimed by {', '.join(claimed[r])}) is failed by no break and not marked unobservable")
+        print(f"WRONG {r} (claimed by {', '.join(claimed[r])}) is failed by no break and has no untested_because")
     observed = sum(1 for r in claimed if r in proved)
     print(f"client requirements: {len(claimed)} claimed by client cases, {observed} failed by a break, "
-          f"{len(claimed) - observed - len(unproved)} marked unobservable")
+          f"{len(claimed) - observed - len(unproved)} with an untested_because")
     return 0 if not unknown and not unproved and not unclaimed else 1
 
 

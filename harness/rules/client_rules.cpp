@@ -161,6 +161,10 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
   if (from == Side::server) {
     if (is(op, OpCode::ping) && !closing_) pings_unanswered_.push_back(at);
     if (is(op, OpCode::close)) closing_ = true;
+    if (is(op, OpCode::close) || (is(op, OpCode::error) && find(*header, "fatal") != nullptr &&
+                                  *find(*header, "fatal") == Value(true))) {
+      server_ended_ = true;
+    }
     if (is(op, OpCode::welcome)) heartbeat_s_ = uint_field(*header, "heartbeat").value_or(0);
     if (is(op, OpCode::flow)) paused_since_ = pause_of(*header) ? std::optional(at) : std::nullopt;
     const bool reply = is(op, OpCode::ok) || is(op, OpCode::get_ok) || is(op, OpCode::error);
@@ -179,6 +183,7 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
   check_asked(op, *header, at);
   if (is(op, OpCode::pong) && !pings_unanswered_.empty()) pings_unanswered_.pop_front();
   if (is(op, OpCode::close)) check_close(*header, at);
+  if (is(op, OpCode::close) && normal_close_asked_) check_asked_all_sent(at);
   if (is_request(op)) check_rid(op, *header, at);
   if (is(op, OpCode::publish)) check_seq(*header, at);
   if (is(op, OpCode::subscribe) || is(op, OpCode::unsubscribe)) check_sub(op, *header, at);
@@ -212,15 +217,31 @@ void ClientRules::check_field_types(const RawFrame& frame, Clock::time_point at)
   }
 }
 
+namespace {
+
+// The value the application gave for `key` in an asked frame; nil where it gave none.
+Value asked_value(const AskedFrame& asked, std::string_view key) {
+  const auto field = std::find_if(asked.fields.begin(), asked.fields.end(), [&](const AskedField& f) { return f.key == key; });
+  return field == asked.fields.end() ? Value() : field->value;
+}
+
+}  // namespace
+
 void ClientRules::application_sends(AskedFrame asked) { asked_.push_back(std::move(asked)); }
 
 void ClientRules::application_withdraws(int command) {
   asked_.erase(std::remove_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.command == command; }), asked_.end());
 }
 
-// The first frame the application asked for with this op: each field as asked (AskedField).
+// The frame the application asked for that this one answers: for an ack or a nack the one with its tag, else
+// (and for every other op) the first asked of the op. Each field as asked (AskedField).
 void ClientRules::check_asked(std::uint8_t op, const Map& header, Clock::time_point at) {
-  const auto it = std::find_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.op == op; });
+  const bool settles = is(op, OpCode::ack) || is(op, OpCode::nack);
+  const auto tag = uint_field(header, "tag");
+  auto it = std::find_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) {
+    return a.op == op && settles && tag && asked_value(a, "tag") == Value(*tag);
+  });
+  if (it == asked_.end()) it = std::find_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.op == op; });
   if (it == asked_.end()) return;
   const AskedFrame asked = std::move(*it);
   asked_.erase(it);
@@ -235,6 +256,31 @@ void ClientRules::check_asked(std::uint8_t op, const Map& header, Clock::time_po
     violation(field.rule, "sent " + op_label(op) + " with " + field.key + " " + (got ? value_text(*got) : std::string("absent")) +
                               " where the application gave " + value_text(field.value), at);
   }
+  // An ack or nack with multiple settles every tag up to its own: the asked ones it covers were sent in effect
+  // (merged into it, which the multiple field's own check above has judged).
+  if (settles && tag && find(header, "multiple") != nullptr && *find(header, "multiple") == Value(true)) {
+    std::erase_if(asked_, [&](const AskedFrame& a) {
+      const Value asked_tag = asked_value(a, "tag");
+      const auto* number = asked_tag.get_if<std::uint64_t>();
+      return a.op == op && number != nullptr && *number <= *tag;
+    });
+  }
+}
+
+// The client's close for the application's normal shutdown: a frame the application asked for before it, and
+// did not take back, that has not come by now never will (frames on one connection keep their order). Judged
+// only here: the close command is asked once every command before it has its reply, so a command that failed
+// was withdrawn already; a client's own close, or its socket's end, can overtake a failing command's reply.
+void ClientRules::check_asked_all_sent(Clock::time_point at) {
+  if (server_ended_) asked_.clear();  // after the server's close or fatal error nothing more is owed
+  for (const AskedFrame& asked : asked_) {
+    if (asked.fields.empty()) continue;
+    std::string fields;
+    for (const AskedField& f : asked.fields) fields += (fields.empty() ? "" : ", ") + f.key + " " + value_text(f.value);
+    violation(asked.fields.front().rule, "never sent the " + op_label(asked.op) + " the application asked for (" + fields +
+                                             ") before its close", at);
+  }
+  asked_.clear();
 }
 
 // Design rules: each request carries a rid, and not one whose reply is still awaited (the reply could not say

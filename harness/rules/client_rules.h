@@ -89,6 +89,7 @@ class ClientRules {
   void check_hello(const Map& header, Clock::time_point at);
   void check_field_types(const RawFrame& frame, Clock::time_point at);
   void check_asked(std::uint8_t op, const Map& header, Clock::time_point at);
+  void check_asked_all_sent(Clock::time_point at);
   void settle_subscription(std::uint64_t rid, bool ok);
   void check_pongs_owed(Clock::time_point at);
   void check_dead_peer(Clock::time_point at, bool ended);
@@ -101,6 +102,7 @@ class ClientRules {
   std::deque<Clock::time_point> pings_unanswered_;  // the server's pings the client has not answered yet
   bool closing_ = false;                             // a close was sent: pings after it are owed nothing
   bool client_closed_ = false;                       // the client sent close
+  bool server_ended_ = false;                        // the server sent close, or a fatal error
   bool normal_close_asked_ = false;                  // the application asked for a normal shutdown
   std::set<std::uint64_t> subs_in_use_;              // subs from their subscribe until freed (check_sub)
   std::map<std::uint64_t, std::uint64_t> subscribing_, unsubscribing_;  // rid -> sub, until the reply

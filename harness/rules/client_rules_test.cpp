@@ -71,6 +71,40 @@ TEST_F(ClientRulesTest, FrameAsTheApplicationAskedIsQuietAndOtherwiseFlagged) {
   EXPECT_EQ(broken(), std::vector<std::string>{"ack.fields"});
 }
 
+AskedFrame ack_asked(std::uint64_t tag) {
+  return {static_cast<std::uint8_t>(OpCode::ack), {{"tag", Value(tag), "ack.fields"}, {"multiple", Value(false), "ack.fields"}}};
+}
+
+TEST_F(ClientRulesTest, AcksMergedIntoOneMultipleAreBlamedForMultipleNotForTheirTags) {
+  for (std::uint64_t tag : {1, 2, 3}) rules_.application_sends(ack_asked(tag));
+  client(OpCode::ack, {{Value("tag"), Value(std::uint64_t{3})}, {Value("multiple"), Value(true)}});
+  ASSERT_EQ(rules_.violations().size(), 1u);
+  EXPECT_NE(rules_.violations()[0].message.find("multiple true where the application gave false"), std::string::npos)
+      << rules_.violations()[0].message;
+  rules_.application_closes();
+  client(OpCode::close, with("code", 200));  // tags 1 and 2 were settled by the multiple ack: not owed
+  EXPECT_EQ(broken(), std::vector<std::string>{"ack.fields"});
+}
+
+TEST_F(ClientRulesTest, AckTheApplicationAskedForAndTheClientNeverSentIsFlaggedAtTheNormalClose) {
+  rules_.application_sends(ack_asked(1));
+  rules_.application_sends(ack_asked(2));
+  client(OpCode::ack, with("tag", 2));  // paired with the ask of its own tag, not the first
+  EXPECT_EQ(broken(), std::vector<std::string>{});
+  rules_.application_closes();
+  client(OpCode::close, with("code", 200));
+  ASSERT_EQ(broken(), std::vector<std::string>{"ack.fields"});
+  EXPECT_NE(rules_.violations()[0].message.find("never sent the ack"), std::string::npos) << rules_.violations()[0].message;
+}
+
+TEST_F(ClientRulesTest, AskedFrameIsOwedNothingOnceTheServerClosed) {
+  rules_.application_sends(ack_asked(1));
+  server(OpCode::close, with("code", 320));
+  rules_.application_closes();
+  client(OpCode::close, with("code", 200));
+  EXPECT_EQ(broken(), std::vector<std::string>{});
+}
+
 TEST_F(ClientRulesTest, FrameOfACommandThatFailedIsOwedNoMore) {
   AskedFrame asked{static_cast<std::uint8_t>(OpCode::publish), {{"seq", Value(std::uint64_t{0}), "publish.seq.zero-no-confirm"}}, 7};
   rules_.application_sends(asked);

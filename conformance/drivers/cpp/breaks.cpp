@@ -27,6 +27,7 @@ constexpr std::pair<const char*, bool Breaks::*> kNames[] = {
     {"ignore-fatal", &Breaks::ignore_fatal},
     {"same-sub", &Breaks::same_sub},
     {"ack-ignores-multiple", &Breaks::ack_ignores_multiple},
+    {"ack-not-sent", &Breaks::ack_not_sent},
     {"ping-every-h", &Breaks::ping_every_h},
     {"upto-confirms-one", &Breaks::upto_confirms_one},
     {"nack-rejects-all", &Breaks::nack_rejects_all},

@@ -35,6 +35,7 @@ struct Breaks {
   bool ignore_fatal = false;          // goes on after a fatal error ("the server closes the connection after this frame")
   bool same_sub = false;              // every subscription is sub 1 ("unique on the connection")
   bool ack_ignores_multiple = false;  // an ack or nack with multiple settles only its own tag
+  bool ack_not_sent = false;          // the ack command answers ok and sends nothing (an SDK that loses acks)
   bool ping_every_h = false;          // pings after h of silence, not h / 2 ("when it has sent nothing for h / 2")
   bool upto_confirms_one = false;     // upto n settles seq n alone ("confirms every outstanding publish with seq <= n")
   bool nack_rejects_all = false;      // a nack settles every outstanding seq up to it ("rejects one publish")

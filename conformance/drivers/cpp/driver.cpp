@@ -208,6 +208,7 @@ class Driver {
     if (cmd == "subscribe") return subscribe(c);
     const auto tag = [&c] { return c.at("delivery_tag").get<std::uint64_t>(); };
     const bool multiple = c.value("multiple", false) && !breaks_.ack_ignores_multiple;
+    if (cmd == "ack" && breaks_.ack_not_sent) return Json{{"ok", true}};
     if (cmd == "ack") return ok_or_error(client_.send(op::Ack{tag(), multiple}));
     if (cmd == "nack") return ok_or_error(client_.send(op::Nack{tag(), multiple, c.value("requeue", true) && !breaks_.nack_without_requeue}));
     if (cmd == "get") return get(c);
