@@ -1,8 +1,11 @@
 #include "harness/process/embedded_broker.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <thread>
 
@@ -60,6 +64,35 @@ const char* port_flag(Transport t) {
 
 bool exited(pid_t pid, int& status) { return ::waitpid(pid, &status, WNOHANG) == pid; }
 
+bool loopback_port_is_free(std::uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  const int yes = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);  // as the broker binds: TIME_WAIT is no obstacle
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool free = ::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return free;
+}
+
+// A free loopback port below the kernel's ephemeral range (net.ipv4.ip_local_port_range). The kernel hands the
+// ports of that range to outgoing connections: while a broker restarts on the port it had, a client of another
+// test could hold it as its local port, and the restart would find it taken for as long as that connection lasts.
+std::uint16_t free_port_below_ephemeral_range() {
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  static std::mt19937 random{std::random_device{}()};
+  std::uniform_int_distribution<int> below(10000, std::max(10001, ephemeral_low - 1));
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const auto port = static_cast<std::uint16_t>(below(random));
+    if (loopback_port_is_free(port)) return port;
+  }
+  return 0;  // the kernel's choice, as before
+}
+
 void append_line(const std::filesystem::path& file, const std::string& line) {
   std::ofstream out(file, std::ios::app);
   out << line << "\n";
@@ -101,16 +134,17 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
   const auto port_file = work_dir_ / "ports.json";
   std::error_code ec;
   std::filesystem::remove(port_file, ec);
-  std::vector<std::string> args = args_;
-  const std::vector<std::string> ports = port_flags();
-  args.insert(args.begin() + 1, ports.begin(), ports.end());
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-
   const auto deadline = steady_clock::now() + kStartTimeout;
   int attempt = 0;
   while (true) {
+    // Chosen again at each attempt of a first start (a port another process took meanwhile is not tried twice);
+    // a restart keeps them.
+    std::vector<std::string> args = args_;
+    const std::vector<std::string> ports = port_flags();
+    args.insert(args.begin() + 1, ports.begin(), ports.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     const int flags = O_WRONLY | O_CREAT | (append_log || attempt > 0 ? O_APPEND : O_TRUNC);
@@ -142,13 +176,16 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
       return "the reference broker did not report its port within " + std::to_string(kStartTimeout.count()) + " s:\n" + tail_of(log_);
     }
     // On a restart the old port may still be held for a moment (a socket of the killed process being torn
-    // down): try again until the deadline. A first start that exits has a reason in its log.
-    if (ports_.empty() || steady_clock::now() >= deadline) {
+    // down): try again until the deadline. A first start that exits has a reason in its log; when the reason is
+    // a port taken between its choice and the broker's bind, it tries other ports.
+    const bool port_taken = tail_of(log_).find("Address already in use") != std::string::npos;
+    if ((ports_.empty() && !port_taken) || steady_clock::now() >= deadline) {
       return std::string(ports_.empty() ? "the reference broker exited at start:\n"
                                         : "the reference broker exited at restart on port " + std::to_string(port()) + ":\n") +
              tail_of(log_);
     }
-    append_line(log_, "--- firemq-conform: the broker exited at restart; starting it again ---");
+    append_line(log_, ports_.empty() ? "--- firemq-conform: a port was taken; starting the broker on others ---"
+                                     : "--- firemq-conform: the broker exited at restart; starting it again ---");
     std::this_thread::sleep_for(milliseconds(100));
   }
 }
@@ -196,14 +233,17 @@ Result<EmbeddedBroker::Restarted, std::string> EmbeddedBroker::restart(bool kill
 }
 
 // Every listener's flag, so that none starts on its default port beside a parallel broker: the ones asked
-// for on their port (0, a free one, at the first start; the same again at a restart), the others off.
+// for on their port (a free one below the ephemeral range at the first start; the same again at a restart),
+// the others off.
 std::vector<std::string> EmbeddedBroker::port_flags() const {
   std::vector<std::string> flags;
   for (Transport t : kAllTransports) {
     flags.push_back(port_flag(t));
-    flags.push_back(listeners_.count(t) ? std::to_string(port(t)) : "off");
+    const std::uint16_t chosen = ports_.empty() ? free_port_below_ephemeral_range() : port(t);
+    flags.push_back(listeners_.count(t) ? std::to_string(chosen) : "off");
   }
-  flags.insert(flags.end(), {"--amqp-port", amqp_ ? std::to_string(amqp_port_) : "off"});
+  const std::uint16_t amqp_port = ports_.empty() ? free_port_below_ephemeral_range() : amqp_port_;
+  flags.insert(flags.end(), {"--amqp-port", amqp_ ? std::to_string(amqp_port) : "off"});
   return flags;
 }
 

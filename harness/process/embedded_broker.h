@@ -72,7 +72,7 @@ class EmbeddedBroker {
                  std::set<Transport> listeners, bool amqp)
       : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"),
         data_dir_(std::move(data_dir)), listeners_(std::move(listeners)), amqp_(amqp) {}
-  // Spawns the broker with args_ (and each listener's port: ports_, or 0 the first time) and waits until it
+  // Spawns the broker with args_ (and each listener's port: ports_, or free ones the first time) and waits until it
   // reports them.
   Result<bool, std::string> spawn(bool append_log);
   std::vector<std::string> port_flags() const;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <thread>
 #include <unistd.h>
 
@@ -101,6 +102,17 @@ TEST(BrokerProcess, RestartComesBackOnTheSamePortWithTheSameDataDir) {
     open_session(after, port);
   }
   EXPECT_NE(tail_of(broker->log_file(), 100'000).find("restart (killed with SIGKILL)"), std::string::npos);
+  EXPECT_EQ(broker->stop(), 0);
+}
+
+// A port of the ephemeral range could be held by another test's outgoing connection while the broker restarts.
+TEST(BrokerProcess, PortsAreChosenBelowTheEphemeralRange) {
+  int ephemeral_low = 32768;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> ephemeral_low;
+  auto broker = start_broker("ports");
+  ASSERT_NE(broker, nullptr);
+  EXPECT_LT(broker->port(), ephemeral_low);
+  EXPECT_LT(broker->amqp_port(), ephemeral_low);
   EXPECT_EQ(broker->stop(), 0);
 }
 
