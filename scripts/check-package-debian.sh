@@ -1,22 +1,22 @@
 #!/usr/bin/env bash
 # The .deb installs and certifies a client where SDK CIs run: in a minimal chroot of each Debian release
-# (debootstrap --variant=minbase, from deb.debian.org), apt installs the package, resolving its Depends from
-# that release only, and the installed firemq-conform certifies the installed example driver
-# (/usr/bin/firemq-example-driver): every client case over every transport it declares. Prints PASS or FAIL
-# per release; exits 0 only when every release passed.
+# (debootstrap --variant=minbase, from debootstrap's default Debian mirror or FIREMQ_DEBIAN_MIRROR), apt
+# installs the package, resolving its Depends from that release only, and the installed firemq-conform
+# certifies the installed example driver (/usr/bin/firemq-example-driver): every client case over every
+# transport it declares. Prints PASS or FAIL per release; exits 0 only when every release passed.
 #
 # Usage: scripts/check-package-debian.sh [--deb FILE] [--build DIR] [RELEASE...]
 #   --deb FILE   the package to check (default: build it, cmake --build DIR --target package)
 #   --build DIR  the build tree (default: build/ of this checkout)
 #   RELEASE      Debian releases (default: bookworm trixie)
-# Needs root (debootstrap, chroot), debootstrap (apt-get install debootstrap) and the network to
-# deb.debian.org. Not part of `make test`: the first run downloads two base systems (about a minute each).
+# Needs root (debootstrap, chroot), debootstrap (apt-get install debootstrap) and the network to Debian's
+# mirror. Not part of `make test`: the first run downloads two base systems (about a minute each).
 # The chroots stay in /var/tmp/firemq-chroots (FIREMQ_CHROOTS): RELEASE-base is the pristine debootstrap,
 # made once and reused; RELEASE is a fresh copy of it for each run, where the package is installed.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=${FIREMQ_CHROOTS:-/var/tmp/firemq-chroots}
-mirror=${FIREMQ_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+mirror=${FIREMQ_DEBIAN_MIRROR:-}  # empty: debootstrap's default
 build=$here/build
 deb=
 releases=()
@@ -24,7 +24,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     --deb) deb=$(realpath "$2"); shift 2 ;;
     --build) build=$(realpath "$2"); shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"; exit 0 ;;
     -*) echo "unknown option $1" >&2; exit 2 ;;
     *) releases+=("$1"); shift ;;
   esac
@@ -64,7 +64,7 @@ check_release() {
   if [ ! -f "$base/.firemq-base-complete" ]; then
     echo "[$release] debootstrap --variant=minbase $release (once; later runs reuse $base)"
     rm -rf "$base.partial"
-    debootstrap --variant=minbase "$release" "$base.partial" "$mirror" >>"$log" 2>&1 ||
+    debootstrap --variant=minbase "$release" "$base.partial" ${mirror:+"$mirror"} >>"$log" 2>&1 ||
       { tail -20 "$log"; echo "[$release] debootstrap failed (log: $log)"; return 1; }
     rm -rf "$base"
     mv "$base.partial" "$base"
@@ -85,10 +85,12 @@ check_release() {
        "$release: $(in_chroot dpkg-query -W -f='${db:Status-Abbrev}${Package} ${Version}\n' libssl3 libssl3t64 \
           librabbitmq4 libstdc++6 openssl 2>/dev/null | sed -n 's/^ii *//p' | paste -sd, | sed 's/,/, /g')"
   # Every installed program finds its libraries, and none is Boost's.
-  local program missing=
+  local program libraries missing=
   for program in $(dpkg-deb --fsys-tarfile "$deb" | tar -t | sed -n 's|^\./usr/bin/\(.\)|/usr/bin/\1|p'); do
-    if in_chroot ldd "$program" | grep -q 'not found'; then missing+=" $program"; fi
-    if in_chroot ldd "$program" | grep -q boost; then missing+=" $program(boost)"; fi
+    # ldd's own failure (no ldd, not a dynamic program) fails the check rather than passing it unseen.
+    libraries=$(in_chroot ldd "$program" 2>&1) || { missing+=" $program(ldd: ${libraries//$'\n'/ })"; continue; }
+    if grep -q 'not found' <<<"$libraries"; then missing+=" $program"; fi
+    if grep -q boost <<<"$libraries"; then missing+=" $program(boost)"; fi
   done
   [ -z "$missing" ] || { echo "[$release] shared libraries missing for:$missing"; return 1; }
   # firemq-conform finds the installed broker and data beside its own bin/ through /proc/self/exe.
