@@ -221,7 +221,8 @@ namespace {
 
 // The value the application gave for `key` in an asked frame; nil where it gave none.
 Value asked_value(const AskedFrame& asked, std::string_view key) {
-  const auto field = std::find_if(asked.fields.begin(), asked.fields.end(), [&](const AskedField& f) { return f.key == key; });
+  const auto field = std::find_if(asked.fields.begin(), asked.fields.end(),
+                                  [&](const AskedField& f) { return f.key == key; });
   return field == asked.fields.end() ? Value() : field->value;
 }
 
@@ -241,7 +242,9 @@ void ClientRules::check_asked(std::uint8_t op, const Map& header, Clock::time_po
   auto it = std::find_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) {
     return a.op == op && settles && tag && asked_value(a, "tag") == Value(*tag);
   });
-  if (it == asked_.end()) it = std::find_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.op == op; });
+  if (it == asked_.end()) {
+    it = std::find_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.op == op; });
+  }
   if (it == asked_.end()) return;
   const AskedFrame asked = std::move(*it);
   asked_.erase(it);
@@ -277,8 +280,8 @@ void ClientRules::check_asked_all_sent(Clock::time_point at) {
     if (asked.fields.empty()) continue;
     std::string fields;
     for (const AskedField& f : asked.fields) fields += (fields.empty() ? "" : ", ") + f.key + " " + value_text(f.value);
-    violation(asked.fields.front().rule, "never sent the " + op_label(asked.op) + " the application asked for (" + fields +
-                                             ") before its close", at);
+    violation(asked.fields.front().rule,
+              "never sent the " + op_label(asked.op) + " the application asked for (" + fields + ") before its close", at);
   }
   asked_.clear();
 }

@@ -72,7 +72,8 @@ TEST_F(ClientRulesTest, FrameAsTheApplicationAskedIsQuietAndOtherwiseFlagged) {
 }
 
 AskedFrame ack_asked(std::uint64_t tag) {
-  return {static_cast<std::uint8_t>(OpCode::ack), {{"tag", Value(tag), "ack.fields"}, {"multiple", Value(false), "ack.fields"}}};
+  return {static_cast<std::uint8_t>(OpCode::ack),
+          {{"tag", Value(tag), "ack.fields"}, {"multiple", Value(false), "ack.fields"}}};
 }
 
 TEST_F(ClientRulesTest, AcksMergedIntoOneMultipleAreBlamedForMultipleNotForTheirTags) {
@@ -94,7 +95,8 @@ TEST_F(ClientRulesTest, AckTheApplicationAskedForAndTheClientNeverSentIsFlaggedA
   rules_.application_closes();
   client(OpCode::close, with("code", 200));
   ASSERT_EQ(broken(), std::vector<std::string>{"ack.fields"});
-  EXPECT_NE(rules_.violations()[0].message.find("never sent the ack"), std::string::npos) << rules_.violations()[0].message;
+  EXPECT_NE(rules_.violations()[0].message.find("never sent the ack"), std::string::npos)
+      << rules_.violations()[0].message;
 }
 
 TEST_F(ClientRulesTest, AskedFrameIsOwedNothingOnceTheServerClosed) {

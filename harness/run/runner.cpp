@@ -193,8 +193,9 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
                                  const std::function<void()>& signalled) {
   // While the command stops the broker gracefully, the case's connections answer its close as clients do, so
   // that it need not wait for them.
-  const std::string failed = run_target_command("restart", how.command, {kill ? "FIREMQ_RESTART_KILL=1" : "FIREMQ_RESTART_KILL"},
-                                                deadline, kill ? std::function<void()>() : signalled);
+  const std::string kill_flag = kill ? "FIREMQ_RESTART_KILL=1" : "FIREMQ_RESTART_KILL";  // bare: unset
+  const std::string failed =
+      run_target_command("restart", how.command, {kill_flag}, deadline, kill ? std::function<void()>() : signalled);
   if (!failed.empty()) return StepOutcome::error(failed);
   // The command has returned: the old broker is gone; wait for the new one to listen.
   while (true) {

@@ -701,8 +701,9 @@ void Scenario::clear_alarm_left_raised() {
   if (!alarm_raised_) return;
   alarm_raised_ = false;
   const StepOutcome cleared = alarm_(false, Clock::now() + std::chrono::seconds(10));
-  note("", cleared.kind == StepOutcome::Kind::ok ? "the alarm the case left raised was cleared"
-                                                 : "the alarm the case left raised could not be cleared: " + cleared.message);
+  note("", cleared.kind == StepOutcome::Kind::ok
+               ? "the alarm the case left raised was cleared"
+               : "the alarm the case left raised could not be cleared: " + cleared.message);
 }
 
 // A broker shutting down gracefully sends close to every client (320 for the reference broker) and waits for
