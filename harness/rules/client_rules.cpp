@@ -86,9 +86,9 @@ bool carries(const Map& got, const Map& asked) {
   });
 }
 
-// flow's `pause`; a flow without it pauses nothing.
-bool pause_of(const Map& header) {
-  const Value* v = find(header, "pause");
+// A bool field that is true (flow's `pause`, error's `fatal`, ack's `multiple`); absent, it is false.
+bool flag(const Map& header, const char* key) {
+  const Value* v = find(header, key);
   return v != nullptr && *v == Value(true);
 }
 
@@ -161,12 +161,9 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
   if (from == Side::server) {
     if (is(op, OpCode::ping) && !closing_) pings_unanswered_.push_back(at);
     if (is(op, OpCode::close)) closing_ = true;
-    if (is(op, OpCode::close) || (is(op, OpCode::error) && find(*header, "fatal") != nullptr &&
-                                  *find(*header, "fatal") == Value(true))) {
-      server_ended_ = true;
-    }
+    if (is(op, OpCode::close) || (is(op, OpCode::error) && flag(*header, "fatal"))) server_ended_ = true;
     if (is(op, OpCode::welcome)) heartbeat_s_ = uint_field(*header, "heartbeat").value_or(0);
-    if (is(op, OpCode::flow)) paused_since_ = pause_of(*header) ? std::optional(at) : std::nullopt;
+    if (is(op, OpCode::flow)) paused_since_ = flag(*header, "pause") ? std::optional(at) : std::nullopt;
     const bool reply = is(op, OpCode::ok) || is(op, OpCode::get_ok) || is(op, OpCode::error);
     if (const auto rid = uint_field(*header, "rid"); reply && rid) {
       rids_awaiting_reply_.erase(*rid);
@@ -261,7 +258,7 @@ void ClientRules::check_asked(std::uint8_t op, const Map& header, Clock::time_po
   }
   // An ack or nack with multiple settles every tag up to its own: the asked ones it covers were sent in effect
   // (merged into it, which the multiple field's own check above has judged).
-  if (settles && tag && find(header, "multiple") != nullptr && *find(header, "multiple") == Value(true)) {
+  if (settles && tag && flag(header, "multiple")) {
     std::erase_if(asked_, [&](const AskedFrame& a) {
       const Value asked_tag = asked_value(a, "tag");
       const auto* number = asked_tag.get_if<std::uint64_t>();
