@@ -82,19 +82,20 @@ void record_death(MessageParts& m, const std::string& queue, DeathReason reason,
 }
 
 // "for reasons other than rejected, a copy going to a queue already in the death history with no rejected death
-// since is dropped": a cycle no client takes part in would go round for ever.
+// since is dropped": a cycle no client takes part in would go round for ever. "Since" is read from the front (the
+// most recent death) back to the target queue's latest entry, as RabbitMQ's is_cycle: a rejection older than the
+// message's last death in the target queue does not break the cycle that followed it.
 bool is_cycle(const BrokerMessage& m, const std::string& target) {
   const Value* history = find(m.headers(), "x-death");
   const auto* deaths = history ? history->get_if<Array>() : nullptr;
   if (deaths == nullptr) return false;
-  bool seen = false;
   for (const Value& d : *deaths) {
     const auto* entry = d.get_if<Map>();
-    if (entry == nullptr) continue;
+    if (entry == nullptr) return false;  // a client wrote this history, so the cycle is not the broker's alone
     if (string_in(*entry, "reason") && *string_in(*entry, "reason") == "rejected") return false;
-    if (string_in(*entry, "queue") && *string_in(*entry, "queue") == target) seen = true;
+    if (string_in(*entry, "queue") && *string_in(*entry, "queue") == target) return true;
   }
-  return seen;
+  return false;
 }
 
 }  // namespace

@@ -214,6 +214,9 @@ void Queue::requeue(QueuedMessage message) {
   count_settled();
   message.redelivered = true;
   insert_ready(std::move(message));
+  // A requeued message counts against x-max-length again, as RabbitMQ's: with drop-head the head goes (most
+  // likely the requeued message itself, back at its position); reject-publish refuses only publishes.
+  if (settings_.arguments.overflow == Overflow::drop_head) drop_head_while_over_limits();
   dispatch();
 }
 
@@ -285,6 +288,10 @@ void Queue::dispatch_ready() {
     ++unacked_;  // the consumer settles it at once if its subscription is no_ack
     if (journaled(*head)) journal_->delivered(*this, *head);
     consumer->take(std::move(*head), *this);
+    // "Expired messages are never delivered": the next head may have expired while it waited behind this one,
+    // which the expiry before the first delivery could not see. (Not before the first: enqueue hands a TTL 0
+    // message to a consumer that can take it at once.)
+    expire_messages();
   }
   dispatching_ = false;
 }

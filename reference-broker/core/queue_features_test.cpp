@@ -99,6 +99,19 @@ TEST_F(QueueFeatures, TtlZeroDeliversOnlyWhatAConsumerTakesAtOnce) {
   EXPECT_EQ(body(c.taken[0]), "taken");
 }
 
+TEST_F(QueueFeatures, AMessageThatExpiredBehindTheHeadIsNotDeliveredAfterIt) {
+  Queue& q = declare("q", {});
+  q.enqueue(message("lasting"));
+  q.enqueue(message("short", args({{Value("expiration"), Value(1)}})));
+  time_.advance(5);
+  TestConsumer c;
+  q.add_consumer(&c, false);
+  q.dispatch();
+  ASSERT_EQ(c.taken.size(), 1u);
+  EXPECT_EQ(body(c.taken[0]), "lasting");
+  EXPECT_EQ(q.ready_count(), 0u);
+}
+
 TEST_F(QueueFeatures, ExpiredMessagesAreDeadLetteredWithXDeath) {
   exchange("dlx", "fanout");
   Queue& dead = declare("dead", {});
@@ -154,6 +167,18 @@ TEST_F(QueueFeatures, ACycleWithoutRejectionIsBroken) {
   EXPECT_EQ(q.ready_count(), 0u);  // expired back into itself: dropped, not looping
 }
 
+TEST_F(QueueFeatures, ARejectionBeforeTheTargetsLastDeathDoesNotBreakTheCycle) {
+  // Dead-letters into itself: rejected once (no cycle check), then dropped from the head (maxlen) back into itself.
+  Queue& q = declare("q", args({{Value("x-max-length"), Value(1)}, {Value("x-dead-letter-exchange"), Value("")},
+                                {Value("x-dead-letter-routing-key"), Value("q")}}));
+  q.enqueue(message("looping"));
+  q.reject(*q.take_next());
+  ASSERT_EQ(q.ready_count(), 1u);
+  q.enqueue(message("pushing"));
+  ASSERT_EQ(q.ready_count(), 1u);
+  EXPECT_EQ(body(*q.take_next()), "pushing");
+}
+
 TEST_F(QueueFeatures, MissingDeadLetterExchangeDropsTheMessage) {
   Queue& q = declare("q", args({{Value("x-dead-letter-exchange"), Value("nowhere")}}));
   q.enqueue(message("m"));
@@ -173,6 +198,23 @@ TEST_F(QueueFeatures, DropHeadKeepsTheNewestAndDeadLettersTheOldest) {
   const QueuedMessage got = *dead.take_next();  // holds the message alive
   const BrokerMessage& m = *got.message;
   EXPECT_EQ(*find(*find(m.headers(), "x-death")->get_if<Array>()->front().get_if<Map>(), "reason"), Value("maxlen"));
+}
+
+TEST_F(QueueFeatures, ARequeueOverMaxLengthDropsTheHeadWithDropHeadOnly) {
+  Queue& dropping = declare("dropping", args({{Value("x-max-length"), Value(1)}}));
+  dropping.enqueue(message("first"));
+  QueuedMessage first = *dropping.take_next();
+  dropping.enqueue(message("second"));
+  dropping.requeue(std::move(first));
+  ASSERT_EQ(dropping.ready_count(), 1u);
+  EXPECT_EQ(body(*dropping.take_next()), "second");  // the requeued message was the head, back at its position
+
+  Queue& refusing = declare("refusing", args({{Value("x-max-length"), Value(1)}, {Value("x-overflow"), Value("reject-publish")}}));
+  refusing.enqueue(message("first"));
+  QueuedMessage taken = *refusing.take_next();
+  refusing.enqueue(message("second"));
+  refusing.requeue(std::move(taken));
+  EXPECT_EQ(refusing.ready_count(), 2u);  // reject-publish refuses publishes only
 }
 
 TEST_F(QueueFeatures, MaxLengthBytesCountsBodyBytesOfReadyMessages) {
