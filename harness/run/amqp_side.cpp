@@ -502,7 +502,7 @@ const std::vector<std::string>& amqp_step_verbs() {
       "amqp_delete_queue",  "amqp_publish", "amqp_confirm_select", "amqp_qos",            "amqp_consume",
       "amqp_cancel",        "amqp_get",     "amqp_expect",        "amqp_expect_none",      "amqp_ack",
       "amqp_nack",          "amqp_reject",  "amqp_close",         "amqp_tx_select",        "amqp_tx_commit",
-      "amqp_tx_rollback"};
+      "amqp_tx_rollback",   "amqp_delete_exchange", "amqp_unbind", "amqp_channel_close"};
   return verbs;
 }
 
@@ -708,6 +708,30 @@ StepOutcome step_bind(StepContext& s) {
   return judge_rpc(s, "queue.bind '" + s.args.value("queue", "") + "' to '" + s.args.value("exchange", "") + "'");
 }
 
+StepOutcome step_unbind(StepContext& s) {
+  auto arguments = arguments_of(s);
+  if (!arguments) return StepOutcome::error(arguments.error());
+  amqp_queue_unbind(s.conn.state, s.channel, text_arg(s, "queue"), text_arg(s, "exchange"), text_arg(s, "key"),
+                    *arguments);
+  return judge_rpc(s, "queue.unbind '" + s.args.value("queue", "") + "' from '" + s.args.value("exchange", "") + "'");
+}
+
+StepOutcome step_delete_exchange(StepContext& s) {
+  amqp_exchange_delete(s.conn.state, s.channel, text_arg(s, "exchange"), s.args.value("if_unused", false));
+  return judge_rpc(s, "exchange.delete '" + s.args.value("exchange", "") + "'");
+}
+
+// channel.close from the client, without waiting for its close-ok: the case expects what the broker sends next
+// (a close of its own that crossed this one, then the close-ok).
+StepOutcome step_channel_close(StepContext& s) {
+  amqp_channel_close_t close{};
+  close.reply_code = AMQP_REPLY_SUCCESS;
+  close.reply_text = amqp_cstring_bytes("closed by the case");
+  const int status = amqp_send_method(s.conn.state, s.channel, AMQP_CHANNEL_CLOSE_METHOD, &close);
+  s.note("sent channel.close on channel " + std::to_string(s.channel));
+  return status == AMQP_STATUS_OK ? StepOutcome::ok() : StepOutcome::fail("channel.close: " + library_error(status));
+}
+
 StepOutcome step_delete_queue(StepContext& s) {
   amqp_queue_delete(s.conn.state, s.channel, text_arg(s, "queue"), s.args.value("if_unused", false),
                     s.args.value("if_empty", false));
@@ -875,7 +899,9 @@ StepOutcome AmqpSide::run(const std::string& verb, const Json& args) {
       {"amqp_confirm_select", step_confirm_select}, {"amqp_qos", step_qos},
       {"amqp_consume", step_consume},       {"amqp_cancel", step_cancel},
       {"amqp_get", step_get},               {"amqp_expect", step_expect},
-      {"amqp_expect_none", step_expect_none}, {"amqp_close", step_close}};
+      {"amqp_expect_none", step_expect_none}, {"amqp_close", step_close},
+      {"amqp_unbind", step_unbind},         {"amqp_delete_exchange", step_delete_exchange},
+      {"amqp_channel_close", step_channel_close}};
   StepOutcome outcome;
   if (verb == "amqp_ack" || verb == "amqp_nack" || verb == "amqp_reject") {
     outcome = step_settle(s, verb);

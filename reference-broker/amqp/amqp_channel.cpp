@@ -94,9 +94,11 @@ void AmqpChannel::on_frame(const amqp::Frame& frame) {
 
 void AmqpChannel::on_method(const Method& method) {
   if (state_ == State::closing) {
-    // "After sending channel.close, any received methods except close and close-ok MUST be discarded."
-    if (method.id() == m::kChannelClose || method.id() == m::kChannelCloseOk) state_ = State::closed;
+    // "After sending channel.close, any received methods except close and close-ok MUST be discarded." A close
+    // that crossed ours is answered, and the channel still waits for the close-ok of ours, as RabbitMQ does: the
+    // client's close-ok must not arrive on a channel that is gone (504, which would end the connection).
     if (method.id() == m::kChannelClose) reply(Method::of(m::kChannelCloseOk));
+    if (method.id() == m::kChannelCloseOk) state_ = State::closed;
     return;
   }
   if (publishing_) {
@@ -169,6 +171,9 @@ void AmqpChannel::publish(Publishing p) {
   publish.props = std::move(content->props);
   publish.headers = std::move(content->headers);
   if (tx_) {
+    // RabbitMQ refuses a transaction's publish to a missing or internal exchange, or with another user_id, at
+    // once; only routing waits for tx.commit.
+    if (Status refused = session_ ? session_->publish_refusal(publish) : Status()) return fail(*refused, m::kBasicPublish);
     const std::size_t size = p.body.size();
     return hold(HeldPublish{std::move(publish), std::move(p.body)}, size);
   }
@@ -215,7 +220,13 @@ void AmqpChannel::on_exchange_declare(const Method& method) {
 }
 
 void AmqpChannel::on_exchange_delete(const Method& method) {
-  op::DeleteExchange r{request(method, {}), method.text("exchange"), method.flag("if_unused")};
+  // FireMQ refuses this with 530, a connection error in AMQP; RabbitMQ's is a channel error, 403.
+  const std::string& name = method.text("exchange");
+  if (name.empty()) return close_channel(403, "operation not permitted on the default exchange", method.id());
+  if (name.starts_with("amq.")) {
+    return close_channel(403, "deletion of system exchange '" + name + "' not allowed", method.id());
+  }
+  op::DeleteExchange r{request(method, {}), name, method.flag("if_unused")};
   to_session(std::move(r));
 }
 
@@ -237,29 +248,55 @@ void AmqpChannel::on_queue_declare(const Method& method) {
 }
 
 void AmqpChannel::on_queue_bind(const Method& method) {
-  op::BindFields f{request(method, {}), method.text("exchange"), method.text("queue"), "",
-                   method.text("routing_key"), to_firemq_map(method.table("arguments"))};
+  auto queue = queue_of(method);
+  if (!queue) return;
+  // With neither a queue nor a routing key, the key is the last declared queue's name too (RabbitMQ).
+  const bool both_empty = method.text("queue").empty() && method.text("routing_key").empty();
+  op::BindFields f{request(method, {}), method.text("exchange"), *queue, "",
+                   both_empty ? *queue : method.text("routing_key"), to_firemq_map(method.table("arguments"))};
   if (method.id() == m::kQueueBind) return to_session(op::Bind{f});
   to_session(op::Unbind{f});
 }
 
 void AmqpChannel::on_queue_purge(const Method& method) {
-  to_session(op::PurgeQueue{request(method, {}), method.text("queue")});
+  auto queue = queue_of(method);
+  if (!queue) return;
+  to_session(op::PurgeQueue{request(method, {}), *queue});
 }
 
 void AmqpChannel::on_queue_delete(const Method& method) {
-  to_session(op::DeleteQueue{request(method, {}), method.text("queue"), method.flag("if_unused"), method.flag("if_empty")});
+  auto queue = queue_of(method);
+  if (!queue) return;
+  to_session(op::DeleteQueue{request(method, {}), *queue, method.flag("if_unused"), method.flag("if_empty")});
+}
+
+// AMQP 0-9-1: "If the queue name is empty, the server uses the last queue declared on the channel." With none
+// declared yet, RabbitMQ closes the channel with 404, and so does this (nullopt: the channel is closing).
+std::optional<std::string> AmqpChannel::queue_of(const Method& method) {
+  const std::string& name = method.text("queue");
+  if (!name.empty()) return name;
+  if (last_declared_queue_.empty()) {
+    close_channel(404, "no previously declared queue", method.id());
+    return std::nullopt;
+  }
+  return last_declared_queue_;
 }
 
 void AmqpChannel::on_basic_qos(const Method& method) {
-  // RabbitMQ implements neither a byte limit nor (since 4.0 for most queues) a channel-wide one; the count
-  // becomes each new consumer's credit (docs/spec-notes.md, "AMQP prefetch as credit").
+  // As RabbitMQ 3: global=false is each new consumer's credit, global=true a limit shared by the channel's
+  // consumers, in force at once; the two hold together (docs/spec-notes.md, "AMQP prefetch as credit"). No byte
+  // limit, as RabbitMQ.
   if (method.number("prefetch_size") != 0) {
     return host_.connection_error(
         hard_error(540, "prefetch_size!=0 (" + std::to_string(method.number("prefetch_size")) + ")"),
                                   m::kBasicQos);
   }
-  prefetch_ = static_cast<std::uint16_t>(method.number("prefetch_count"));
+  const auto count = static_cast<std::uint16_t>(method.number("prefetch_count"));
+  if (!method.flag("global")) {
+    prefetch_ = count;
+  } else if (session_) {
+    session_->set_shared_prefetch(count);
+  }
   reply(Method::of(m::kBasicQosOk));
 }
 
@@ -271,6 +308,15 @@ void AmqpChannel::on_basic_consume(const Method& method) {
     return host_.connection_error(hard_error(530, "attempt to reuse consumer tag '" + tag + "'"),
                                   m::kBasicConsume);
   }
+  auto queue = queue_of(method);
+  if (!queue) return;
+  if (method.flag("exclusive") && session_ && session_->single_active_consumer_queue(*queue)) {
+    // RabbitMQ: an exclusive consumer would stop the single active consumer's hand-over.
+    return close_channel(static_cast<std::uint16_t>(ReplyCode::access_refused),
+                         "queue '" + *queue + "' in vhost '" + session_->vhost() + "' " + std::string(kInExclusiveUse) +
+                             " (it has x-single-active-consumer)",
+                         method.id());
+  }
   const bool no_ack = method.flag("no_ack");
   // Prefetch does not apply to no-ack consumers (RabbitMQ); 0 is "no limit". Credit saturates at UINT64_MAX.
   const bool limited = !no_ack && prefetch_ != 0;
@@ -278,7 +324,7 @@ void AmqpChannel::on_basic_consume(const Method& method) {
   subs_by_tag_[tag] = sub;
   op::Subscribe s;
   s.rid = request(method, {method.id(), method.flag("no_wait"), false, tag});
-  s.sub = sub, s.queue = method.text("queue"), s.no_ack = no_ack, s.exclusive = method.flag("exclusive");
+  s.sub = sub, s.queue = *queue, s.no_ack = no_ack, s.exclusive = method.flag("exclusive");
   s.credit = limited ? prefetch_ : UINT64_MAX;
   s.tag = tag;
   s.args = to_firemq_map(method.table("arguments"));
@@ -305,8 +351,10 @@ void AmqpChannel::on_basic_publish(const Method& method) {
 }
 
 void AmqpChannel::on_basic_get(const Method& method) {
+  auto queue = queue_of(method);
+  if (!queue) return;
   const bool no_ack = method.flag("no_ack");
-  to_session(op::Get{request(method, {method.id(), false, no_ack, ""}), method.text("queue"), no_ack});
+  to_session(op::Get{request(method, {method.id(), false, no_ack, ""}), *queue, no_ack});
 }
 
 void AmqpChannel::on_basic_ack(const Method& method) {
@@ -384,6 +432,16 @@ void AmqpChannel::hold(std::variant<HeldPublish, Settlement> action, std::size_t
   tx_->held.push_back(std::move(action));
 }
 
+// Whether a settlement the transaction holds already covers this delivery: a second one would name a tag that
+// RabbitMQ has already taken off the channel's unacknowledged list.
+bool AmqpChannel::held_in_transaction(std::uint64_t tag) const {
+  for (const auto& action : tx_->held) {
+    const auto* s = std::get_if<Settlement>(&action);
+    if (s && (s->tag == tag || (s->multiple && (s->tag == 0 || s->tag >= tag)))) return true;
+  }
+  return false;
+}
+
 // The commits whose publishes are all confirmed now (`exact`: only one seq was, by a nack).
 void AmqpChannel::finish_commits(std::uint64_t confirmed, bool exact) {
   auto& commits = tx_->commits;
@@ -419,7 +477,12 @@ void AmqpChannel::to_session(Message message, ByteView payload) {
 // basic.ack, basic.nack, basic.reject: `requeue` absent for an ack. Delivery tag 0 with multiple is "every
 // outstanding delivery" in AMQP.
 void AmqpChannel::settle(std::uint64_t tag, bool multiple, std::optional<bool> requeue) {
-  if (tx_ && current_ != m::kTxCommit) return hold(Settlement{tag, multiple, requeue}, 0);
+  if (tx_ && current_ != m::kTxCommit) {
+    // An unknown tag is refused at once, as outside a transaction (RabbitMQ), not at tx.commit.
+    const bool known = (tag == 0 && multiple) || (unsettled_.count(tag) != 0 && !held_in_transaction(tag));
+    if (!known) return close_channel(406, "unknown delivery tag " + std::to_string(tag), current_);
+    return hold(Settlement{tag, multiple, requeue}, 0);
+  }
   if (tag == 0 && multiple) {
     if (unsettled_.empty()) return;
     tag = unsettled_.rbegin()->first;
@@ -489,6 +552,7 @@ void AmqpChannel::on_ok(const op::Ok& ok) {
   if (p.no_wait) return;
   const auto ok_of = [](amqp::MethodId id) { return Method::of({id.class_id, static_cast<std::uint16_t>(id.method_id + 1)}); };
   if (p.method == m::kQueueDeclare) {
+    last_declared_queue_ = ok.name;
     return reply(ok_of(p.method).set("queue", ok.name).set("message_count", ok.messages).set("consumer_count", ok.consumers));
   }
   if (p.method == m::kQueuePurge || p.method == m::kQueueDelete) return reply(ok_of(p.method).set("message_count", ok.messages));
@@ -505,7 +569,16 @@ void AmqpChannel::on_error(const op::Error& error) {
     if (method == m::kBasicConsume) forget_consumer(it->second.consumer_tag);  // it was never created
     pending_.erase(it);
   }
-  fail(Error{static_cast<std::uint16_t>(error.code), error.msg, error.fatal, error.rid}, method);
+  std::uint16_t code = static_cast<std::uint16_t>(error.code);
+  // A full reject-publish queue drops a publish that wants no confirm, silently, in RabbitMQ: a FireMQ error
+  // frame, but no AMQP error (506 would close the whole connection).
+  if (method == m::kBasicPublish && code == static_cast<std::uint16_t>(ReplyCode::resource_error) && !error.fatal) return;
+  // A consumer refused for an exclusive consumer: 405 on FireMQ, 403 access-refused in AMQP (RabbitMQ).
+  if (method == m::kBasicConsume && code == static_cast<std::uint16_t>(ReplyCode::resource_locked) &&
+      error.msg.find(kInExclusiveUse) != std::string::npos) {
+    code = static_cast<std::uint16_t>(ReplyCode::access_refused);
+  }
+  fail(Error{code, error.msg, error.fatal, error.rid}, method);
 }
 
 void AmqpChannel::on_deliver(const op::Deliver& d, ByteView body, bool persistent) {
@@ -542,6 +615,16 @@ void AmqpChannel::on_confirm(const op::Confirm& c) {
     // A transaction's own publishes: the commit is done once its last one is confirmed. A nacked publish (a full
     // queue with reject-publish) is not reported, as RabbitMQ does not within a transaction.
     return c.nack ? finish_commits(c.seq, true) : finish_commits(c.upto, false);
+  }
+  // A publish refused before routing (a missing or internal exchange, another user_id) closes the channel in
+  // RabbitMQ, confirm mode or not; only a full queue or the disk nacks it.
+  const auto refused_before_routing = [](std::uint64_t code) {
+    return code == static_cast<std::uint16_t>(ReplyCode::access_refused) ||
+           code == static_cast<std::uint16_t>(ReplyCode::not_found) ||
+           code == static_cast<std::uint16_t>(ReplyCode::precondition_failed);
+  };
+  if (c.nack && refused_before_routing(c.code)) {
+    return close_channel(static_cast<std::uint16_t>(c.code), c.msg, m::kBasicPublish);
   }
   // {upto: n} is AMQP's basic.ack with multiple; a FireMQ nack names one seq.
   if (c.nack) return reply(Method::of(m::kBasicNack).set("delivery_tag", c.seq));

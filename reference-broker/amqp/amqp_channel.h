@@ -142,6 +142,8 @@ class AmqpChannel : private Outbox {
   void on_tx_commit(const amqp::Method& m);
   void on_tx_rollback(const amqp::Method& m);
   void hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes);
+  bool held_in_transaction(std::uint64_t tag) const;
+  std::optional<std::string> queue_of(const amqp::Method& method);
   void finish_commits(std::uint64_t confirmed, bool exact);
   void on_not_implemented(const amqp::Method& m);
 
@@ -190,6 +192,7 @@ class AmqpChannel : private Outbox {
   std::map<std::uint64_t, Consumer> consumers_;  // by sub
   std::map<std::string, std::uint64_t> subs_by_tag_;
   std::map<std::uint64_t, std::uint64_t> unsettled_;  // delivery tag -> sub (0: basic.get)
+  std::string last_declared_queue_;  // for an empty queue name (queue_of)
   std::uint16_t prefetch_ = 0;  // basic.qos, for the consumers created after it
   bool confirm_mode_ = false;
   std::uint64_t publish_seq_ = 0;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "protocol/reply_codes.h"
+#include "protocol/utf8.h"
 
 namespace firemq {
 namespace {
@@ -33,6 +34,13 @@ std::optional<std::uint64_t> parse_expiration(const std::string& text) {
   return ms;
 }
 
+// An AMQP long string or field name is any bytes; a MessagePack str must be UTF-8, so bytes that are not become
+// bin (a FireMQ consumer must never be sent invalid MessagePack).
+Value text_or_bytes(const std::string& s) {
+  if (is_valid_utf8(s)) return Value(s);
+  return Value(Bin{Bytes(s.begin(), s.end())});
+}
+
 }  // namespace
 
 Value to_firemq_value(const FieldValue& value) {
@@ -41,8 +49,9 @@ Value to_firemq_value(const FieldValue& value) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, amqp::Void>) {
           return Value(Nil{});
-        } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                             std::is_same_v<T, std::string>) {
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return text_or_bytes(x);
+        } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, float> || std::is_same_v<T, double>) {
           return Value(x);
         } else if constexpr (std::is_integral_v<T> && std::is_signed_v<T>) {
           return Value(static_cast<std::int64_t>(x));
@@ -98,7 +107,7 @@ FieldValue to_amqp_value(const Value& value) {
 Map to_firemq_map(const amqp::FieldTable& table) {
   Map out;
   out.reserve(table.size());
-  for (const amqp::FieldEntry& e : table) out.push_back({Value(e.name), to_firemq_value(e.value)});
+  for (const amqp::FieldEntry& e : table) out.push_back({text_or_bytes(e.name), to_firemq_value(e.value)});
   return out;
 }
 
@@ -111,6 +120,8 @@ amqp::FieldTable to_amqp_table(const Map& map) {
       out.push_back({std::to_string(*u), to_amqp_value(e.value)});
     } else if (const auto* i = e.key.get_if<std::int64_t>()) {
       out.push_back({std::to_string(*i), to_amqp_value(e.value)});
+    } else if (const auto* b = e.key.get_if<Bin>()) {
+      out.push_back({std::string(b->bytes.begin(), b->bytes.end()), to_amqp_value(e.value)});  // a name's bytes
     }
   }
   return out;
@@ -151,6 +162,26 @@ void drop_decimal_scales(amqp::FieldTable& table) {
   for (amqp::FieldEntry& e : table) drop_decimal_scale(e.value);
 }
 
+// x-death as RabbitMQ writes it for AMQP consumers: original-expiration is the message's expiration property as it
+// was, a uint on FireMQ and in AMQP the property's own type, a decimal string (the interop table's expiration row);
+// time is a uint of seconds on FireMQ and an AMQP timestamp (T).
+void deaths_in_amqp_types(amqp::FieldTable& headers) {
+  for (amqp::FieldEntry& header : headers) {
+    auto* deaths = header.name == "x-death" ? std::get_if<amqp::FieldArray>(&header.value.v) : nullptr;
+    if (deaths == nullptr) continue;
+    for (FieldValue& death : *deaths) {
+      auto* entry = std::get_if<amqp::FieldTable>(&death.v);
+      if (entry == nullptr) continue;
+      for (amqp::FieldEntry& e : *entry) {
+        const auto* number = std::get_if<std::int64_t>(&e.value.v);
+        if (number == nullptr) continue;
+        if (e.name == "original-expiration") e.value.v = std::to_string(*number);
+        if (e.name == "time" && *number >= 0) e.value.v = amqp::Timestamp{static_cast<std::uint64_t>(*number)};
+      }
+    }
+  }
+}
+
 }  // namespace
 
 amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& faults) {
@@ -177,7 +208,11 @@ amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, b
   if (const Value* v = props.get("expiration"); v && v->is<std::uint64_t>()) {
     h.set("expiration", std::to_string(*v->get_if<std::uint64_t>()));
   }
-  if (!headers.empty()) h.set("headers", to_amqp_table(headers));
+  if (!headers.empty()) {
+    amqp::FieldTable table = to_amqp_table(headers);
+    deaths_in_amqp_types(table);
+    h.set("headers", std::move(table));
+  }
   return h;
 }
 

@@ -104,5 +104,28 @@ TEST(AmqpInterop, UintBeyondInt64BecomesDoubleAndExtBecomesBytes) {
   EXPECT_EQ(to_amqp_value(Value(Ext{5, {1}})), FieldValue(amqp::ByteArray{{1}}));
 }
 
+TEST(AmqpInterop, ALongStringOrNameThatIsNotUtf8BecomesBinAndBackTheSameBytes) {
+  const std::string bytes("\xff\xfe", 2);
+  const amqp::FieldTable table{{"k", FieldValue(bytes)}, {bytes, FieldValue(std::string("v"))}};
+  const Map fire = to_firemq_map(table);
+  ASSERT_EQ(fire.size(), 2u);
+  EXPECT_EQ(fire[0].value, Value(Bin{{0xff, 0xfe}}));
+  EXPECT_EQ(fire[1].key, Value(Bin{{0xff, 0xfe}}));
+  const amqp::FieldTable back = to_amqp_table(fire);
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[1].name, bytes);
+  EXPECT_EQ(to_firemq_value(FieldValue(std::string("caf\xc3\xa9"))), Value(std::string("caf\xc3\xa9")));
+}
+
+TEST(AmqpInterop, XDeathTimeIsATimestampForAmqpConsumers) {
+  Map death{{Value("time"), Value(std::uint64_t{1700000000})}, {Value("original-expiration"), Value(std::uint64_t{50})}};
+  Map headers{{Value("x-death"), Value(Array{Value(death)})}};
+  const auto h = to_amqp_properties({}, headers);
+  const auto& table = std::get<amqp::FieldTable>(*h.get("headers"));
+  const auto& entry = std::get<amqp::FieldTable>(std::get<amqp::FieldArray>(table[0].value.v)[0].v);
+  EXPECT_EQ(entry[0].value, FieldValue(amqp::Timestamp{1700000000}));
+  EXPECT_EQ(entry[1].value, FieldValue(std::string("50")));
+}
+
 }  // namespace
 }  // namespace firemq

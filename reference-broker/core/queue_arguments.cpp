@@ -114,11 +114,23 @@ Result<QueueArguments> parse_queue_arguments(const Map& args, const std::string&
   return a;
 }
 
+namespace {
+
+// x-queue-type "classic" is the type a queue has without the argument: a redeclare may give it or leave it out,
+// as RabbitMQ allows.
+const Value* compared_argument(const Map& args, std::string_view name) {
+  const Value* v = find(args, name);
+  if (v != nullptr && name == "x-queue-type" && *v == Value(std::string("classic"))) return nullptr;
+  return v;
+}
+
+}  // namespace
+
 Status compare_queue_arguments(const Map& existing, const Map& requested, const std::string& queue,
                                const std::string& vhost) {
   for (std::string_view name : kCompared) {
-    const Value* was = find(existing, name);
-    const Value* now = find(requested, name);
+    const Value* was = compared_argument(existing, name);
+    const Value* now = compared_argument(requested, name);
     const bool same = (was == nullptr && now == nullptr) || (was != nullptr && now != nullptr && *was == *now);
     if (!same) {
       return make_error(ReplyCode::precondition_failed, "inequivalent arg '" + std::string(name) + "' for queue '" +

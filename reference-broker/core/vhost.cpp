@@ -346,6 +346,8 @@ Status Vhost::unbind(const op::BindFields& r, const std::string& conn_id) {
   if (r.queue.empty() == r.to_exchange.empty()) {
     return refused(ReplyCode::precondition_failed, "exactly one of queue and to_exchange must be set");
   }
+  // The default exchange's bindings are implicit (one per queue): they cannot be removed, as RabbitMQ says.
+  if (r.exchange.empty()) return refused(ReplyCode::access_refused, "the default exchange cannot be unbound");
   if (!r.queue.empty() && queues_.count(r.queue)) {
     auto q = usable_queue(r.queue, conn_id);
     if (!q) return q.error();
@@ -381,10 +383,16 @@ bool binding_matches(const Exchange& e, const Binding& b, const std::string& key
 
 }  // namespace
 
-Result<Route> Vhost::route(const std::string& exchange, const std::string& key, const Map& headers) const {
+Status Vhost::publish_target_refusal(const std::string& exchange) const {
   auto it = exchanges_.find(exchange);
   if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(exchange) + " in vhost " + quoted(name_));
   if (it->second.internal) return refused(ReplyCode::access_refused, "cannot publish to internal " + exchange_label(exchange));
+  return std::nullopt;
+}
+
+Result<Route> Vhost::route(const std::string& exchange, const std::string& key, const Map& headers) const {
+  if (Status refusal = publish_target_refusal(exchange)) return std::move(*refusal);
+  auto it = exchanges_.find(exchange);
   Route route;
   if (exchange.empty()) {  // "the default exchange, which routes to the queue named by key"
     auto q = queues_.find(key);

@@ -87,6 +87,8 @@ class Vhost : private DeadLetterer {
 
   // The queues a message published to `exchange` with `key` and `headers` reaches; 404 for a missing exchange,
   // 403 for an internal one.
+  // A missing or internal exchange refuses a publish before any routing.
+  Status publish_target_refusal(const std::string& exchange) const;
   Result<Route> route(const std::string& exchange, const std::string& key, const Map& headers) const;
 
   // A queue this connection may use: 404 when missing, 405 when another connection's exclusive queue.

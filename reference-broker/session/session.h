@@ -86,6 +86,10 @@ class Subscription : public Consumer {
   std::weak_ptr<Queue> queue_;
 };
 
+// The words of a subscribe refused because of an exclusive consumer (405 on FireMQ): AMQP names that refusal
+// 403 access-refused, as RabbitMQ does, where a queue locked by another connection stays 405.
+inline constexpr std::string_view kInExclusiveUse = "in exclusive use";
+
 class Session : private DurabilityWaiter {
  public:
   enum class State { awaiting_hello, open, closing };
@@ -131,6 +135,17 @@ class Session : private DurabilityWaiter {
   const std::string& vhost() const { return vhost_name_; }
   // Whether it ever published: while an alarm holds, such connections are paused and no longer read.
   bool has_published() const { return has_published_; }
+  // Why a publish would be refused before routing (its user_id, the write permission, a missing or internal
+  // exchange), or nothing: on_publish's own first checks, for an AMQP transaction, which RabbitMQ refuses at
+  // basic.publish rather than at tx.commit.
+  Status publish_refusal(const op::Publish& p) const;
+  // Whether `queue` exists in this session's vhost with x-single-active-consumer: an AMQP channel refuses an
+  // exclusive basic.consume on it (403, RabbitMQ), which the FireMQ spec's subscribe allows.
+  bool single_active_consumer_queue(const std::string& queue) const;
+  // AMQP's basic.qos with global=true: at most `count` deliveries wait for an ack on this session at once, over
+  // all its consumers that ack (0: no such limit), as RabbitMQ's channel-wide prefetch. It applies at once to the
+  // consumers there are, beside each one's own credit. FireMQ's subscribe has only the per-sub credit.
+  void set_shared_prefetch(std::uint64_t count);
   // For the management API: hello's client map ("Shown in the management UI"), the address the transport saw,
   // the subscriptions and how many deliveries wait for an ack.
   const Map& client_properties() const { return client_; }
@@ -209,12 +224,15 @@ class Session : private DurabilityWaiter {
   void end_subscription(std::uint64_t sub);
   // ClientBounds::unacked: deliveries stop while this many are unacknowledged, and resume once acks make room.
   bool unacked_full() const { return unacked_.size() >= env_.config.bounds.unacked; }
+  bool shared_prefetch_full() const { return shared_prefetch_ != 0 && unacked_.size() >= shared_prefetch_; }
+  bool deliveries_held() const { return unacked_full() || shared_prefetch_full(); }
   void resume_deliveries_if(bool were_held);
 
   SessionEnv env_;
   Outbox& out_;
   std::string conn_id_;
   std::string exclusive_owner_;  // conn_id_, or the AMQP connection of this channel's session
+  std::uint64_t shared_prefetch_ = 0;  // set_shared_prefetch: 0 for none
   TransportHints hints_;
   Counting counting_;
   State state_ = State::awaiting_hello;

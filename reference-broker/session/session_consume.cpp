@@ -5,7 +5,10 @@
 
 namespace firemq {
 
-bool Subscription::can_take() const { return credit_ > 0 && !session_.unacked_full(); }
+bool Subscription::can_take() const {
+  // A no-ack consumer is not held by a channel-wide prefetch (RabbitMQ), only by the broker's own bound.
+  return credit_ > 0 && !session_.unacked_full() && (request_.no_ack || !session_.shared_prefetch_full());
+}
 
 void Subscription::take(QueuedMessage message, Queue& queue) {
   --credit_;  // "The server sends at most as many deliver frames as the credit granted so far."
@@ -39,8 +42,9 @@ void Session::on_subscribe(const op::Subscribe& r) {
   // "exclusive: Fail with 405 if the queue has other consumers, and block new ones."
   if (q.has_exclusive_consumer() || (r.exclusive && q.consumer_count() > 0)) {
     return refuse(r.rid, make_error(ReplyCode::resource_locked,
-                                    "queue '" + r.queue + "' has " +
-                                        (q.has_exclusive_consumer() ? "an exclusive consumer" : "other consumers")));
+                                    "queue '" + r.queue + "' in vhost '" + vhost_name_ + "' " +
+                                        std::string(kInExclusiveUse) + " (it has " +
+                                        (q.has_exclusive_consumer() ? "an exclusive consumer)" : "other consumers)")));
   }
   auto subscription = std::make_unique<Subscription>(*this, std::move(request), q.weak_from_this());
   Subscription& s = *subscription;
@@ -48,6 +52,12 @@ void Session::on_subscribe(const op::Subscribe& r) {
   q.add_consumer(&s, r.exclusive);
   reply_ok(r.rid);
   q.dispatch();  // deliveries come after the ok
+}
+
+bool Session::single_active_consumer_queue(const std::string& queue) const {
+  if (vhost_ == nullptr) return false;
+  auto it = vhost_->queues().find(queue);
+  return it != vhost_->queues().end() && it->second->settings().arguments.single_active_consumer;
 }
 
 void Session::on_unsubscribe(const op::Unsubscribe& r) {
@@ -128,7 +138,7 @@ Result<std::vector<std::uint64_t>> Session::settled_tags(std::uint64_t tag, bool
 void Session::on_ack(const op::Ack& r) {
   Result<std::vector<std::uint64_t>> tags = settled_tags(r.tag, r.multiple);
   if (!tags) return fail(tags.error());
-  const bool were_held = unacked_full();
+  const bool were_held = deliveries_held();
   for (std::uint64_t tag : *tags) {
     auto it = unacked_.find(tag);
     if (std::shared_ptr<Queue> q = it->second.queue.lock()) q->acknowledge(it->second.message);
@@ -138,8 +148,14 @@ void Session::on_ack(const op::Ack& r) {
   resume_deliveries_if(were_held);
 }
 
+void Session::set_shared_prefetch(std::uint64_t count) {
+  const bool were_held = deliveries_held();
+  shared_prefetch_ = count;
+  resume_deliveries_if(were_held);
+}
+
 void Session::resume_deliveries_if(bool were_held) {
-  if (!were_held || unacked_full()) return;
+  if (!were_held || unacked_full()) return;  // a shared prefetch still full refuses again in can_take
   // The queues skipped this session's subscriptions while it was full; they look again now. A copy, since a
   // delivery can end a subscription (its queue deleted by x-expires or a dead-letter cycle).
   std::vector<std::shared_ptr<Queue>> queues;
@@ -152,7 +168,7 @@ void Session::resume_deliveries_if(bool were_held) {
 void Session::on_nack(const op::Nack& r) {
   Result<std::vector<std::uint64_t>> tags = settled_tags(r.tag, r.multiple);
   if (!tags) return fail(tags.error());
-  const bool were_held = unacked_full();
+  const bool were_held = deliveries_held();
   for (std::uint64_t tag : *tags) {
     auto it = unacked_.find(tag);
     Unacked u = std::move(it->second);

@@ -20,14 +20,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
                                                                ", seq must increase"));
   }
   if (p.seq != 0) last_seq_ = p.seq;
-  // "user_id ... When set, it must equal the connection's user."
-  if (const Value* user = p.props.get("user_id"); user != nullptr && user->is<std::string>() &&
-                                                   *user->get_if<std::string>() != user_) {
-    return reject_publish(p.seq, make_error(ReplyCode::precondition_failed,
-                                            "user_id property set to '" + *user->get_if<std::string>() +
-                                                "' but authenticated user was '" + user_ + "'"));
-  }
-  if (Status denied = allowed(Access::write, "exchange", p.exchange)) return reject_publish(p.seq, *denied);
+  if (Status refused = publish_refusal(p)) return reject_publish(p.seq, *refused);
   Result<Route> route = vhost_->route(p.exchange, p.key, p.headers);
   if (!route) return reject_publish(p.seq, route.error());
   if (route->queues.empty()) {
@@ -65,6 +58,17 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   // x-overflow reject-publish: "a confirm nack with a code and msg" (resource-error: the queue is full).
   reject_publish(p.seq, make_error(ReplyCode::resource_error,
                                    "queue '" + refused_by + "' is full and its x-overflow refuses new messages"));
+}
+
+Status Session::publish_refusal(const op::Publish& p) const {
+  // "user_id ... When set, it must equal the connection's user."
+  if (const Value* user = p.props.get("user_id"); user != nullptr && user->is<std::string>() &&
+                                                   *user->get_if<std::string>() != user_) {
+    return make_error(ReplyCode::precondition_failed, "user_id property set to '" + *user->get_if<std::string>() +
+                                                          "' but authenticated user was '" + user_ + "'");
+  }
+  if (Status denied = allowed(Access::write, "exchange", p.exchange)) return denied;
+  return vhost_->publish_target_refusal(p.exchange);
 }
 
 void Session::confirm(std::uint64_t seq, std::uint64_t durable_at) {

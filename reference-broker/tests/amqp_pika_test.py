@@ -175,7 +175,9 @@ def raw_amqp_session(port):
     return sock
 
 
-class AmqpWithPika(WithBroker):
+class PikaChannel(WithBroker):
+    """A pika connection and channel per test, and a queue name of the test's own."""
+
     def setUp(self):
         self.connection = self.broker.amqp()
         self.channel = self.connection.channel()
@@ -185,6 +187,8 @@ class AmqpWithPika(WithBroker):
         if self.connection.is_open:
             self.connection.close()
 
+
+class AmqpWithPika(PikaChannel):
     def test_server_properties_name_rabbitmqs_capabilities(self):
         caps = self.connection._impl.server_capabilities
         for cap in ("publisher_confirms", "exchange_exchange_bindings", "basic.nack", "consumer_cancel_notify",
@@ -400,6 +404,72 @@ class AmqpWithPika(WithBroker):
         pump(self.connection)
         fire.close()
         self.assertEqual(received, [b"live"])
+
+
+class RabbitMqChannelSemantics(PikaChannel):
+    """What RabbitMQ's clients rely on beyond the interop table (docs/spec-notes.md, "Channel semantics RabbitMQ's
+    clients rely on"), each as pika sees it against RabbitMQ."""
+
+    def channel_close_code(self, call):
+        channel = self.connection.channel()
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as closed:
+            call(channel)
+        self.assertTrue(self.connection.is_open)  # a channel error, not a connection error
+        return closed.exception.reply_code
+
+    def test_refusals_are_rabbitmqs_403_channel_errors(self):
+        self.assertEqual(self.channel_close_code(lambda ch: ch.exchange_delete("amq.direct")), 403)
+        self.channel.queue_declare(self.queue, exclusive=True, arguments={"x-single-active-consumer": True})
+        self.assertEqual(self.channel_close_code(lambda ch: ch.queue_unbind(self.queue, "", self.queue)), 403)
+        self.assertEqual(self.channel_close_code(
+            lambda ch: ch.basic_consume(self.queue, lambda *a: None, exclusive=True)), 403)
+        self.channel.basic_consume(self.queue, lambda *a: None)
+        self.assertEqual(self.channel_close_code(
+            lambda ch: ch.basic_consume(self.queue, lambda *a: None, exclusive=True)), 403)
+
+    def test_an_empty_queue_name_is_the_last_declared_queue(self):
+        named = self.channel.queue_declare("", exclusive=True).method.queue
+        self.channel.basic_publish("", named, b"to the last declared")
+        method, _, body = self.channel.basic_get("", auto_ack=True)
+        self.assertEqual(body, b"to the last declared")
+        self.assertEqual(self.channel.queue_purge("").method.message_count, 0)
+
+    def test_a_global_prefetch_bounds_the_channels_consumers_together(self):
+        self.channel.queue_declare(self.queue, exclusive=True)
+        delivered = []
+        self.channel.basic_consume(self.queue, lambda ch, m, p, b: delivered.append(m.delivery_tag))
+        self.channel.basic_qos(prefetch_count=2, global_qos=True)  # after the first consumer: it holds at once
+        self.channel.basic_consume(self.queue, lambda ch, m, p, b: delivered.append(m.delivery_tag))
+        for i in range(4):
+            self.channel.basic_publish("", self.queue, b"m%d" % i)
+        pump(self.connection)
+        self.assertEqual(len(delivered), 2)
+        self.channel.basic_ack(delivered[0])
+        pump(self.connection)
+        self.assertEqual(len(delivered), 3)
+
+    def test_a_full_reject_publish_queue_drops_a_publish_without_confirms(self):
+        self.channel.queue_declare(self.queue, exclusive=True,
+                                   arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
+        self.channel.basic_publish("", self.queue, b"kept")
+        self.channel.basic_publish("", self.queue, b"dropped")
+        self.assertEqual(self.channel.queue_declare(self.queue, passive=True).method.message_count, 1)
+        self.assertTrue(self.connection.is_open)
+
+    def test_x_death_has_rabbitmqs_types(self):
+        dead = self.queue + "-dead"
+        self.channel.queue_declare(dead, exclusive=True)
+        self.channel.queue_declare(self.queue, exclusive=True, arguments={
+            "x-dead-letter-exchange": "", "x-dead-letter-routing-key": dead})
+        self.channel.basic_publish("", self.queue, b"short", pika.BasicProperties(expiration="20"))
+        deadline = time.time() + 5
+        method = None
+        while method is None and time.time() < deadline:
+            method, properties, _ = self.channel.basic_get(dead, auto_ack=True)
+            time.sleep(0.02)
+        death = properties.headers["x-death"][0]
+        self.assertEqual(death["original-expiration"], "20")
+        self.assertIsInstance(death["time"], datetime.datetime)
 
 
 class AmqpConnectionLimits(unittest.TestCase):
