@@ -175,9 +175,9 @@ void AmqpChannel::publish(Publishing p) {
     // once; only routing waits for tx.commit.
     if (Status refused = session_ ? session_->publish_refusal(publish) : Status()) return fail(*refused, m::kBasicPublish);
     const std::size_t size = p.body.size();
-    return hold(HeldPublish{std::move(publish), std::move(p.body)}, size);
+    return hold(HeldPublish{std::move(publish), std::move(p.body), std::move(content->amqp_headers)}, size);
   }
-  to_session(std::move(publish), p.body);
+  to_session(std::move(publish), p.body, std::move(content->amqp_headers));
 }
 
 void AmqpChannel::flush() {
@@ -405,10 +405,10 @@ void AmqpChannel::on_tx_commit(const Method& method) {
       settle(settlement->tag, settlement->multiple, settlement->requeue);
       continue;
     }
-    auto& [publish, body] = std::get<HeldPublish>(action);
+    auto& [publish, body, amqp_headers] = std::get<HeldPublish>(action);
     // The confirm machinery says when the commit is done; the client never sees these sequence numbers.
     publish.seq = ++publish_seq_;
-    to_session(std::move(publish), body);
+    to_session(std::move(publish), body, std::move(amqp_headers));
   }
   // Commits answer in order: one without publishes waits for the commits before it, if any.
   if (publish_seq_ == seq_before && tx_->commits.empty()) return reply(Method::of(m::kTxCommitOk));
@@ -468,9 +468,9 @@ std::uint64_t AmqpChannel::request(const Method& m, Pending pending) {
   return rid;
 }
 
-void AmqpChannel::to_session(Message message, ByteView payload) {
+void AmqpChannel::to_session(Message message, ByteView payload, std::shared_ptr<const amqp::FieldTable> amqp_headers) {
   if (!session_) return;
-  session_->on_message(std::move(message), payload);
+  session_->on_message(std::move(message), payload, 0, std::move(amqp_headers));
   if (release_session_) end_session();
 }
 
@@ -515,7 +515,7 @@ void AmqpChannel::return_credit(const std::vector<std::uint64_t>& tags) {
 
 // --- From the session ----------------------------------------------------------------------------------------
 
-void AmqpChannel::dispatch(const Message& message, ByteView payload, bool persistent) {
+void AmqpChannel::dispatch(const Message& message, ByteView payload, const MessageExtras& extras) {
   if (state_ == State::closed) return;
   std::visit(
       [&](const auto& op) {
@@ -528,11 +528,11 @@ void AmqpChannel::dispatch(const Message& message, ByteView payload, bool persis
         } else if constexpr (std::is_same_v<T, op::Error>) {
           on_error(op);
         } else if constexpr (std::is_same_v<T, op::Deliver>) {
-          on_deliver(op, payload, persistent);
+          on_deliver(op, payload, extras);
         } else if constexpr (std::is_same_v<T, op::GetOk>) {
-          on_get_ok(op, payload, persistent);
+          on_get_ok(op, payload, extras);
         } else if constexpr (std::is_same_v<T, op::Return>) {
-          on_return(op, payload, persistent);
+          on_return(op, payload, extras);
         } else if constexpr (std::is_same_v<T, op::Confirm>) {
           on_confirm(op);
         } else if constexpr (std::is_same_v<T, op::Cancelled>) {
@@ -581,17 +581,17 @@ void AmqpChannel::on_error(const op::Error& error) {
   fail(Error{code, error.msg, error.fatal, error.rid}, method);
 }
 
-void AmqpChannel::on_deliver(const op::Deliver& d, ByteView body, bool persistent) {
+void AmqpChannel::on_deliver(const op::Deliver& d, ByteView body, const MessageExtras& extras) {
   auto it = consumers_.find(d.sub);
   if (it == consumers_.end()) return;
   if (!it->second.no_ack) unsettled_[d.tag] = d.sub;
   Method deliver = Method::of(m::kBasicDeliver);
   deliver.set("consumer_tag", it->second.tag).set("delivery_tag", d.tag).set("redelivered", d.redelivered);
   deliver.set("exchange", d.exchange).set("routing_key", d.key);
-  send_content(deliver, d.props, d.headers, body, persistent);
+  send_content(deliver, d.props, d.headers, body, extras);
 }
 
-void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body, bool persistent) {
+void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body, const MessageExtras& extras) {
   auto it = pending_.find(g.rid);
   if (it == pending_.end()) return;
   if (!it->second.no_ack) unsettled_[g.tag] = 0;
@@ -599,15 +599,15 @@ void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body, bool persistent) 
   Method get_ok = Method::of(m::kBasicGetOk);
   get_ok.set("delivery_tag", g.tag).set("redelivered", g.redelivered).set("exchange", g.exchange);
   get_ok.set("routing_key", g.key).set("message_count", g.remaining);
-  send_content(get_ok, g.props, g.headers, body, persistent);
+  send_content(get_ok, g.props, g.headers, body, extras);
 }
 
-void AmqpChannel::on_return(const op::Return& r, ByteView body, bool persistent) {
+void AmqpChannel::on_return(const op::Return& r, ByteView body, const MessageExtras& extras) {
   Method ret = Method::of(m::kBasicReturn);
   // RabbitMQ's reply text for an unroutable mandatory message is "NO_ROUTE".
   ret.set("reply_code", r.code).set("reply_text", std::string(r.code == 312 ? "NO_ROUTE" : r.msg));
   ret.set("exchange", r.exchange).set("routing_key", r.key);
-  send_content(ret, r.props, r.headers, body, persistent);
+  send_content(ret, r.props, r.headers, body, extras);
 }
 
 void AmqpChannel::on_confirm(const op::Confirm& c) {
@@ -647,8 +647,9 @@ void AmqpChannel::reply(const Method& method) {
 }
 
 void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body,
-                               bool persistent) {
-  const amqp::ContentHeader header = with_faults(to_amqp_properties(props, headers, persistent), faults_);
+                               const MessageExtras& extras) {
+  const amqp::ContentHeader header =
+      with_faults(to_amqp_properties(props, headers, extras.persistent, extras.amqp_headers), faults_);
   host_.write(amqp::encode_content(number_, method, header, body, host_.frame_max()));
 }
 

@@ -48,6 +48,7 @@ struct AmqpSettlement {  // basic.ack, nack, reject: `requeue` absent for an ack
 struct AmqpHeldPublish {
   op::Publish publish;
   Bytes body;
+  std::shared_ptr<const amqp::FieldTable> amqp_headers;  // as sent (MessageParts::amqp_headers)
 };
 struct AmqpTransaction {
   std::vector<std::variant<AmqpHeldPublish, AmqpSettlement>> held;
@@ -149,28 +150,29 @@ class AmqpChannel : private Outbox {
 
   // Towards the session
   std::uint64_t request(const amqp::Method& m, Pending pending);
-  void to_session(Message message, ByteView payload = {});
+  void to_session(Message message, ByteView payload = {}, std::shared_ptr<const amqp::FieldTable> amqp_headers = {});
   void settle(std::uint64_t tag, bool multiple, std::optional<bool> requeue);
   void return_credit(const std::vector<std::uint64_t>& tags);
 
   // From the session (Outbox)
-  void send(const Message& message, ByteView payload) override { dispatch(message, payload, false); }
-  void send_message(const Message& message, ByteView body, bool persistent) override {
-    dispatch(message, body, persistent);
+  void send(const Message& message, ByteView payload) override { dispatch(message, payload, {}); }
+  void send_message(const Message& message, ByteView body, const MessageExtras& extras) override {
+    dispatch(message, body, extras);
   }
-  void dispatch(const Message& message, ByteView payload, bool persistent);
+  void dispatch(const Message& message, ByteView payload, const MessageExtras& extras);
   void close_after_flush() override {}  // a fatal error reaches send() first, as a connection error
   void on_ok(const op::Ok& ok);
   void on_error(const op::Error& error);
-  void on_deliver(const op::Deliver& d, ByteView body, bool persistent);
-  void on_get_ok(const op::GetOk& g, ByteView body, bool persistent);
-  void on_return(const op::Return& r, ByteView body, bool persistent);
+  void on_deliver(const op::Deliver& d, ByteView body, const MessageExtras& extras);
+  void on_get_ok(const op::GetOk& g, ByteView body, const MessageExtras& extras);
+  void on_return(const op::Return& r, ByteView body, const MessageExtras& extras);
   void on_confirm(const op::Confirm& c);
   void on_cancelled(const op::Cancelled& c);
 
   // Towards the client
   void reply(const amqp::Method& m);
-  void send_content(const amqp::Method& m, const Props& props, const Map& headers, ByteView body, bool persistent);
+  void send_content(const amqp::Method& m, const Props& props, const Map& headers, ByteView body,
+                    const MessageExtras& extras);
   void close_channel(std::uint16_t code, const std::string& text, amqp::MethodId method);
   void fail(const Error& error, amqp::MethodId method);
   void forget_consumer(const std::string& tag);

@@ -183,8 +183,8 @@ TEST_F(AmqpConnectionCoreTest, PublishWithConfirmThenGetCarriesThePropertiesBack
   ASSERT_TRUE(props.ok());
   EXPECT_EQ(*props->get("content_type"), amqp::Arg(std::string("text/plain")));
   EXPECT_EQ(*props->get("expiration"), amqp::Arg(std::string("60000")));
-  // The int32 header comes back as RabbitMQ writes the integers it makes: `l`.
-  EXPECT_EQ(std::get<amqp::FieldTable>(*props->get("headers")), (amqp::FieldTable{{"n", std::int64_t{-5}}}));
+  // The int32 header comes back an int32 (`I`), the type its AMQP publisher gave it, as from RabbitMQ.
+  EXPECT_EQ(std::get<amqp::FieldTable>(*props->get("headers")), (amqp::FieldTable{{"n", std::int32_t{-5}}}));
   EXPECT_EQ(got[2].payload, Bytes({'h', 'e', 'l', 'l', 'o'}));
   send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
   EXPECT_EQ(only_method().id(), m::kBasicGetEmpty);

@@ -111,18 +111,50 @@ Map to_firemq_map(const amqp::FieldTable& table) {
   return out;
 }
 
+namespace {
+
+// An AMQP field name for a map key: a string as it is, a non-UTF-8 name back to its bytes, an integer as its
+// text; other keys have none.
+std::optional<std::string> amqp_name(const Value& key) {
+  if (const auto* s = key.get_if<std::string>()) return *s;
+  if (const auto* b = key.get_if<Bin>()) return std::string(b->bytes.begin(), b->bytes.end());
+  if (const auto* u = key.get_if<std::uint64_t>()) return std::to_string(*u);
+  if (const auto* i = key.get_if<std::int64_t>()) return std::to_string(*i);
+  return std::nullopt;
+}
+
+// The entry of `sent` named `name`, looked for at `hint` first: the FireMQ headers were made from `sent` in its
+// order, and dead-lettering changes entries in place or appends, so the hint nearly always holds.
+const amqp::FieldEntry* sent_entry(const amqp::FieldTable& sent, const std::string& name, std::size_t hint) {
+  if (hint < sent.size() && sent[hint].name == name) return &sent[hint];
+  for (const amqp::FieldEntry& e : sent) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+amqp::FieldTable to_amqp_table_keeping_types(const Map& headers, const amqp::FieldTable& sent) {
+  amqp::FieldTable out;
+  out.reserve(headers.size());
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    std::optional<std::string> name = amqp_name(headers[i].key);
+    if (!name) continue;
+    const amqp::FieldEntry* original = sent_entry(sent, *name, i);
+    if (original != nullptr && to_firemq_value(original->value) == headers[i].value) {
+      out.push_back(*original);
+    } else {
+      out.push_back({std::move(*name), to_amqp_value(headers[i].value)});
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
 amqp::FieldTable to_amqp_table(const Map& map) {
   amqp::FieldTable out;
   for (const MapEntry& e : map) {
-    if (const auto* s = e.key.get_if<std::string>()) {
-      out.push_back({*s, to_amqp_value(e.value)});
-    } else if (const auto* u = e.key.get_if<std::uint64_t>()) {
-      out.push_back({std::to_string(*u), to_amqp_value(e.value)});
-    } else if (const auto* i = e.key.get_if<std::int64_t>()) {
-      out.push_back({std::to_string(*i), to_amqp_value(e.value)});
-    } else if (const auto* b = e.key.get_if<Bin>()) {
-      out.push_back({std::string(b->bytes.begin(), b->bytes.end()), to_amqp_value(e.value)});  // a name's bytes
-    }
+    if (std::optional<std::string> name = amqp_name(e.key)) out.push_back({std::move(*name), to_amqp_value(e.value)});
   }
   return out;
 }
@@ -142,7 +174,11 @@ Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
     c.props.entries.push_back({Value("expiration"), Value(*ms)});
   }
   if (const Arg* a = header.get("delivery_mode")) c.persistent = std::get<std::uint64_t>(*a) == kPersistentDeliveryMode;
-  if (const Arg* a = header.get("headers")) c.headers = to_firemq_map(std::get<amqp::FieldTable>(*a));
+  if (const Arg* a = header.get("headers")) {
+    const auto& table = std::get<amqp::FieldTable>(*a);
+    c.headers = to_firemq_map(table);
+    if (!table.empty()) c.amqp_headers = std::make_shared<const amqp::FieldTable>(table);
+  }
   return c;
 }
 
@@ -196,7 +232,8 @@ amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& fa
   return header;
 }
 
-amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent) {
+amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent,
+                                       const amqp::FieldTable* sent) {
   amqp::ContentHeader h;
   if (persistent) h.set("delivery_mode", kPersistentDeliveryMode);
   for (std::string_view name : kTextProperties) {
@@ -209,7 +246,7 @@ amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, b
     h.set("expiration", std::to_string(*v->get_if<std::uint64_t>()));
   }
   if (!headers.empty()) {
-    amqp::FieldTable table = to_amqp_table(headers);
+    amqp::FieldTable table = sent != nullptr ? to_amqp_table_keeping_types(headers, *sent) : to_amqp_table(headers);
     deaths_in_amqp_types(table);
     h.set("headers", std::move(table));
   }

@@ -9,6 +9,8 @@
 // has no counterpart the choice is recorded in docs/spec-notes.md ("AMQP 0-9-1 interop"). No I/O.
 #pragma once
 
+#include <memory>
+
 #include "protocol/amqp/content.h"
 #include "protocol/amqp/field_table.h"
 #include "protocol/messages.h"
@@ -32,6 +34,7 @@ struct FireMqContent {
   bool persistent = false;
   Props props;
   Map headers;
+  std::shared_ptr<const amqp::FieldTable> amqp_headers;  // the headers as sent (MessageParts::amqp_headers), or null
 };
 
 // 406 precondition-failed (a channel error, as RabbitMQ) for an expiration that is not a decimal number of ms.
@@ -41,6 +44,10 @@ Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header);
 amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& faults);
 // The content header an AMQP consumer gets for a FireMQ message (deliver, get_ok, return): delivery-mode 2 when
 // the message is persistent, and none otherwise (AMQP's default, non-persistent).
-amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent = false);
+// `sent`: the headers as an AMQP publisher sent them (MessageParts::amqp_headers), or null. Each header goes back
+// in the type it was sent with while `headers` still holds what that value maps to; one changed or added on the
+// way (x-death) goes as the interop table maps it.
+amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent = false,
+                                       const amqp::FieldTable* sent = nullptr);
 
 }  // namespace firemq

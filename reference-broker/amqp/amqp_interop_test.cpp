@@ -127,5 +127,20 @@ TEST(AmqpInterop, XDeathTimeIsATimestampForAmqpConsumers) {
   EXPECT_EQ(entry[1].value, FieldValue(std::string("50")));
 }
 
+TEST(AmqpInterop, HeadersKeepTheTypesTheirAmqpPublisherSentWhileUnchanged) {
+  const amqp::FieldTable sent{{"small", FieldValue(std::int8_t{-5})}, {"when", FieldValue(amqp::Timestamp{17})},
+                              {"changed", FieldValue(std::uint16_t{7})}};
+  Map headers = to_firemq_map(sent);
+  headers[2].value = Value(std::uint64_t{8});                                 // changed on the way
+  headers.push_back({Value("added"), Value(std::uint64_t{9})});               // added on the way (x-death)
+  const auto h = to_amqp_properties({}, headers, false, &sent);
+  const auto& table = std::get<amqp::FieldTable>(*h.get("headers"));
+  ASSERT_EQ(table.size(), 4u);
+  EXPECT_EQ(table[0].value, FieldValue(std::int8_t{-5}));
+  EXPECT_EQ(table[1].value, FieldValue(amqp::Timestamp{17}));
+  EXPECT_EQ(table[2].value, FieldValue(std::int64_t{8}));  // the interop table's type for what changed
+  EXPECT_EQ(table[3].value, FieldValue(std::int64_t{9}));
+}
+
 }  // namespace
 }  // namespace firemq

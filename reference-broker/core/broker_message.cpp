@@ -29,7 +29,8 @@ MessagePtr BrokerMessage::make(MessageParts parts, const MessageBody& original) 
 MessagePtr BrokerMessage::allocate(const MessageParts& parts, ByteView body, const PagedPlace* paged) {
   std::unique_ptr<const Attributes> attributes;  // the message's own once it is made
   if (!parts.props.entries.empty() || !parts.headers.empty()) {
-    attributes = std::make_unique<const Attributes>(Attributes{parts.props, parts.headers, parts.header_bytes});
+    attributes = std::make_unique<const Attributes>(
+        Attributes{parts.props, parts.headers, parts.header_bytes, parts.headers.empty() ? nullptr : parts.amqp_headers});
   }
   const std::size_t inline_bytes = paged == nullptr && body.size() <= kInlineBodyLimit ? body.size() : 0;
   void* memory = ::operator new(allocation_size(parts.persistent, attributes != nullptr,
@@ -97,7 +98,12 @@ std::size_t BrokerMessage::accounted_bytes() const {
 
 MessageParts BrokerMessage::parts() const {
   return MessageParts{std::string(exchange()), std::string(routing_key()), props(), headers(), persistent_,
-                      has_attributes_ ? attributes()->header_bytes : 0};
+                      has_attributes_ ? attributes()->header_bytes : 0,
+                      has_attributes_ ? attributes()->amqp_headers : nullptr};
+}
+
+const amqp::FieldTable* BrokerMessage::amqp_headers() const {
+  return has_attributes_ ? attributes()->amqp_headers.get() : nullptr;
 }
 
 const Props& BrokerMessage::props() const { return has_attributes_ ? attributes()->props : kNoProps; }

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <utility>
 
+#include "protocol/amqp/field_table.h"
 #include "protocol/bytes.h"
 #include "protocol/messages.h"
 #include "reference-broker/core/memory_account.h"
@@ -63,6 +64,12 @@ struct MessageParts {
   bool persistent = false;  // kept on disk when it reaches a durable queue
   // The size of the publish header the props and headers were decoded from: what estimates their decoded size.
   std::size_t header_bytes = 0;
+  // The headers as an AMQP publisher sent them, each value in its field-table type (null: not published over AMQP,
+  // or without headers). `headers` is what the interop table maps them to, which loses types (an int8 and an
+  // int64 are both MessagePack ints); an AMQP consumer gets these back where `headers` still holds what they map
+  // to (amqp_interop.h). Shared: a dead-lettered copy keeps them. Not written to the store: after a restart an AMQP
+  // consumer gets the interop table's types.
+  std::shared_ptr<const amqp::FieldTable> amqp_headers = nullptr;
 };
 
 class BrokerMessage {
@@ -85,6 +92,7 @@ class BrokerMessage {
   std::string_view routing_key() const { return {text() + exchange_size_, key_size_}; }
   const Props& props() const;
   const Map& headers() const;
+  const amqp::FieldTable* amqp_headers() const;  // MessageParts::amqp_headers, or null
   bool persistent() const { return persistent_; }
   // In memory, or paged out to disk (paging.h). An inline body counts with the message; one on the heap counts its
   // own bytes in the MemoryAccount while they are in memory.
@@ -106,6 +114,7 @@ class BrokerMessage {
     Props props;
     Map headers;
     std::size_t header_bytes = 0;  // MessageParts::header_bytes
+    std::shared_ptr<const amqp::FieldTable> amqp_headers;
   };
   friend class MessagePtr;
 

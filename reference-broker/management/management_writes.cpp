@@ -53,8 +53,8 @@ class ApiSession : private Outbox {
 
  private:
   void send(const Message& message, ByteView payload) override { replies_.push_back({message, Bytes(payload.begin(), payload.end())}); }
-  void send_message(const Message& message, ByteView body, bool persistent) override {
-    replies_.push_back({message, Bytes(body.begin(), body.end()), persistent});
+  void send_message(const Message& message, ByteView body, const MessageExtras& extras) override {
+    replies_.push_back({message, Bytes(body.begin(), body.end()), extras.persistent});
   }
   void close_after_flush() override {}
 

@@ -315,7 +315,7 @@ void Connection::send(const Message& message, ByteView payload) {
   queue_frame([&](Bytes& out) { append_frame(out, message, payload); });
 }
 
-void Connection::send_deliver(const DeliverView& deliver, ByteView body, bool /*persistent: no FireMQ field*/) {
+void Connection::send_deliver(const DeliverView& deliver, ByteView body, const MessageExtras& /*no FireMQ field*/) {
   queue_frame([&](Bytes& out) { append_frame(out, deliver, body); });
 }
 

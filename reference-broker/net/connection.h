@@ -103,7 +103,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
     if (Journal* journal = env_core_.journal()) journal->write_out();
   }
   void send(const Message& message, ByteView payload) override;
-  void send_deliver(const DeliverView& deliver, ByteView body, bool persistent) override;
+  void send_deliver(const DeliverView& deliver, ByteView body, const MessageExtras& extras) override;
   void close_after_flush() override;
   // Both sends: the frame `append` puts on the end of the outbound buffer is counted and the writer woken.
   template <class Append>

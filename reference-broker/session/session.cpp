@@ -64,7 +64,8 @@ void Session::on_frame(const RawFrame& frame) {
   on_message(std::move(*message), frame.payload(), frame.header().size());
 }
 
-void Session::on_message(Message&& message, ByteView payload, std::size_t header_bytes) {
+void Session::on_message(Message&& message, ByteView payload, std::size_t header_bytes,
+                         std::shared_ptr<const amqp::FieldTable> amqp_headers) {
   if (state_ == State::closing) return;
   if (auto* close = std::get_if<op::Close>(&message)) return on_close(*close);
   if (auto* hello = std::get_if<op::Hello>(&message)) return on_hello(*hello);
@@ -79,7 +80,7 @@ void Session::on_message(Message&& message, ByteView payload, std::size_t header
                             std::string(op_name(op)) + " is sent by servers only, not by clients",
                             rid_of(message)));
   }
-  on_request(message, {payload, header_bytes});
+  on_request(message, {payload, header_bytes, std::move(amqp_headers)});
 }
 
 void Session::on_hello(const op::Hello& hello) {

@@ -29,22 +29,28 @@
 
 namespace firemq {
 
+// What the broker knows of a message beyond its frame. A FireMQ frame has no field for either; an AMQP channel
+// shows them (the spec's "Interoperability with AMQP 0-9-1"): persistent as delivery-mode 2, and the headers in
+// the types their AMQP publisher gave them (BrokerMessage::amqp_headers).
+struct MessageExtras {
+  bool persistent = false;
+  const amqp::FieldTable* amqp_headers = nullptr;
+};
+
 // Where a session's frames go. The transport frames them for its wire (TCP or WebSocket) and writes them.
 class Outbox {
  public:
   virtual ~Outbox() = default;
   virtual void send(const Message& message, ByteView payload = {}) = 0;
-  // A deliver, get_ok or return, with what the broker knows of its message beyond the frame: whether it is
-  // persistent. A FireMQ frame has no such field; an AMQP channel shows it as delivery-mode 2 (the spec's
-  // "Interoperability with AMQP 0-9-1").
-  virtual void send_message(const Message& message, ByteView body, bool persistent) {
-    (void)persistent;
+  // A deliver, get_ok or return, with what the broker knows of its message beyond the frame.
+  virtual void send_message(const Message& message, ByteView body, const MessageExtras& extras) {
+    (void)extras;
     send(message, body);
   }
   // A deliver of a queued message, its names, props and headers still the message's own: the hot path, which a
   // FireMQ connection encodes straight into its write buffer. Any other outbox gets the op, copied.
-  virtual void send_deliver(const DeliverView& deliver, ByteView body, bool persistent) {
-    send_message(deliver.copy(), body, persistent);
+  virtual void send_deliver(const DeliverView& deliver, ByteView body, const MessageExtras& extras) {
+    send_message(deliver.copy(), body, extras);
   }
   // Close the socket once every frame queued so far is written.
   virtual void close_after_flush() = 0;
@@ -113,7 +119,9 @@ class Session : private DurabilityWaiter {
   void on_frame(const RawFrame& frame);
   // A decoded message and its payload: the entry for everything past the framing. `header_bytes` is the encoded
   // header's size, for the memory watermark's estimate of what a published message costs (0: unknown).
-  void on_message(Message&& message, ByteView payload, std::size_t header_bytes = 0);
+  // `amqp_headers`: a publish's headers as its AMQP publisher sent them (MessageParts::amqp_headers).
+  void on_message(Message&& message, ByteView payload, std::size_t header_bytes = 0,
+                  std::shared_ptr<const amqp::FieldTable> amqp_headers = nullptr);
   // The transport's decoder refused the bytes (always 501, fatal).
   void on_framing_error(const Error& error);
   // After a batch of frames: sends what was held back to be coalesced (confirm upto).
@@ -166,10 +174,11 @@ class Session : private DurabilityWaiter {
   void on_hello(const op::Hello& hello);
   void log_refused_hello(const op::Hello& hello, const Error& error) const;
   void on_close(const op::Close& close);
-  // What a request carries besides its header: a publish's body and its header's size.
+  // What a request carries besides its header: a publish's body, its header's size, and its AMQP headers.
   struct Carried {
     ByteView payload;
     std::size_t header_bytes;
+    std::shared_ptr<const amqp::FieldTable> amqp_headers;
   };
   void on_request(Message& message, Carried carried);
   void handle_request(Message& message, Carried carried);

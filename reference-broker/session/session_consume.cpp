@@ -103,7 +103,7 @@ void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& 
   const std::uint64_t tag = track(message, queue, sub.no_ack);
   const BrokerMessage& m = *message.message;
   const DeliverView deliver{sub.sub, tag, message.redelivered, m.exchange(), m.routing_key(), m.props(), m.headers()};
-  out_.send_deliver(deliver, m.body().bytes(), m.persistent());
+  out_.send_deliver(deliver, m.body().bytes(), MessageExtras{m.persistent(), m.amqp_headers()});
 }
 
 void Session::on_subscription_cancelled(Subscription& subscription, Queue& queue) {
@@ -204,7 +204,7 @@ void Session::on_get(const op::Get& r) {
   const BrokerMessage& m = *next->message;
   out_.send_message(op::GetOk{r.rid, tag, next->redelivered, std::string(m.exchange()), std::string(m.routing_key()),
                               q.ready_count(), m.props(), m.headers()},
-                    m.body().bytes(), m.persistent());
+                    m.body().bytes(), MessageExtras{m.persistent(), m.amqp_headers()});
 }
 
 void Session::on_connection_lost() {

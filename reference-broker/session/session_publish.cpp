@@ -30,7 +30,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
       count(&MessageCounters::returned);
       out_.send_message(op::Return{p.seq, static_cast<std::uint64_t>(ReplyCode::no_route), "NO_ROUTE", p.exchange,
                                    p.key, p.props, p.headers},
-                        body, p.persistent);
+                        body, MessageExtras{p.persistent, carried.amqp_headers.get()});
     }
     return confirm(p.seq);
   }
@@ -38,7 +38,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
   const MessagePtr message = BrokerMessage::make(
       MessageParts{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers), p.persistent,
-                   carried.header_bytes},
+                   carried.header_bytes, carried.amqp_headers},
       body);
   std::string refused_by;
   for (Queue* queue : route->queues) {

@@ -123,7 +123,7 @@ Result<MessagePtr, std::string> parse_message(ByteView frame_bytes) {
   const ByteView body = frame->payload();
   return BrokerMessage::make(MessageParts{std::move(publish->exchange), std::move(publish->key),
                                           std::move(publish->props), std::move(publish->headers), publish->persistent,
-                                          frame->header().size()},
+                                          frame->header().size()},  // without amqp_headers: the store keeps FireMQ's types
                              body);
 }
 
