@@ -244,6 +244,7 @@ std::size_t Queue::purge() {
 
 void Queue::add_consumer(Consumer* consumer, bool exclusive) {
   consumers_.push_back(consumer);
+  if (consumer->priority() != 0) ++prioritised_consumers_;
   exclusive_consumer_ = exclusive_consumer_ || exclusive;
   ever_had_consumer_ = true;
   touch();
@@ -253,6 +254,7 @@ void Queue::remove_consumer(Consumer* consumer) {
   auto it = std::find(consumers_.begin(), consumers_.end(), consumer);
   if (it == consumers_.end()) return;
   consumers_.erase(it);
+  if (consumer->priority() != 0) --prioritised_consumers_;
   if (consumers_.empty()) exclusive_consumer_ = false;
   if (round_robin_ >= consumers_.size()) round_robin_ = 0;
   touch();
@@ -263,11 +265,19 @@ Consumer* Queue::next_consumer_with_credit() {
   if (consumers_.empty()) return nullptr;
   // x-single-active-consumer: "one consumer at a time gets messages", the first still registered.
   if (settings_.arguments.single_active_consumer) return consumers_.front()->can_take() ? consumers_.front() : nullptr;
+  // x-priority: only the highest priority among the consumers that can take a message now is served.
+  std::optional<std::int64_t> highest;
+  if (prioritised_consumers_ > 0) {
+    for (Consumer* c : consumers_) {
+      if (c->can_take() && (!highest || c->priority() > *highest)) highest = c->priority();
+    }
+    if (!highest) return nullptr;
+  }
   // "messages go round the consumers that have credit; one without credit never holds up the rest"
   for (std::size_t tried = 0; tried < consumers_.size(); ++tried) {
     Consumer* candidate = consumers_[round_robin_];
     round_robin_ = (round_robin_ + 1) % consumers_.size();
-    if (candidate->can_take()) return candidate;
+    if ((!highest || candidate->priority() == *highest) && candidate->can_take()) return candidate;
   }
   return nullptr;
 }

@@ -86,6 +86,9 @@ class Consumer {
   virtual void take(QueuedMessage message, Queue& queue) = 0;
   // The queue is going away (deleted): the subscription ends.
   virtual void on_queue_deleted(Queue& queue) = 0;
+  // RabbitMQ's consumer priorities (the consumer argument x-priority): while a consumer of a higher priority can
+  // take a message, one of a lower priority gets none. 0 unless the consumer asked.
+  virtual std::int64_t priority() const { return 0; }
 };
 
 enum class DeathReason { rejected, expired, maxlen };
@@ -189,6 +192,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   std::size_t unacked_ = 0;
   std::vector<Consumer*> consumers_;
   std::size_t round_robin_ = 0;
+  std::size_t prioritised_consumers_ = 0;  // those with a priority other than 0: none, and no pass looks for the highest
   bool exclusive_consumer_ = false;
   bool ever_had_consumer_ = false;
   bool dispatching_ = false;

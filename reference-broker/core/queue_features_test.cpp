@@ -11,8 +11,10 @@ namespace {
 
 struct TestConsumer : Consumer {
   std::uint64_t credit = 100;
+  std::int64_t priority_ = 0;
   std::vector<QueuedMessage> taken;
   bool can_take() const override { return credit > 0; }
+  std::int64_t priority() const override { return priority_; }
   void take(QueuedMessage m, Queue&) override {
     --credit;
     taken.push_back(std::move(m));
@@ -279,6 +281,21 @@ TEST_F(QueueFeatures, SingleActiveConsumerHandsOverInRegistrationOrder) {
   q.enqueue(message("3"));
   ASSERT_EQ(second.taken.size(), 1u);
   EXPECT_EQ(body(second.taken[0]), "3");
+}
+
+TEST_F(QueueFeatures, ConsumerPrioritiesServeTheHighestThatCanTakeAndRoundRobinWithinIt) {
+  Queue& q = declare("q", {});
+  TestConsumer low, high_a, high_b;
+  low.priority_ = -1, high_a.priority_ = 5, high_b.priority_ = 5;
+  high_a.credit = high_b.credit = 2;
+  q.add_consumer(&low, false);
+  q.add_consumer(&high_a, false);
+  q.add_consumer(&high_b, false);
+  for (const char* b : {"1", "2", "3", "4", "5"}) q.enqueue(message(b));
+  EXPECT_EQ(high_a.taken.size(), 2u);  // the two of priority 5 take turns until both are full
+  EXPECT_EQ(high_b.taken.size(), 2u);
+  ASSERT_EQ(low.taken.size(), 1u);     // only then the lower one
+  EXPECT_EQ(body(low.taken[0]), "5");
 }
 
 TEST_F(QueueFeatures, XExpiresDeletesAQueueUnusedThatLong) {

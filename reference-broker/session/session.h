@@ -65,16 +65,26 @@ struct SessionEnv {
 
 class Session;
 
+// The consumer argument x-priority (RabbitMQ's consumer priorities): an integer, 0 when absent; anything else is
+// 406, as RabbitMQ refuses it.
+Result<std::int64_t> consumer_priority(const Map& args, const std::string& consumer);
+
 // A subscription: the Consumer its queue hands messages to, while it has credit.
 class Subscription : public Consumer {
  public:
-  Subscription(Session& session, op::Subscribe request, std::weak_ptr<Queue> queue)
-      : session_(session), request_(std::move(request)), credit_(request_.credit), queue_(std::move(queue)) {}
+  // `priority`: the request's x-priority (consumer_priority).
+  Subscription(Session& session, op::Subscribe request, std::weak_ptr<Queue> queue, std::int64_t priority)
+      : session_(session),
+        request_(std::move(request)),
+        credit_(request_.credit),
+        priority_(priority),
+        queue_(std::move(queue)) {}
 
   // Credit left, and the session under its bound on unacknowledged deliveries.
   bool can_take() const override;
   void take(QueuedMessage message, Queue& queue) override;
   void on_queue_deleted(Queue& queue) override;
+  std::int64_t priority() const override { return priority_; }
 
   void add_credit(std::uint64_t credit) {  // saturating: a peer's huge grants must not wrap to a small credit
     credit_ = credit > UINT64_MAX - credit_ ? UINT64_MAX : credit_ + credit;
@@ -89,6 +99,7 @@ class Subscription : public Consumer {
   Session& session_;
   op::Subscribe request_;
   std::uint64_t credit_;  // delivers the server may still send: granted so far, less those sent
+  std::int64_t priority_;
   std::weak_ptr<Queue> queue_;
 };
 

@@ -1,4 +1,7 @@
 // The spec's "Consuming" section: subscribe with credit, deliver, ack and nack, unsubscribe, cancelled, get.
+#include <algorithm>
+#include <limits>
+
 #include "protocol/reply_codes.h"
 #include "reference-broker/core/argument_bounds.h"
 #include "reference-broker/session/session.h"
@@ -8,6 +11,20 @@ namespace firemq {
 bool Subscription::can_take() const {
   // A no-ack consumer is not held by a channel-wide prefetch (RabbitMQ), only by the broker's own bound.
   return credit_ > 0 && !session_.unacked_full() && (request_.no_ack || !session_.shared_prefetch_full());
+}
+
+Result<std::int64_t> consumer_priority(const Map& args, const std::string& consumer) {
+  const Value* priority = nullptr;
+  for (const MapEntry& e : args) {
+    if (e.key == Value("x-priority")) priority = &e.value;
+  }
+  if (priority == nullptr) return std::int64_t{0};
+  if (const auto* i = priority->get_if<std::int64_t>()) return *i;
+  if (const auto* u = priority->get_if<std::uint64_t>()) {
+    return static_cast<std::int64_t>(std::min<std::uint64_t>(*u, std::numeric_limits<std::int64_t>::max()));
+  }
+  return make_error(ReplyCode::precondition_failed,
+                    "invalid arg 'x-priority' for " + consumer + ": expected an integer");
 }
 
 void Subscription::take(QueuedMessage message, Queue& queue) {
@@ -36,6 +53,8 @@ void Session::on_subscribe(const op::Subscribe& r) {
   }
   if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
   if (Status big = check_arguments(r.args, "consumer '" + request.tag + "'")) return refuse(r.rid, *big);
+  Result<std::int64_t> priority = consumer_priority(r.args, "consumer '" + request.tag + "'");
+  if (!priority) return refuse(r.rid, priority.error());
   Result<Queue*> queue = vhost_->usable_queue(r.queue, exclusive_owner_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
@@ -46,7 +65,7 @@ void Session::on_subscribe(const op::Subscribe& r) {
                                         std::string(kInExclusiveUse) + " (it has " +
                                         (q.has_exclusive_consumer() ? "an exclusive consumer)" : "other consumers)")));
   }
-  auto subscription = std::make_unique<Subscription>(*this, std::move(request), q.weak_from_this());
+  auto subscription = std::make_unique<Subscription>(*this, std::move(request), q.weak_from_this(), *priority);
   Subscription& s = *subscription;
   subscriptions_.emplace(r.sub, std::move(subscription));
   q.add_consumer(&s, r.exclusive);

@@ -258,7 +258,7 @@ TEST(SubscriptionCredit, HugeGrantsSaturateInsteadOfWrapping) {
   ManualTime time;
   Core core(definitions, time);
   Session session(SessionEnv{config, definitions, core}, out, "c");
-  Subscription s(session, op::Subscribe{1, 1, "q", UINT64_MAX, false, false, "", {}}, {});
+  Subscription s(session, op::Subscribe{1, 1, "q", UINT64_MAX, false, false, "", {}}, {}, 0);
   s.add_credit(2);  // UINT64_MAX + 2 would wrap to 1
   EXPECT_EQ(s.credit(), UINT64_MAX);
 }
