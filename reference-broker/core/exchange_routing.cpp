@@ -97,4 +97,24 @@ bool headers_match(const Map& binding_args, const Map& message_headers) {
   return want_all;
 }
 
+Result<std::vector<std::string>> sender_selected_keys(const Map& headers) {
+  std::vector<std::string> keys;
+  for (const MapEntry& e : headers) {
+    const auto* name = e.key.get_if<std::string>();
+    if (name == nullptr || (*name != "CC" && *name != "BCC")) continue;
+    const auto* routes = e.value.get_if<Array>();
+    if (routes == nullptr) {
+      return make_error(ReplyCode::precondition_failed, "invalid header '" + *name + "': expected an array of routing keys");
+    }
+    for (const Value& route : *routes) {
+      if (const auto* key = route.get_if<std::string>()) keys.push_back(*key);
+    }
+  }
+  return keys;
+}
+
+void remove_blind_copies(Map& headers) {
+  std::erase_if(headers, [](const MapEntry& e) { return e.key == Value("BCC"); });
+}
+
 }  // namespace firemq

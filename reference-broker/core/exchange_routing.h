@@ -4,6 +4,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/error.h"
 #include "protocol/value.h"
@@ -27,5 +28,12 @@ bool headers_match(const Map& binding_args, const Map& message_headers);
 
 // 406 naming the problem when a headers binding's x-match is not one of the four.
 Status check_headers_binding(const Map& binding_args);
+
+// RabbitMQ's sender-selected distribution: the routing keys a message's CC and BCC headers add to its own (arrays
+// of strings; other elements are skipped). 406 when either header is there but not an array. Empty for a message
+// without them, the common case, which allocates nothing.
+Result<std::vector<std::string>> sender_selected_keys(const Map& headers);
+// BCC is taken out of the message before it is queued: its receivers stay blind to each other.
+void remove_blind_copies(Map& headers);
 
 }  // namespace firemq

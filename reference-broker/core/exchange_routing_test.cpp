@@ -91,5 +91,19 @@ TEST(HeadersMatching, UnknownXMatchIsRefused) {
   EXPECT_FALSE(check_headers_binding(m({{Value("x-match"), Value("any-with-x")}})));
 }
 
+TEST(SenderSelected, CcAndBccKeysInOrderAndAnythingButAnArrayIs406) {
+  const Map headers{{Value("CC"), Value(Array{Value("a"), Value(std::uint64_t{1}), Value("b")})},
+                    {Value("BCC"), Value(Array{Value("c")})}};
+  EXPECT_EQ(*sender_selected_keys(headers), (std::vector<std::string>{"a", "b", "c"}));  // non-strings skipped
+  EXPECT_TRUE(sender_selected_keys({})->empty());
+  auto bad = sender_selected_keys(Map{{Value("CC"), Value("a")}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, 406);
+  Map delivered = headers;
+  remove_blind_copies(delivered);
+  ASSERT_EQ(delivered.size(), 1u);
+  EXPECT_EQ(delivered[0].key, Value("CC"));
+}
+
 }  // namespace
 }  // namespace firemq

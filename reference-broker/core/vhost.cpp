@@ -390,18 +390,34 @@ Status Vhost::publish_target_refusal(const std::string& exchange) const {
   return std::nullopt;
 }
 
+namespace {
+
+// The message's own routing key, then those its CC and BCC headers add.
+template <class F>
+void for_each_key(const std::string& key, const std::vector<std::string>& also, F&& f) {
+  f(key);
+  for (const std::string& k : also) f(k);
+}
+
+}  // namespace
+
 Result<Route> Vhost::route(const std::string& exchange, const std::string& key, const Map& headers) const {
   if (Status refusal = publish_target_refusal(exchange)) return std::move(*refusal);
+  // Sender-selected distribution (RabbitMQ): the CC and BCC headers' keys route as the message's own key does.
+  Result<std::vector<std::string>> also = sender_selected_keys(headers);
+  if (!also) return also.error();
   auto it = exchanges_.find(exchange);
   Route route;
+  std::set<Queue*> reached;
   if (exchange.empty()) {  // "the default exchange, which routes to the queue named by key"
-    auto q = queues_.find(key);
-    if (q != queues_.end()) route.queues.push_back(q->second.get());
+    for_each_key(key, *also, [&](const std::string& k) {
+      auto q = queues_.find(k);
+      if (q != queues_.end() && reached.insert(q->second.get()).second) route.queues.push_back(q->second.get());
+    });
     return route;
   }
   std::set<std::string> visited{exchange};
-  std::set<Queue*> reached;
-  route_from(it->second, key, headers, visited, reached, route);
+  route_keys(it->second, key, *also, headers, visited, reached, route);
   // alternate-exchange: "unroutable messages go to it, chains stop at a repeat"; a message routed through it
   // counts as routed (for mandatory).
   std::set<std::string> alternates{exchange};
@@ -414,9 +430,23 @@ Result<Route> Vhost::route(const std::string& exchange, const std::string& key, 
     if (next == exchanges_.end()) break;  // "A missing AE is not an error."
     current = &next->second;
     visited.insert(*ae_name);
-    route_from(*current, key, headers, visited, reached, route);
+    route_keys(*current, key, *also, headers, visited, reached, route);
   }
   return route;
+}
+
+// Each key from `start`, every exchange visited once per key (a key is a routing of its own); each queue is reached
+// once over all of them.
+void Vhost::route_keys(const Exchange& start, const std::string& key, const std::vector<std::string>& also,
+                       const Map& headers, std::set<std::string>& visited, std::set<Queue*>& reached,
+                       Route& route) const {
+  if (also.empty()) return route_from(start, key, headers, visited, reached, route);
+  const std::set<std::string> visited_before = visited;
+  for_each_key(key, also, [&](const std::string& k) {
+    std::set<std::string> visited_by_key = visited_before;
+    route_from(start, k, headers, visited_by_key, reached, route);
+    visited.insert(visited_by_key.begin(), visited_by_key.end());
+  });
 }
 
 void Vhost::route_from(const Exchange& start, const std::string& key, const Map& headers,

@@ -114,6 +114,8 @@ class Vhost : private DeadLetterer {
  private:
   void add_builtin(const std::string& name, ExchangeType type);
   void dead_letter(const Queue& from, const QueuedMessage& message, DeathReason reason) override;
+  void route_keys(const Exchange& start, const std::string& key, const std::vector<std::string>& also,
+                  const Map& headers, std::set<std::string>& visited, std::set<Queue*>& reached, Route& route) const;
   void route_from(const Exchange& exchange, const std::string& key, const Map& headers, std::set<std::string>& visited,
                   std::set<Queue*>& reached, Route& route) const;
   void remove_queue(const std::string& name);

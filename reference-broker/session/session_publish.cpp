@@ -34,6 +34,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
     }
     return confirm(p.seq);
   }
+  remove_blind_copies(p.headers);  // RabbitMQ's sender-selected distribution: BCC routes, and is not delivered
   Journal* journal = env_.core.journal();
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
   const MessagePtr message = BrokerMessage::make(
