@@ -132,6 +132,7 @@ void AmqpConnectionCore::on_connection_method(const Method& method) {
   if (state_ == State::open && (method.id() == m::kConnectionBlocked || method.id() == m::kConnectionUnblocked)) {
     return;  // a client's own flow notifications: nothing for the broker to do
   }
+  if (state_ == State::open && method.id() == m::kConnectionUpdateSecret) return on_update_secret(method);
   connection_error(hard_error(kCommandInvalid, std::string(method.name()) + " is not expected on channel 0 now"),
                    method.id());
 }
@@ -200,6 +201,15 @@ void AmqpConnectionCore::on_start_ok(const Method& method) {
   tune.set("heartbeat", env_.config.heartbeat_seconds);
   send(0, tune);
   state_ = State::awaiting_tune_ok;
+}
+
+// RabbitMQ's token refresh. The broker's users have passwords that do not expire, so there is nothing to extend:
+// as RabbitMQ's internal backend, it answers update-secret-ok whatever the secret. A secret that is the user's
+// password now (changed since the login) is kept, for the channels opened from here on to log in with.
+void AmqpConnectionCore::on_update_secret(const Method& method) {
+  const std::string& secret = method.text("new_secret");
+  if (env_.definitions.authenticate(login_.auth.user, secret) != nullptr) login_.auth.pass = secret;
+  send(0, Method::of(m::kConnectionUpdateSecretOk));
 }
 
 void AmqpConnectionCore::on_tune_ok(const Method& method) {

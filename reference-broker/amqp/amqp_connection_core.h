@@ -76,6 +76,7 @@ class AmqpConnectionCore : private AmqpChannelHost {
   void send_start();
   void on_start_ok(const amqp::Method& m);
   void on_tune_ok(const amqp::Method& m);
+  void on_update_secret(const amqp::Method& m);
   void on_open(const amqp::Method& m);
   void on_close(const amqp::Method& m);
   void send(std::uint16_t channel, const amqp::Method& m);

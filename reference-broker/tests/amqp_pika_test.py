@@ -456,6 +456,18 @@ class RabbitMqChannelSemantics(PikaChannel):
         self.assertEqual(self.channel.queue_declare(self.queue, passive=True).method.message_count, 1)
         self.assertTrue(self.connection.is_open)
 
+    def test_update_secret_is_answered_update_secret_ok(self):
+        # As RabbitMQ's internal users: nothing expires, so any secret is acknowledged and the connection goes on.
+        for secret in (b"guest", b"not-the-password"):
+            sock, answer = raw_amqp_open(self.broker.ports["amqp"])
+            self.assertEqual(answer[:2], (10, 41))
+            sock.sendall(amqp_frame(1, 0, struct.pack(">HHI", 10, 70, len(secret)) + secret + b"\x07refresh"))
+            _, channel, payload = read_frames(sock, 1)[0]
+            self.assertEqual((channel, struct.unpack(">HH", payload[:4])), (0, (10, 71)), secret)
+            sock.sendall(amqp_frame(1, 1, struct.pack(">HH", 20, 10) + b"\x00"))  # a channel still opens
+            self.assertEqual(struct.unpack(">HH", read_frames(sock, 1)[0][2][:4]), (20, 11), secret)
+            sock.close()
+
     def test_x_death_has_rabbitmqs_types(self):
         dead = self.queue + "-dead"
         self.channel.queue_declare(dead, exclusive=True)
