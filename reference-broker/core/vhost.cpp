@@ -145,10 +145,10 @@ void Vhost::delete_exchange_if_auto_delete_due(const std::string& name) {
 
 // Queues ----------------------------------------------------------------------------------------------------
 
-std::string Vhost::server_named_queue() {
+std::string Vhost::server_named_queue(const std::string& prefix) {
   static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
   while (true) {
-    std::string name = "amq.gen-";
+    std::string name = prefix;
     for (int i = 0; i < 22; ++i) name += kAlphabet[random_() % 64];
     if (!queues_.count(name)) return name;
   }
@@ -170,6 +170,8 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
     if (Status text = check_text("queue name", r.name)) return std::move(*text);
     if (Status bad = check_arguments(r.args, owner)) return std::move(*bad);
   }
+  // Direct reply-to's pseudo-queue exists for a passive declare, as in RabbitMQ, and holds nothing.
+  if (r.passive && r.name == kDirectReplyTo) return op::Ok{r.rid, r.name, 0, 0, false};
   if (r.passive || (!r.name.empty() && queues_.count(r.name))) {
     auto q = usable_queue(r.name, conn_id);
     if (!q) return q.error();
@@ -198,7 +200,16 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
   if (reserved_name(r.name)) {
     return refused(ReplyCode::access_refused, "queue name " + quoted(r.name) + " uses the reserved prefix 'amq.'");
   }
-  const std::string name = r.name.empty() ? server_named_queue() : r.name;
+  return create_queue(r, r.name.empty() ? server_named_queue("amq.gen-") : r.name, conn_id);
+}
+
+std::string Vhost::declare_reply_queue(const std::string& conn_id) {
+  op::DeclareQueue reply;
+  reply.exclusive = true, reply.auto_delete = true;  // ends with its consumer, or its connection
+  return create_queue(reply, server_named_queue(std::string(kDirectReplyTo) + "."), conn_id)->name;
+}
+
+Result<op::Ok> Vhost::create_queue(const op::DeclareQueue& r, const std::string& name, const std::string& conn_id) {
   Result<QueueArguments> arguments = parse_queue_arguments(r.args, name, name_);
   if (!arguments) return arguments.error();
   QueueSettings settings{name_, name, r.durable, r.auto_delete, r.exclusive ? conn_id : std::string(), r.args, *arguments};

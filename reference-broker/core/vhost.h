@@ -19,6 +19,9 @@
 
 namespace firemq {
 
+// The pseudo-queue of RabbitMQ's direct reply-to: consumed from, and named as a publish's reply_to.
+inline constexpr std::string_view kDirectReplyTo = "amq.rabbitmq.reply-to";
+
 struct Binding {
   std::string destination;  // a queue, or an exchange when to_exchange
   bool to_exchange = false;
@@ -85,11 +88,16 @@ class Vhost : private DeadLetterer {
   std::size_t binding_count() const;
   bool is_bound(const op::BindFields& request) const;
 
-  // The queues a message published to `exchange` with `key` and `headers` reaches; 404 for a missing exchange,
-  // 403 for an internal one.
   // A missing or internal exchange refuses a publish before any routing.
   Status publish_target_refusal(const std::string& exchange) const;
+  // The queues a message published to `exchange` with `key` and `headers` reaches; 404 for a missing exchange,
+  // 403 for an internal one.
   Result<Route> route(const std::string& exchange, const std::string& key, const Map& headers) const;
+
+  // Direct reply-to (RabbitMQ's extension): a consumer of kDirectReplyTo gets a queue of its own, exclusive to its
+  // connection and auto-deleted with its consumer, named kDirectReplyTo + "." + 22 random characters: the name
+  // its requests carry as reply_to, to which a responder publishes through the default exchange.
+  std::string declare_reply_queue(const std::string& conn_id);
 
   // A queue this connection may use: 404 when missing, 405 when another connection's exclusive queue.
   Result<Queue*> usable_queue(const std::string& name, const std::string& conn_id);
@@ -123,7 +131,9 @@ class Vhost : private DeadLetterer {
   void remove_bindings_to(const std::string& destination, bool to_exchange);
   void delete_exchange_if_auto_delete_due(const std::string& name);
   Status check_bind_target(const op::BindFields& request, const std::string& conn_id);
-  std::string server_named_queue();
+  std::string server_named_queue(const std::string& prefix);
+  // declare_queue's creating half, once the request is checked and the name chosen.
+  Result<op::Ok> create_queue(const op::DeclareQueue& r, const std::string& name, const std::string& conn_id);
   void note_change(bool durable) { durable_changed_ = durable_changed_ || durable; }
 
   std::string name_;

@@ -242,6 +242,10 @@ class Session : private DurabilityWaiter {
   // The unacknowledged tags an ack or nack names; 406 for an unknown tag.
   Result<std::vector<std::uint64_t>> settled_tags(std::uint64_t tag, bool multiple);
   void end_subscription(std::uint64_t sub);
+  Result<std::string> open_reply_queue(const op::Subscribe& r);
+  bool has_reply_consumer() const;
+  // A publish whose reply_to is kDirectReplyTo names this session's reply queue instead; 406 without one.
+  Status direct_reply_to(op::Publish& p) const;
   // ClientBounds::unacked: deliveries stop while this many are unacknowledged, and resume once acks make room.
   bool unacked_full() const { return unacked_.size() >= env_.config.bounds.unacked; }
   bool shared_prefetch_full() const { return shared_prefetch_ != 0 && unacked_.size() >= shared_prefetch_; }
@@ -253,6 +257,7 @@ class Session : private DurabilityWaiter {
   std::string conn_id_;
   std::string exclusive_owner_;  // conn_id_, or the AMQP connection of this channel's session
   std::uint64_t shared_prefetch_ = 0;  // set_shared_prefetch: 0 for none
+  std::string reply_queue_;            // direct reply-to's queue, once this session consumed kDirectReplyTo
   TransportHints hints_;
   Counting counting_;
   State state_ = State::awaiting_hello;

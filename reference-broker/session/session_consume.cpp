@@ -55,13 +55,18 @@ void Session::on_subscribe(const op::Subscribe& r) {
   if (Status big = check_arguments(r.args, "consumer '" + request.tag + "'")) return refuse(r.rid, *big);
   Result<std::int64_t> priority = consumer_priority(r.args, "consumer '" + request.tag + "'");
   if (!priority) return refuse(r.rid, priority.error());
-  Result<Queue*> queue = vhost_->usable_queue(r.queue, exclusive_owner_);
+  if (r.queue == kDirectReplyTo) {
+    Result<std::string> reply_queue = open_reply_queue(r);
+    if (!reply_queue) return refuse(r.rid, reply_queue.error());
+    request.queue = *reply_queue;
+  }
+  Result<Queue*> queue = vhost_->usable_queue(request.queue, exclusive_owner_);
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
   // "exclusive: Fail with 405 if the queue has other consumers, and block new ones."
   if (q.has_exclusive_consumer() || (r.exclusive && q.consumer_count() > 0)) {
     return refuse(r.rid, make_error(ReplyCode::resource_locked,
-                                    "queue '" + r.queue + "' in vhost '" + vhost_name_ + "' " +
+                                    "queue '" + request.queue + "' in vhost '" + vhost_name_ + "' " +
                                         std::string(kInExclusiveUse) + " (it has " +
                                         (q.has_exclusive_consumer() ? "an exclusive consumer)" : "other consumers)")));
   }
@@ -78,6 +83,17 @@ bool Session::single_active_consumer_queue(const std::string& queue) const {
   auto it = vhost_->queues().find(queue);
   return it != vhost_->queues().end() && it->second->settings().arguments.single_active_consumer;
 }
+
+// Direct reply-to (RabbitMQ's): a reply consumer must be no-ack, and a session has one at a time (406 otherwise,
+// RabbitMQ's words).
+Result<std::string> Session::open_reply_queue(const op::Subscribe& r) {
+  if (!r.no_ack) return make_error(ReplyCode::precondition_failed, "reply consumer cannot acknowledge");
+  if (has_reply_consumer()) return make_error(ReplyCode::precondition_failed, "reply consumer already set");
+  reply_queue_ = vhost_->declare_reply_queue(exclusive_owner_);
+  return reply_queue_;
+}
+
+bool Session::has_reply_consumer() const { return !reply_queue_.empty() && vhost_->queues().count(reply_queue_) != 0; }
 
 void Session::on_unsubscribe(const op::Unsubscribe& r) {
   // Unsubscribing an unknown sub succeeds, as AMQP's basic.cancel of an unknown consumer does.

@@ -21,6 +21,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   }
   if (p.seq != 0) last_seq_ = p.seq;
   if (Status refused = publish_refusal(p)) return reject_publish(p.seq, *refused);
+  if (Status no_reply_consumer = direct_reply_to(p)) return reject_publish(p.seq, *no_reply_consumer);
   Result<Route> route = vhost_->route(p.exchange, p.key, p.headers);
   if (!route) return reject_publish(p.seq, route.error());
   if (route->queues.empty()) {
@@ -59,6 +60,18 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   // x-overflow reject-publish: "a confirm nack with a code and msg" (resource-error: the queue is full).
   reject_publish(p.seq, make_error(ReplyCode::resource_error,
                                    "queue '" + refused_by + "' is full and its x-overflow refuses new messages"));
+}
+
+Status Session::direct_reply_to(op::Publish& p) const {
+  for (MapEntry& e : p.props.entries) {
+    const auto* reply_to = e.key == Value("reply_to") ? e.value.get_if<std::string>() : nullptr;
+    if (reply_to == nullptr || *reply_to != kDirectReplyTo) continue;
+    if (!has_reply_consumer()) {
+      return make_error(ReplyCode::precondition_failed, "fast reply consumer does not exist");
+    }
+    e.value = Value(reply_queue_);
+  }
+  return Status();
 }
 
 Status Session::publish_refusal(const op::Publish& p) const {

@@ -468,6 +468,26 @@ class RabbitMqChannelSemantics(PikaChannel):
             self.assertEqual(struct.unpack(">HH", read_frames(sock, 1)[0][2][:4]), (20, 11), secret)
             sock.close()
 
+    def test_direct_reply_to_answers_a_request_from_another_connection(self):
+        self.channel.queue_declare(self.queue)
+        replies = []
+        self.channel.basic_consume("amq.rabbitmq.reply-to", lambda ch, m, p, b: replies.append(b), auto_ack=True)
+        self.channel.basic_publish("", self.queue, b"ping", pika.BasicProperties(reply_to="amq.rabbitmq.reply-to"))
+        responder = self.broker.amqp()
+        try:
+            serving = responder.channel()
+            method, properties, body = None, None, None
+            deadline = time.time() + 5
+            while method is None and time.time() < deadline:
+                method, properties, body = serving.basic_get(self.queue, auto_ack=True)
+            self.assertTrue(properties.reply_to.startswith("amq.rabbitmq.reply-to."), properties.reply_to)
+            serving.basic_publish("", properties.reply_to, b"pong")
+        finally:
+            responder.close()
+        pump(self.connection)
+        self.assertEqual(replies, [b"pong"])
+        self.channel.queue_delete(self.queue)
+
     def test_x_death_has_rabbitmqs_types(self):
         dead = self.queue + "-dead"
         self.channel.queue_declare(dead, exclusive=True)
