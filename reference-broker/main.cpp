@@ -110,7 +110,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("websocket-fault", po::value<std::string>(),
        "testing: break the WebSocket transport one way (accept-text, ignore-url-vhost or pack-frames)")
       ("amqp-fault", po::value<std::string>(),
-       "testing: break the AMQP interop table one way (drop-delivery-mode or decimal-ignores-scale)")
+       "testing: break the AMQP side one way (drop-delivery-mode, decimal-ignores-scale, crossing-close-ends-channel, "
+       "nack-refused-publishes, global-qos-per-consumer, lossy-header-types or empty-queue-name-as-given)")
       ("storage-fault", po::value<std::string>(),
        "testing: fail the Nth write or fsync of the data directory with EIO or ENOSPC (write:N or fsync:N, then "
        "optionally :eio or :enospc)")
@@ -163,14 +164,24 @@ firemq::Result<firemq::WebSocketFaults, std::string> parse_websocket_fault(const
 
 firemq::Result<firemq::AmqpFaults, std::string> parse_amqp_fault(const std::string& name) {
   firemq::AmqpFaults faults;
-  if (name == "drop-delivery-mode") {
-    faults.drop_delivery_mode = true;
-  } else if (name == "decimal-ignores-scale") {
-    faults.decimal_ignores_scale = true;
-  } else {
-    return "--amqp-fault " + name + ": expected drop-delivery-mode or decimal-ignores-scale";
+  const std::pair<const char*, bool firemq::AmqpFaults::*> known[] = {
+      {"drop-delivery-mode", &firemq::AmqpFaults::drop_delivery_mode},
+      {"decimal-ignores-scale", &firemq::AmqpFaults::decimal_ignores_scale},
+      {"crossing-close-ends-channel", &firemq::AmqpFaults::crossing_close_ends_channel},
+      {"nack-refused-publishes", &firemq::AmqpFaults::nack_refused_publishes},
+      {"global-qos-per-consumer", &firemq::AmqpFaults::global_qos_per_consumer},
+      {"lossy-header-types", &firemq::AmqpFaults::lossy_header_types},
+      {"empty-queue-name-as-given", &firemq::AmqpFaults::empty_queue_name_as_given},
+  };
+  std::string names;
+  for (const auto& [known_name, flag] : known) {
+    if (name == known_name) {
+      faults.*flag = true;
+      return faults;
+    }
+    names += names.empty() ? known_name : std::string(", ") + known_name;
   }
-  return faults;
+  return "--amqp-fault " + name + ": expected one of " + names;
 }
 
 // The listeners' ports and TLS files, checked together; the error says which flag is wrong.

@@ -98,7 +98,9 @@ void AmqpChannel::on_method(const Method& method) {
     // that crossed ours is answered, and the channel still waits for the close-ok of ours, as RabbitMQ does: the
     // client's close-ok must not arrive on a channel that is gone (504, which would end the connection).
     if (method.id() == m::kChannelClose) reply(Method::of(m::kChannelCloseOk));
-    if (method.id() == m::kChannelCloseOk) state_ = State::closed;
+    if (method.id() == m::kChannelCloseOk || (faults_.crossing_close_ends_channel && method.id() == m::kChannelClose)) {
+      state_ = State::closed;
+    }
     return;
   }
   if (publishing_) {
@@ -274,7 +276,7 @@ void AmqpChannel::on_queue_delete(const Method& method) {
 // declared yet, RabbitMQ closes the channel with 404, and so does this (nullopt: the channel is closing).
 std::optional<std::string> AmqpChannel::queue_of(const Method& method) {
   const std::string& name = method.text("queue");
-  if (!name.empty()) return name;
+  if (!name.empty() || faults_.empty_queue_name_as_given) return name;
   if (last_declared_queue_.empty()) {
     close_channel(404, "no previously declared queue", method.id());
     return std::nullopt;
@@ -292,7 +294,7 @@ void AmqpChannel::on_basic_qos(const Method& method) {
                                   m::kBasicQos);
   }
   const auto count = static_cast<std::uint16_t>(method.number("prefetch_count"));
-  if (!method.flag("global")) {
+  if (!method.flag("global") || faults_.global_qos_per_consumer) {
     prefetch_ = count;
   } else if (session_) {
     session_->set_shared_prefetch(count);
@@ -623,7 +625,7 @@ void AmqpChannel::on_confirm(const op::Confirm& c) {
            code == static_cast<std::uint16_t>(ReplyCode::not_found) ||
            code == static_cast<std::uint16_t>(ReplyCode::precondition_failed);
   };
-  if (c.nack && refused_before_routing(c.code)) {
+  if (c.nack && refused_before_routing(c.code) && !faults_.nack_refused_publishes) {
     return close_channel(static_cast<std::uint16_t>(c.code), c.msg, m::kBasicPublish);
   }
   // {upto: n} is AMQP's basic.ack with multiple; a FireMQ nack names one seq.
@@ -649,7 +651,8 @@ void AmqpChannel::reply(const Method& method) {
 void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body,
                                const MessageExtras& extras) {
   const amqp::ContentHeader header =
-      with_faults(to_amqp_properties(props, headers, extras.persistent, extras.amqp_headers), faults_);
+      with_faults(to_amqp_properties(props, headers, extras.persistent,
+                                     faults_.lossy_header_types ? nullptr : extras.amqp_headers), faults_);
   host_.write(amqp::encode_content(number_, method, header, body, host_.frame_max()));
 }
 

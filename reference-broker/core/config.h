@@ -41,6 +41,12 @@ struct WebSocketFaults {
 struct AmqpFaults {
   bool drop_delivery_mode = false;     // an AMQP publish's delivery-mode is ignored: never persistent
   bool decimal_ignores_scale = false;  // a `D` header value reaches FireMQ as its unscaled value
+  // The channel semantics RabbitMQ's clients rely on (conformance/amqp_semantics_faults.json), each one undone:
+  bool crossing_close_ends_channel = false;  // a close crossing ours ends the channel at once (the close-ok is 504)
+  bool nack_refused_publishes = false;       // in confirm mode a publish to a missing exchange is nacked
+  bool global_qos_per_consumer = false;      // basic.qos global=true is each new consumer's prefetch
+  bool lossy_header_types = false;           // AMQP consumers get the interop table's types, not the publisher's
+  bool empty_queue_name_as_given = false;    // "" is not the last declared queue
 };
 
 // The listeners, by the URL scheme clients use, on the spec's default ports. No value: that listener is off.
