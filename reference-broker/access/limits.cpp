@@ -100,6 +100,7 @@ Status ConnectionCounts::admit(const std::string& user, const UserLimits& user_l
   }
   ++by_vhost_[vhost];
   ++by_user_[user];
+  ++opened_total_;
   return std::nullopt;
 }
 
@@ -111,6 +112,7 @@ void ConnectionCounts::release(const std::string& user, const std::string& vhost
   };
   drop(by_vhost_, vhost);
   drop(by_user_, user);
+  ++closed_total_;
 }
 
 std::uint64_t ConnectionCounts::on_vhost(const std::string& vhost) const {

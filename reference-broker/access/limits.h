@@ -58,8 +58,14 @@ class ConnectionCounts {
   void release(const std::string& user, const std::string& vhost);
   std::uint64_t on_vhost(const std::string& vhost) const;
   std::uint64_t of_user(const std::string& user) const;
+  // Every connection admitted, and every one released, since the start: rabbitmq_connections_opened_total and
+  // _closed_total. A login that fails is neither (RabbitMQ counts it closed but never opened).
+  std::uint64_t opened_total() const { return opened_total_; }
+  std::uint64_t closed_total() const { return closed_total_; }
 
  private:
+  std::uint64_t opened_total_ = 0;
+  std::uint64_t closed_total_ = 0;
   std::map<std::string, std::uint64_t> by_vhost_;
   std::map<std::string, std::uint64_t> by_user_;
 };

@@ -29,6 +29,7 @@ class Core {
     auto vhost = std::make_unique<Vhost>(name, time_);
     vhost->set_journal(journal_);
     vhost->set_pager(pager_);
+    vhost->set_churn(&churn_);
     vhosts_.emplace(name, std::move(vhost));
   }
   // A vhost deleted at run time: its queues are deleted (their stored messages with them), then the vhost. Its
@@ -79,8 +80,11 @@ class Core {
 
   // The connections open per vhost and per user, for their max-connections limits.
   ConnectionCounts& connection_counts() { return connection_counts_; }
+  const ConnectionCounts& connection_counts() const { return connection_counts_; }
   MessageCounters& counters() { return counters_; }
   const MessageCounters& counters() const { return counters_; }
+  ChurnCounters& churn() { return churn_; }
+  const ChurnCounters& churn() const { return churn_; }
 
   // nullptr for a vhost that does not exist.
   Vhost* vhost(const std::string& name) {
@@ -104,6 +108,7 @@ class Core {
   std::map<std::string, std::unique_ptr<Vhost>> vhosts_;
   ConnectionCounts connection_counts_;
   MessageCounters counters_;
+  ChurnCounters churn_;
   Journal* journal_ = nullptr;
   Pager* pager_ = nullptr;
   TopologyStore* topology_ = nullptr;

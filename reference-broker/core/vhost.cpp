@@ -195,12 +195,15 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
     }
     (*q)->touch();  // x-expires: a declare counts as use
     (*q)->expire_messages();
+    if (!r.passive) count(&ChurnCounters::queues_declared);
     return op::Ok{r.rid, r.name, (*q)->ready_count(), (*q)->consumer_count(), false};
   }
   if (reserved_name(r.name)) {
     return refused(ReplyCode::access_refused, "queue name " + quoted(r.name) + " uses the reserved prefix 'amq.'");
   }
-  return create_queue(r, r.name.empty() ? server_named_queue("amq.gen-") : r.name, conn_id);
+  Result<op::Ok> created = create_queue(r, r.name.empty() ? server_named_queue("amq.gen-") : r.name, conn_id);
+  if (created) count(&ChurnCounters::queues_declared);
+  return created;
 }
 
 std::string Vhost::declare_reply_queue(const std::string& conn_id) {
@@ -222,6 +225,7 @@ Result<op::Ok> Vhost::create_queue(const op::DeclareQueue& r, const std::string&
   if (kept && journal_ != nullptr) journal_->restore_into(*queue);
   const std::uint64_t messages = queue->ready_count();
   queues_.emplace(name, std::move(queue));
+  count(&ChurnCounters::queues_created);
   note_change(kept);
   return op::Ok{r.rid, name, messages, 0, false};
 }
@@ -246,6 +250,7 @@ void Vhost::remove_queue(const std::string& name) {
   if (it == queues_.end()) return;
   std::shared_ptr<Queue> queue = std::move(it->second);
   queues_.erase(it);
+  count(&ChurnCounters::queues_deleted);
   const bool kept = queue->settings().durable && !queue->exclusive();
   if (kept && journal_ != nullptr) journal_->queue_deleted(*queue);
   note_change(kept);
@@ -258,6 +263,7 @@ void Vhost::forget_new_queue(const std::string& name) {
   if (it == queues_.end()) return;
   std::shared_ptr<Queue> queue = std::move(it->second);
   queues_.erase(it);
+  count(&ChurnCounters::queues_deleted);
   note_change(queue->settings().durable && !queue->exclusive());
   queue->cancel_consumers();
   remove_bindings_to(name, false);

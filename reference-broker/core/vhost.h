@@ -13,6 +13,7 @@
 
 #include "protocol/error.h"
 #include "protocol/messages.h"
+#include "reference-broker/core/counters.h"
 #include "reference-broker/core/exchange_routing.h"
 #include "reference-broker/core/queue.h"
 #include "reference-broker/core/time_source.h"
@@ -44,16 +45,6 @@ struct Exchange {
 // What a publish routed to: each queue once, however many paths lead there.
 struct Route {
   std::vector<Queue*> queues;
-};
-
-// What has passed through the broker since it started, or through one vhost, for the management API's message_stats and the
-// Prometheus metrics.
-struct MessageCounters {
-  std::uint64_t published = 0;     // publish frames taken (refused ones included)
-  std::uint64_t delivered = 0;     // deliver and get_ok frames sent
-  std::uint64_t acknowledged = 0;  // deliveries acked by clients
-  std::uint64_t confirmed = 0;     // publishes confirmed (positively)
-  std::uint64_t returned = 0;      // mandatory publishes returned
 };
 
 class Vhost : private DeadLetterer {
@@ -111,6 +102,8 @@ class Vhost : private DeadLetterer {
   // The message store that durable queues write their persistent messages to (null: none).
   void set_journal(Journal* journal) { journal_ = journal; }
   void set_pager(Pager* pager) { pager_ = pager; }  // for the queues declared from now on
+  // Where its queues' declares, creations and deletions are counted (the Core's, which outlive a deleted vhost).
+  void set_churn(ChurnCounters* churn) { churn_ = churn; }
   // Whether durable exchanges, queues or bindings changed since the last call (the definitions file is due).
   bool take_durable_change() { return std::exchange(durable_changed_, false); }
   // The save after a change failed: the next request or tick tries again.
@@ -135,6 +128,9 @@ class Vhost : private DeadLetterer {
   // declare_queue's creating half, once the request is checked and the name chosen.
   Result<op::Ok> create_queue(const op::DeclareQueue& r, const std::string& name, const std::string& conn_id);
   void note_change(bool durable) { durable_changed_ = durable_changed_ || durable; }
+  void count(std::uint64_t ChurnCounters::*what) {
+    if (churn_ != nullptr) ++(churn_->*what);
+  }
 
   std::string name_;
   MessageCounters counters_;
@@ -145,6 +141,7 @@ class Vhost : private DeadLetterer {
   std::mt19937_64 random_{std::random_device{}()};
   Journal* journal_ = nullptr;
   Pager* pager_ = nullptr;
+  ChurnCounters* churn_ = nullptr;  // none in a vhost of its own (the unit tests)
   bool durable_changed_ = false;
 };
 

@@ -3,6 +3,7 @@
 // RabbitMQ's import merges) and vhosts in the Core; either way the data directory's definitions file is rewritten
 // before the answer, as for a durable declare, so that a restart comes back with them. Passwords are hashed on
 // arrival (password_hash.h): only the salted hash is ever kept.
+#include <charconv>
 #include <map>
 #include <set>
 #include <sstream>
@@ -146,6 +147,10 @@ HttpAnswer ManagementApi::administer(const HttpRequest& request, const Route& ro
     if (method == http::verb::put) return put_permission(route[1], route[2], *body);
     if (method == http::verb::delete_) return delete_permission(route[1], route[2]);
   }
+  if ((what == "vhost-limits" || what == "user-limits") && route.size() == 3) {
+    if (method == http::verb::put) return put_limit(route, *body);
+    if (method == http::verb::delete_) return delete_limit(route);
+  }
   if (what == "definitions" && route.size() == 1 && method == http::verb::post) return import_definitions(*body);
   return api_error(http::status::method_not_allowed, "bad_request", "no such route for this method");
 }
@@ -203,6 +208,69 @@ HttpAnswer ManagementApi::put_permission(const std::string& vhost, const std::st
 HttpAnswer ManagementApi::delete_permission(const std::string& vhost, const std::string& user) {
   if (!env_.definitions.remove_permission(user, vhost)) return not_found();
   return saved(http::status::no_content);
+}
+
+Result<Json, HttpAnswer> ManagementApi::limits(const Route& route, const ApiUser& who) const {
+  const bool of_vhosts = route[0] == "vhost-limits";
+  if (route.size() > 2) return not_found();
+  const std::optional<std::string> only = route.at(1);
+  // A vhost's limits are seen by whoever sees the vhost; users' by administrators, as RabbitMQ's.
+  if (!of_vhosts && !who.administrator) {
+    return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+  }
+  if (only && (of_vhosts ? !env_.definitions.has_vhost(*only) : env_.definitions.find_user(*only) == nullptr)) {
+    return not_found();
+  }
+  Json out = Json::array();
+  const auto add = [&](const char* key, const std::string& name, Json value) {
+    if (!value.empty() && (!only || name == *only)) out.push_back({{key, name}, {"value", std::move(value)}});
+  };
+  if (of_vhosts) {
+    for (const std::string& vhost : env_.definitions.vhost_names()) {
+      if (may_see(who, vhost)) add("vhost", vhost, firemq::to_json(env_.definitions.vhost_limits(vhost)));
+    }
+    return out;
+  }
+  const Json users = env_.definitions.to_json()["users"];  // held: a temporary's element would dangle in the loop
+  for (const Json& user : users) add("user", user["name"], user["limits"]);
+  return out;
+}
+
+namespace {
+// A limit's "value": an integer, or its decimal text (as rabbitmqadmin and forms send counts); negative is none.
+Result<Json, std::string> limit_value(const Json& body) {
+  const auto it = body.find("value");
+  if (it == body.end()) return std::string("'value' is required: the limit, an integer (negative for none)");
+  if (it->is_number_integer()) return *it;
+  if (it->is_string()) {
+    const std::string& text = it->get_ref<const std::string&>();
+    std::int64_t n = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), n);
+    if (error == std::errc() && end == text.data() + text.size() && !text.empty()) return Json(n);
+  }
+  return "'value' must be an integer, not " + it->dump();
+}
+}  // namespace
+
+HttpAnswer ManagementApi::put_limit(const Route& route, const Json& body) {
+  const bool of_vhost = route[0] == "vhost-limits";
+  if (of_vhost ? !env_.definitions.has_vhost(route[1]) : env_.definitions.find_user(route[1]) == nullptr) {
+    return not_found();
+  }
+  auto value = limit_value(body);
+  if (!value) return bad_request(value.error());
+  const Json one{{route[2], *value}};
+  const auto bad = of_vhost ? env_.definitions.set_vhost_limits(route[1], one)
+                            : env_.definitions.set_user_limits(route[1], one);
+  if (bad) return bad_request(*bad);
+  return saved(http::status::no_content);
+}
+
+HttpAnswer ManagementApi::delete_limit(const Route& route) {
+  // Cleared as RabbitMQ's clear_vhost_limits: a negative value is no limit (limits.h).
+  Json none;
+  none["value"] = -1;
+  return put_limit(route, none);
 }
 
 HttpAnswer ManagementApi::import_definitions(const Json& body) {

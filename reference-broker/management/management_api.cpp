@@ -19,14 +19,6 @@
 namespace firemq {
 namespace {
 
-void add(MessageCounters& sum, const MessageCounters& more) {
-  sum.published += more.published;
-  sum.delivered += more.delivered;
-  sum.acknowledged += more.acknowledged;
-  sum.confirmed += more.confirmed;
-  sum.returned += more.returned;
-}
-
 using Json = nlohmann::json;
 namespace http = boost::beast::http;
 
@@ -207,7 +199,8 @@ HttpAnswer api_json(http::status status, const Json& body) {
 
 bool ManagementApi::serves(std::string_view target) const {
   const std::string_view path = target.substr(0, target.find('?'));
-  return path == "/" || path == "/index.html" || path == "/api" || path.starts_with("/api/") || path == "/metrics";
+  return path == "/" || path == "/index.html" || path == "/api" || path.starts_with("/api/") || path == "/metrics" ||
+         path == "/metrics/detailed";
 }
 
 HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional<std::string>& peer_address) {
@@ -223,12 +216,8 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
     return answer;
   }
   // Prometheus scrapes without credentials, as rabbitmq_prometheus serves it (the metrics name no message content).
-  if (path == "/metrics") {
-    if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
-    HttpAnswer answer;
-    answer.content_type = "text/plain; version=0.0.4; charset=utf-8";
-    answer.text = metrics();
-    return answer;
+  if (path == "/metrics" || path == "/metrics/detailed") {
+    return metrics_answer(request, path, target.substr(std::min(target.size(), path.size() + 1)));
   }
   // Authorization: Basic base64(user:password), checked as a login is (loopback users included).
   const auto header = request.find(http::field::authorization);
@@ -290,6 +279,31 @@ HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& rout
   return write(request, route, who, peer_address);
 }
 
+HttpAnswer ManagementApi::metrics_answer(const HttpRequest& request, std::string_view path,
+                                         std::string_view query) const {
+  if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+  HttpAnswer answer;
+  answer.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  if (path == "/metrics") {
+    answer.text = metrics();
+    return answer;
+  }
+  std::set<std::string> families, vhosts;
+  while (!query.empty()) {
+    const std::string_view pair = query.substr(0, query.find('&'));
+    query = pair.size() == query.size() ? std::string_view() : query.substr(pair.size() + 1);
+    const auto equals = pair.find('=');
+    const std::string_view key = pair.substr(0, equals);
+    if (key != "family" && key != "vhost") continue;  // as rabbitmq_prometheus, which reads only these
+    auto value = percent_decode(equals == std::string_view::npos ? std::string_view() : pair.substr(equals + 1));
+    if (!value) return api_error(http::status::bad_request, "bad_request", "the query's " + std::string(key) + ": " +
+                                                                               value.error().reason);
+    (key == "family" ? families : vhosts).insert(std::move(*value));
+  }
+  answer.text = detailed_metrics(families, vhosts);
+  return answer;
+}
+
 namespace {
 // A read's 200: the body shaped as the query asks (columns, and for lists filter, sort and page).
 HttpAnswer answer_shaped(const ListQuery& query, Json body) {
@@ -305,6 +319,11 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
     // The node's state names files of the data directory: for administrator and monitoring users, as RabbitMQ.
     if (!who.sees_everything) return api_error(http::status::unauthorized, "not_authorized", "Not monitor user");
     if (what == "health") return health_check(route);
+  }
+  if (what == "vhost-limits" || what == "user-limits") {
+    Result<Json, HttpAnswer> set = limits(route, who);
+    if (!set) return set.error();
+    return answer_shaped(query, std::move(*set));
   }
   if (std::optional<Result<Json, HttpAnswer>> part = related(route, who)) {
     if (!*part) return part->error();
@@ -394,7 +413,7 @@ Json ManagementApi::overview(const ApiUser& who) const {
   MessageCounters c = who.sees_everything ? env_.core.counters() : MessageCounters{};
   for (const auto& [name, vhost] : env_.core.vhosts()) {
     if (!may_see(who, name)) continue;
-    if (!who.sees_everything) add(c, vhost->counters());
+    if (!who.sees_everything) c += vhost->counters();
     exchange_count += vhost->exchanges().size();
     for (const auto& [qname, q] : vhost->queues()) {
       ++queue_count;
@@ -416,8 +435,10 @@ Json ManagementApi::overview(const ApiUser& who) const {
            {{"connections", connections(who).size()}, {"channels", channels(who).size()}, {"exchanges", exchange_count},
             {"queues", queue_count}, {"consumers", consumer_count}}},
           {"message_stats",
-           {{"publish", c.published}, {"deliver_get", c.delivered}, {"ack", c.acknowledged},
-            {"confirm", c.confirmed}, {"return_unroutable", c.returned}}},
+           {{"publish", c.published}, {"deliver_get", c.delivered}, {"deliver", c.consumed_manual_ack},
+            {"deliver_no_ack", c.consumed_auto_ack}, {"get", c.got_manual_ack}, {"get_no_ack", c.got_auto_ack},
+            {"get_empty", c.get_empty}, {"redeliver", c.redelivered}, {"ack", c.acknowledged},
+            {"confirm", c.confirmed}, {"return_unroutable", c.returned}, {"drop_unroutable", c.unroutable_dropped}}},
           {"listeners", listeners},
           {"alarms", alarms_in_effect()}};
 }

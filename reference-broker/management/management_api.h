@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -68,7 +69,7 @@ class ManagementApi final : public HttpApplication {
  public:
   explicit ManagementApi(ManagementEnv env) : env_(std::move(env)) {}
 
-  // Whether a request target is the API's: /api/... and /metrics.
+  // Whether a request target is the API's: /api/..., /metrics and /metrics/detailed.
   bool serves(std::string_view target) const override;
   HttpAnswer handle(const HttpRequest& request, const std::optional<std::string>& peer_address) override;
 
@@ -99,6 +100,11 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer delete_user(const std::string& name);
   HttpAnswer put_permission(const std::string& vhost, const std::string& user, const nlohmann::json& body);
   HttpAnswer delete_permission(const std::string& vhost, const std::string& user);
+  // RabbitMQ's /api/vhost-limits[/V] and /api/user-limits[/U]: the limits that are set, as [{"vhost" or "user",
+  // "value": {NAME: N}}]; PUT .../NAME {"value": N} sets one (negative: none), DELETE .../NAME clears it.
+  Result<nlohmann::json, HttpAnswer> limits(const Route& route, const ApiUser& who) const;
+  HttpAnswer put_limit(const Route& route, const nlohmann::json& body);
+  HttpAnswer delete_limit(const Route& route);
   HttpAnswer import_definitions(const nlohmann::json& body);
   // The definitions changed: saved to the data directory (when there is one) before the answer, as a declare's.
   HttpAnswer saved(boost::beast::http::status done);
@@ -132,8 +138,12 @@ class ManagementApi final : public HttpApplication {
   Connection* find_connection(const std::string& name) const;
   AmqpConnection* find_amqp_connection(const std::string& name) const;
 
-  // management_metrics.cpp: GET /metrics, Prometheus's text exposition format.
+  // management_metrics.cpp: GET /metrics, Prometheus's text exposition format, aggregated; and GET
+  // /metrics/detailed?family=F&vhost=V (each repeatable), the families asked for, per queue of those vhosts (all
+  // when none is named), as rabbitmq_prometheus serves them.
   std::string metrics() const;
+  std::string detailed_metrics(const std::set<std::string>& families, const std::set<std::string>& vhosts) const;
+  HttpAnswer metrics_answer(const HttpRequest& request, std::string_view path, std::string_view query) const;
 
   ManagementEnv env_;
 };

@@ -371,7 +371,8 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
     answer.status = http::status::no_content;
     return answer;
   }
-  if (what == "vhosts" || what == "users" || what == "permissions" || what == "definitions") {
+  if (what == "vhosts" || what == "users" || what == "permissions" || what == "definitions" ||
+      what == "vhost-limits" || what == "user-limits") {
     return administer(request, route, who);
   }
   if (route.size() < 3 || !env_.core.vhost(route[1])) return not_found();

@@ -128,6 +128,7 @@ void Session::send_welcome() {
   // "Version 1 servers send confirms, credit, mandatory, exchange-bindings, dead-letter and ttl."
   welcome.caps = {"confirms", "credit", "mandatory", "exchange-bindings", "dead-letter", "ttl"};
   state_ = State::open;
+  ++env_.core.churn().channels_opened;  // a FireMQ connection is one channel, an AMQP channel has a session each
   out_.send(welcome);
 }
 

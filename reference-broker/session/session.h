@@ -171,6 +171,8 @@ class Session : private DurabilityWaiter {
   const TransportHints& transport_hints() const { return hints_; }
   const std::map<std::uint64_t, std::unique_ptr<Subscription>>& subscriptions() const { return subscriptions_; }
   std::size_t unacked_count() const { return unacked_.size(); }
+  // Publishes whose confirm waits for the disk: rabbitmq_channel_messages_unconfirmed.
+  std::size_t unconfirmed_count() const { return awaiting_disk_.size(); }
 
  private:
   friend class Subscription;

@@ -123,6 +123,7 @@ void Session::on_credit(const op::Credit& r) {
 std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) {
   const std::uint64_t tag = next_tag_++;
   count(&MessageCounters::delivered);
+  if (message.redelivered) count(&MessageCounters::redelivered);
   if (no_ack) {
     queue.acknowledge(message);  // "Messages count as acknowledged once sent."
     // Durable before this connection's next confirm, as an ack is (a delivery may come from another's publish).
@@ -136,6 +137,7 @@ std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) 
 void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& queue) {
   const op::Subscribe& sub = subscription.request();
   const std::uint64_t tag = track(message, queue, sub.no_ack);
+  count(sub.no_ack ? &MessageCounters::consumed_auto_ack : &MessageCounters::consumed_manual_ack);
   const BrokerMessage& m = *message.message;
   const DeliverView deliver{sub.sub, tag, message.redelivered, m.exchange(), m.routing_key(), m.props(), m.headers()};
   out_.send_deliver(deliver, m.body().bytes(), MessageExtras{m.persistent(), m.amqp_headers()});
@@ -232,10 +234,12 @@ void Session::on_get(const op::Get& r) {
   }
   std::optional<QueuedMessage> next = q.take_next();
   if (!next) {
+    count(&MessageCounters::get_empty);
     out_.send(op::Ok{r.rid, "", 0, 0, true});  // "When the queue is empty, the reply is ok with empty: true."
     return;
   }
   const std::uint64_t tag = track(*next, q, r.no_ack);
+  count(r.no_ack ? &MessageCounters::got_auto_ack : &MessageCounters::got_manual_ack);
   const BrokerMessage& m = *next->message;
   out_.send_message(op::GetOk{r.rid, tag, next->redelivered, std::string(m.exchange()), std::string(m.routing_key()),
                               q.ready_count(), m.props(), m.headers()},
@@ -248,6 +252,7 @@ void Session::on_connection_lost() {
   if (vhost_ == nullptr) return;
   Vhost& vhost = *vhost_;
   vhost_ = nullptr;  // once only
+  ++env_.core.churn().channels_closed;
   if (counting_ == Counting::by_session) env_.core.connection_counts().release(user_, vhost_name_);
   std::vector<std::shared_ptr<Queue>> left;
   // First stop them all: removing one consumer dispatches to the others, and none of them may be this session's.

@@ -27,8 +27,8 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   if (route->queues.empty()) {
     // "Sent for a mandatory publish that no queue received, with code 312 (no-route). The return is sent before
     // the publish's confirm." An unroutable publish is still confirmed: the broker has dealt with it.
+    count(p.mandatory ? &MessageCounters::returned : &MessageCounters::unroutable_dropped);
     if (p.mandatory) {
-      count(&MessageCounters::returned);
       out_.send_message(op::Return{p.seq, static_cast<std::uint64_t>(ReplyCode::no_route), "NO_ROUTE", p.exchange,
                                    p.key, p.props, p.headers},
                         body, MessageExtras{p.persistent, carried.amqp_headers.get()});
@@ -42,10 +42,15 @@ void Session::on_publish(op::Publish& p, Carried carried) {
       MessageParts{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers), p.persistent,
                    carried.header_bytes, carried.amqp_headers},
       body);
+  count(&MessageCounters::routed);
   std::string refused_by;
   for (Queue* queue : route->queues) {
     // "the other queues the message was routed to still get it"
-    if (!queue->enqueue(message) && refused_by.empty()) refused_by = queue->name();
+    if (queue->enqueue(message)) {
+      count(&MessageCounters::enqueued);
+    } else if (refused_by.empty()) {
+      refused_by = queue->name();
+    }
   }
   // Persistent and routed to a durable queue: the store appended its records, and the confirm waits for them.
   const std::uint64_t log_after = journal ? journal->end_position() : 0;
