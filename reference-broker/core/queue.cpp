@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <iostream>
 
+#include "reference-broker/core/policy.h"
+
 namespace firemq {
 namespace {
 
@@ -80,12 +82,20 @@ std::optional<std::uint64_t> ReadyMessages::head_expires_at() const {
 
 Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal, Pager* pager)
     : settings_(std::move(settings)),
+      declared_(settings_.arguments),
       store_key_(queue_store_key(settings_.vhost, settings_.name)),
       time_(time),
       dead_letterer_(dead_letterer),
       journal_(journal),
       pager_(pager),
       last_used_ms_(time.now_ms()) {}
+
+void Queue::apply_policy(const Policy* policy) {
+  policy_name_ = policy ? policy->name : std::string();
+  settings_.arguments = effective_arguments(declared_, settings_.args, policy);
+  expire_messages();
+  if (settings_.arguments.overflow == Overflow::drop_head) drop_head_while_over_limits();
+}
 
 QueuedMessage Queue::make_queued(MessagePtr message) {
   QueuedMessage q;

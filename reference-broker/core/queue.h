@@ -22,6 +22,8 @@
 
 namespace firemq {
 
+struct Policy;  // policy.h
+
 class Queue;
 
 // A message in a queue. `position` is its place in the queue's order, kept when it is requeued, so that "nack
@@ -119,7 +121,12 @@ class Queue : public std::enable_shared_from_this<Queue> {
   Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer = nullptr,
         Journal* journal = nullptr, Pager* pager = nullptr);
 
+  // settings().arguments are the arguments in force: the declared ones (settings().args) under the queue's policy.
   const QueueSettings& settings() const { return settings_; }
+  // policy.h: the policy that applies now (null: none), effective at once: a lower max-length drops from the head
+  // (drop-head), a lower message-ttl applies to the messages enqueued from now on, as RabbitMQ's.
+  void apply_policy(const Policy* policy);
+  const std::string& policy_name() const { return policy_name_; }
   const std::string& name() const { return settings_.name; }
   const std::string& store_key() const { return store_key_; }  // queue_store_key(vhost, name)
   bool exclusive() const { return !settings_.exclusive_owner.empty(); }
@@ -181,6 +188,8 @@ class Queue : public std::enable_shared_from_this<Queue> {
   }
 
   QueueSettings settings_;
+  QueueArguments declared_;  // parsed from settings_.args, before any policy
+  std::string policy_name_;
   std::string store_key_;
   const TimeSource& time_;
   DeadLetterer* dead_letterer_;

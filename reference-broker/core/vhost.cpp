@@ -11,9 +11,9 @@ namespace {
 
 Error refused(ReplyCode code, std::string msg) { return make_error(code, std::move(msg)); }
 
-std::string quoted(const std::string& name) { return "'" + name + "'"; }
+std::string in_quotes(const std::string& name) { return "'" + name + "'"; }
 
-std::string exchange_label(const std::string& name) { return name.empty() ? "the default exchange" : "exchange " + quoted(name); }
+std::string exchange_label(const std::string& name) { return name.empty() ? "the default exchange" : "exchange " + in_quotes(name); }
 
 bool reserved_name(const std::string& name) { return name.starts_with("amq."); }
 
@@ -64,7 +64,7 @@ void Vhost::add_builtin(const std::string& name, ExchangeType type) {
   e.type = type;
   e.durable = true;
   e.builtin = true;
-  exchanges_.emplace(name, std::move(e));
+  apply_policy(exchanges_.emplace(name, std::move(e)).first->second);
 }
 
 // Exchanges -------------------------------------------------------------------------------------------------
@@ -73,11 +73,11 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
   if (r.name.empty()) return refused(ReplyCode::access_refused, "the default exchange cannot be declared");
   auto it = exchanges_.find(r.name);
   if (r.passive) {
-    if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.name) + " in vhost " + quoted(name_));
+    if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.name) + " in vhost " + in_quotes(name_));
     return std::nullopt;
   }
   if (Status text = check_text("exchange name", r.name)) return text;
-  if (Status bad = check_arguments(r.args, exchange_label(r.name) + " in vhost " + quoted(name_))) return bad;
+  if (Status bad = check_arguments(r.args, exchange_label(r.name) + " in vhost " + in_quotes(name_))) return bad;
   const auto type = parse_exchange_type(r.type);
   if (!type) {
     return refused(ReplyCode::precondition_failed,
@@ -89,7 +89,7 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
   }
   if (it != exchanges_.end()) return compare_exchange(it->second, r, *type);
   if (reserved_name(r.name)) {
-    return refused(ReplyCode::access_refused, "exchange name " + quoted(r.name) + " uses the reserved prefix 'amq.'");
+    return refused(ReplyCode::access_refused, "exchange name " + in_quotes(r.name) + " uses the reserved prefix 'amq.'");
   }
   Exchange e;
   e.name = r.name;
@@ -98,7 +98,7 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
   e.auto_delete = r.auto_delete;
   e.internal = r.internal;
   e.args = r.args;
-  exchanges_.emplace(r.name, std::move(e));
+  apply_policy(exchanges_.emplace(r.name, std::move(e)).first->second);
   note_change(r.durable);
   return std::nullopt;
 }
@@ -156,17 +156,17 @@ std::string Vhost::server_named_queue(const std::string& prefix) {
 
 Result<Queue*> Vhost::usable_queue(const std::string& name, const std::string& conn_id) {
   auto it = queues_.find(name);
-  if (it == queues_.end()) return refused(ReplyCode::not_found, "no queue " + quoted(name) + " in vhost " + quoted(name_));
+  if (it == queues_.end()) return refused(ReplyCode::not_found, "no queue " + in_quotes(name) + " in vhost " + in_quotes(name_));
   Queue& q = *it->second;
   if (q.exclusive() && q.settings().exclusive_owner != conn_id) {
-    return refused(ReplyCode::resource_locked, "queue " + quoted(name) + " is exclusive to another connection");
+    return refused(ReplyCode::resource_locked, "queue " + in_quotes(name) + " is exclusive to another connection");
   }
   return &q;
 }
 
 Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string& conn_id) {
   if (!r.passive) {
-    const std::string owner = "queue " + quoted(r.name.empty() ? "(server-named)" : r.name) + " in vhost " + quoted(name_);
+    const std::string owner = "queue " + in_quotes(r.name.empty() ? "(server-named)" : r.name) + " in vhost " + in_quotes(name_);
     if (Status text = check_text("queue name", r.name)) return std::move(*text);
     if (Status bad = check_arguments(r.args, owner)) return std::move(*bad);
   }
@@ -177,17 +177,17 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
     if (!q) return q.error();
     const QueueSettings& s = (*q)->settings();
     if (!r.passive && s.durable != r.durable) {
-      return refused(ReplyCode::precondition_failed, "inequivalent arg 'durable' for queue " + quoted(r.name) +
+      return refused(ReplyCode::precondition_failed, "inequivalent arg 'durable' for queue " + in_quotes(r.name) +
                                                          ": received '" + (r.durable ? "true" : "false") + "' but current is '" +
                                                          (s.durable ? "true" : "false") + "'");
     }
     if (!r.passive && s.auto_delete != r.auto_delete) {
-      return refused(ReplyCode::precondition_failed, "inequivalent arg 'auto_delete' for queue " + quoted(r.name) +
+      return refused(ReplyCode::precondition_failed, "inequivalent arg 'auto_delete' for queue " + in_quotes(r.name) +
                                                          ": received '" + (r.auto_delete ? "true" : "false") +
                                                          "' but current is '" + (s.auto_delete ? "true" : "false") + "'");
     }
     if (!r.passive && r.exclusive != (*q)->exclusive()) {
-      return refused(ReplyCode::resource_locked, "queue " + quoted(r.name) + " exists with exclusive " +
+      return refused(ReplyCode::resource_locked, "queue " + in_quotes(r.name) + " exists with exclusive " +
                                                      ((*q)->exclusive() ? "true" : "false"));
     }
     if (!r.passive) {
@@ -199,7 +199,7 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
     return op::Ok{r.rid, r.name, (*q)->ready_count(), (*q)->consumer_count(), false};
   }
   if (reserved_name(r.name)) {
-    return refused(ReplyCode::access_refused, "queue name " + quoted(r.name) + " uses the reserved prefix 'amq.'");
+    return refused(ReplyCode::access_refused, "queue name " + in_quotes(r.name) + " uses the reserved prefix 'amq.'");
   }
   Result<op::Ok> created = create_queue(r, r.name.empty() ? server_named_queue("amq.gen-") : r.name, conn_id);
   if (created) count(&ChurnCounters::queues_declared);
@@ -223,6 +223,7 @@ Result<op::Ok> Vhost::create_queue(const op::DeclareQueue& r, const std::string&
   // What the store holds for a durable queue of this name comes back into it (at start, and after a restart
   // that could not declare it: docs/durability.md).
   if (kept && journal_ != nullptr) journal_->restore_into(*queue);
+  queue->apply_policy(policy_for(policies_, PolicyTarget::queues, name));
   const std::uint64_t messages = queue->ready_count();
   queues_.emplace(name, std::move(queue));
   count(&ChurnCounters::queues_created);
@@ -235,10 +236,10 @@ Result<std::uint64_t> Vhost::delete_queue(const op::DeleteQueue& r, const std::s
   auto q = usable_queue(r.name, conn_id);
   if (!q) return q.error();
   if (r.if_unused && (*q)->consumer_count() > 0) {
-    return refused(ReplyCode::precondition_failed, "queue " + quoted(r.name) + " is in use (it has consumers): if_unused");
+    return refused(ReplyCode::precondition_failed, "queue " + in_quotes(r.name) + " is in use (it has consumers): if_unused");
   }
   if (r.if_empty && (*q)->ready_count() > 0) {
-    return refused(ReplyCode::precondition_failed, "queue " + quoted(r.name) + " is not empty: if_empty");
+    return refused(ReplyCode::precondition_failed, "queue " + in_quotes(r.name) + " is not empty: if_empty");
   }
   const std::uint64_t messages = (*q)->ready_count();
   remove_queue(r.name);
@@ -318,12 +319,12 @@ Status Vhost::check_bind_target(const op::BindFields& r, const std::string& conn
   if (Status text = check_text("binding key", r.key)) return text;
   if (Status bad = check_arguments(r.args, "a binding of " + exchange_label(r.exchange))) return bad;
   auto source = exchanges_.find(r.exchange);
-  if (source == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.exchange) + " in vhost " + quoted(name_));
+  if (source == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.exchange) + " in vhost " + in_quotes(name_));
   if (!r.queue.empty()) {
     auto q = usable_queue(r.queue, conn_id);
     if (!q) return q.error();
   } else if (!exchanges_.count(r.to_exchange)) {
-    return refused(ReplyCode::not_found, "no " + exchange_label(r.to_exchange) + " in vhost " + quoted(name_));
+    return refused(ReplyCode::not_found, "no " + exchange_label(r.to_exchange) + " in vhost " + in_quotes(name_));
   }
   if (source->second.type == ExchangeType::headers) return check_headers_binding(r.args);
   return std::nullopt;
@@ -402,7 +403,7 @@ bool binding_matches(const Exchange& e, const Binding& b, const std::string& key
 
 Status Vhost::publish_target_refusal(const std::string& exchange) const {
   auto it = exchanges_.find(exchange);
-  if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(exchange) + " in vhost " + quoted(name_));
+  if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(exchange) + " in vhost " + in_quotes(name_));
   if (it->second.internal) return refused(ReplyCode::access_refused, "cannot publish to internal " + exchange_label(exchange));
   return std::nullopt;
 }
@@ -440,8 +441,7 @@ Result<Route> Vhost::route(const std::string& exchange, const std::string& key, 
   std::set<std::string> alternates{exchange};
   const Exchange* current = &it->second;
   while (route.queues.empty()) {
-    const Value* ae = find(current->args, "alternate-exchange");
-    const auto* ae_name = ae ? ae->get_if<std::string>() : nullptr;
+    const std::string* ae_name = current->alternate_exchange();
     if (ae_name == nullptr || !alternates.insert(*ae_name).second) break;
     auto next = exchanges_.find(*ae_name);
     if (next == exchanges_.end()) break;  // "A missing AE is not an error."
@@ -484,6 +484,36 @@ void Vhost::route_from(const Exchange& start, const std::string& key, const Map&
       }
     }
   }
+}
+
+const std::string* Exchange::alternate_exchange() const {
+  const Value* ae = find(args, "alternate-exchange");
+  if (const auto* own = ae ? ae->get_if<std::string>() : nullptr) return own;
+  return policy_alternate_exchange ? &*policy_alternate_exchange : nullptr;
+}
+
+void Vhost::set_policy(Policy policy) {
+  std::string name = policy.name;
+  policies_.insert_or_assign(std::move(name), std::move(policy));
+  apply_policies();
+}
+
+bool Vhost::delete_policy(const std::string& name) {
+  if (policies_.erase(name) == 0) return false;
+  apply_policies();
+  return true;
+}
+
+void Vhost::apply_policies() {
+  for (auto& [name, exchange] : exchanges_) apply_policy(exchange);
+  // A lower max-length may dead-letter into other queues of this vhost; no queue is added or removed meanwhile.
+  for (auto& [name, queue] : queues_) queue->apply_policy(policy_for(policies_, PolicyTarget::queues, name));
+}
+
+void Vhost::apply_policy(Exchange& exchange) const {
+  const Policy* policy = policy_for(policies_, PolicyTarget::exchanges, exchange.name);
+  exchange.policy = policy ? policy->name : std::string();
+  exchange.policy_alternate_exchange = policy ? policy->parsed.alternate_exchange : std::nullopt;
 }
 
 }  // namespace firemq

@@ -15,6 +15,7 @@
 #include "protocol/messages.h"
 #include "reference-broker/core/counters.h"
 #include "reference-broker/core/exchange_routing.h"
+#include "reference-broker/core/policy.h"
 #include "reference-broker/core/queue.h"
 #include "reference-broker/core/time_source.h"
 
@@ -40,6 +41,10 @@ struct Exchange {
   bool builtin = false;
   Map args;
   std::vector<Binding> bindings;  // this exchange as the source
+  std::string policy;  // the policy that applies (policy.h); empty: none
+  std::optional<std::string> policy_alternate_exchange;  // its alternate-exchange, when args give none
+  // The alternate exchange in force: the argument's, else the policy's (the argument wins, as RabbitMQ's).
+  const std::string* alternate_exchange() const;
 };
 
 // What a publish routed to: each queue once, however many paths lead there.
@@ -109,6 +114,12 @@ class Vhost : private DeadLetterer {
   // The save after a change failed: the next request or tick tries again.
   void keep_durable_change() { durable_changed_ = true; }
 
+  // Policies (policy.h), by name: one set replaces the one of its name; either way every queue and exchange of
+  // the vhost is given the policy that now applies to it. The caller saves the definitions.
+  void set_policy(Policy policy);
+  bool delete_policy(const std::string& name);
+  const std::map<std::string, Policy>& policies() const { return policies_; }
+
   const std::map<std::string, Exchange>& exchanges() const { return exchanges_; }
   const std::map<std::string, std::shared_ptr<Queue>>& queues() const { return queues_; }
 
@@ -128,6 +139,8 @@ class Vhost : private DeadLetterer {
   // declare_queue's creating half, once the request is checked and the name chosen.
   Result<op::Ok> create_queue(const op::DeclareQueue& r, const std::string& name, const std::string& conn_id);
   void note_change(bool durable) { durable_changed_ = durable_changed_ || durable; }
+  void apply_policies();
+  void apply_policy(Exchange& exchange) const;
   void count(std::uint64_t ChurnCounters::*what) {
     if (churn_ != nullptr) ++(churn_->*what);
   }
@@ -136,6 +149,7 @@ class Vhost : private DeadLetterer {
   MessageCounters counters_;
   const TimeSource& time_;
   std::map<std::string, Exchange> exchanges_;
+  std::map<std::string, Policy> policies_;
   // Shared so that unacknowledged deliveries can refer to their queue weakly: a deleted queue is gone for them too.
   std::map<std::string, std::shared_ptr<Queue>> queues_;
   std::mt19937_64 random_{std::random_device{}()};

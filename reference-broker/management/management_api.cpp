@@ -45,9 +45,12 @@ std::uint64_t peer_port_of(std::string_view endpoints) {
   return port;
 }
 
-Json queue_json(const std::string& vhost, const Queue& q) {
+Json queue_json(const std::string& vhost, const Queue& q, const std::map<std::string, Policy>& policies) {
   const QueueSettings& s = q.settings();
+  const auto policy = policies.find(q.policy_name());
   return {{"name", q.name()},
+          {"policy", q.policy_name()},
+          {"effective_policy_definition", policy == policies.end() ? Json::object() : policy->second.definition},
           {"vhost", vhost},
           {"durable", s.durable},
           {"auto_delete", s.auto_delete},
@@ -124,6 +127,7 @@ Json exchange_json(const std::string& vhost, const Exchange& x) {
           {"durable", x.durable},
           {"auto_delete", x.auto_delete},
           {"internal", x.internal},
+          {"policy", x.policy},
           {"arguments", plain_json(x.args)}};
 }
 
@@ -246,6 +250,7 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
     return answer;
   }
   ApiUser who{user, has_tag(*user, "administrator") || has_tag(*user, "monitoring"), has_tag(*user, "administrator"),
+              has_tag(*user, "administrator") || has_tag(*user, "policymaker"),
               credentials->substr(colon + 1)};
   if (!who.sees_everything && !has_tag(*user, "management") && !has_tag(*user, "policymaker")) {
     log_refused_login("HTTP login", 401, peer_address, user->name, "the user has no management tag");
@@ -320,8 +325,8 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
     if (!who.sees_everything) return api_error(http::status::unauthorized, "not_authorized", "Not monitor user");
     if (what == "health") return health_check(route);
   }
-  if (what == "vhost-limits" || what == "user-limits") {
-    Result<Json, HttpAnswer> set = limits(route, who);
+  if (what == "vhost-limits" || what == "user-limits" || what == "policies") {
+    Result<Json, HttpAnswer> set = what == "policies" ? policies(route, who) : limits(route, who);
     if (!set) return set.error();
     return answer_shaped(query, std::move(*set));
   }
@@ -574,7 +579,7 @@ Json ManagementApi::queues(const ApiUser& who, const std::optional<std::string>&
   Json out = Json::array();
   for (const auto& [name, vhost] : env_.core.vhosts()) {
     if (!may_see(who, name) || (only && *only != name)) continue;
-    for (const auto& [qname, q] : vhost->queues()) out.push_back(queue_json(name, *q));
+    for (const auto& [qname, q] : vhost->queues()) out.push_back(queue_json(name, *q, vhost->policies()));
   }
   return out;
 }
@@ -641,7 +646,29 @@ Json ManagementApi::definitions(const ApiUser& who) const {
     if (b["source"] == "") continue;
     out["bindings"].push_back(b);
   }
+  out["policies"] = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    for (const auto& [pname, policy] : vhost->policies()) out["policies"].push_back(to_json(policy));
+  }
   return out;
+}
+
+Result<Json, HttpAnswer> ManagementApi::policies(const Route& route, const ApiUser& who) const {
+  if (!who.policymaker) return api_error(http::status::unauthorized, "not_authorized", "Not policymaker user");
+  if (route.size() > 3) return not_found();
+  const std::optional<std::string> only = route.at(1);
+  const Vhost* one = only ? env_.core.vhost(*only) : nullptr;
+  if (only && (one == nullptr || !may_see(who, *only))) return not_found();
+  Json out = Json::array();
+  for (const auto& [name, vhost] : env_.core.vhosts()) {
+    if ((one != nullptr && vhost.get() != one) || !may_see(who, name)) continue;
+    for (const auto& [pname, policy] : vhost->policies()) out.push_back(to_json(policy));
+  }
+  if (route.size() < 3) return out;
+  for (Json& policy : out) {
+    if (policy["name"] == route[2]) return std::move(policy);
+  }
+  return not_found();
 }
 
 AmqpConnection* ManagementApi::find_amqp_connection(const std::string& name) const {

@@ -62,6 +62,7 @@ struct ApiUser {
   const User* user = nullptr;
   bool sees_everything = false;  // administrator or monitoring: every vhost and connection
   bool administrator = false;    // may change vhosts, users and permissions, and close any connection
+  bool policymaker = false;      // administrator or policymaker: may see and set policies (of the vhosts it may use)
   std::string password;          // for the request's own session (management_writes.cpp), then forgotten
 };
 
@@ -105,6 +106,10 @@ class ManagementApi final : public HttpApplication {
   Result<nlohmann::json, HttpAnswer> limits(const Route& route, const ApiUser& who) const;
   HttpAnswer put_limit(const Route& route, const nlohmann::json& body);
   HttpAnswer delete_limit(const Route& route);
+  // RabbitMQ's /api/policies[/V[/NAME]] (policy.h): GET lists, PUT .../V/NAME sets, DELETE removes; for
+  // administrators and policymakers with permissions on V, as RabbitMQ's.
+  Result<nlohmann::json, HttpAnswer> policies(const Route& route, const ApiUser& who) const;
+  HttpAnswer write_policy(const HttpRequest& request, const Route& route, const ApiUser& who);
   HttpAnswer import_definitions(const nlohmann::json& body);
   // The definitions changed: saved to the data directory (when there is one) before the answer, as a declare's.
   HttpAnswer saved(boost::beast::http::status done);

@@ -375,6 +375,7 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
       what == "vhost-limits" || what == "user-limits") {
     return administer(request, route, who);
   }
+  if (what == "policies") return write_policy(request, route, who);
   if (route.size() < 3 || !env_.core.vhost(route[1])) return not_found();
   auto body = api_body(request);
   if (!body) return body.error();
@@ -445,6 +446,31 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
   }
   if (what == "bindings") return bind_or_unbind(session, route.parts, method, *body, bindings(who, route[1]));
   return api_error(http::status::method_not_allowed, "bad_request", "no such route for this method");
+}
+
+HttpAnswer ManagementApi::write_policy(const HttpRequest& request, const Route& route, const ApiUser& who) {
+  if (!who.policymaker) return api_error(http::status::unauthorized, "not_authorized", "Not policymaker user");
+  Vhost* vhost = route.size() == 3 ? env_.core.vhost(route[1]) : nullptr;
+  if (vhost == nullptr || !may_see(who, route[1])) return not_found();
+  const http::verb method = request.method();
+  if (method == http::verb::delete_) {
+    if (!vhost->delete_policy(route[2])) return not_found();
+    return saved(http::status::no_content);
+  }
+  if (method != http::verb::put) return api_error(http::status::method_not_allowed, "bad_request", "PUT or DELETE");
+  auto body = api_body(request);
+  if (!body) return body.error();
+  // rabbitmqadmin and forms may send the priority as text.
+  if (auto p = body->find("priority"); p != body->end() && p->is_string()) {
+    auto number = field<std::uint64_t>(*body, "priority", 0);
+    if (!number) return number.error();
+    *p = *number;
+  }
+  Result<Policy, std::string> policy = parse_policy(route[1], route[2], *body);
+  if (!policy) return api_error(http::status::bad_request, "bad_request", policy.error());
+  const bool existed = vhost->policies().count(route[2]) > 0;
+  vhost->set_policy(std::move(*policy));
+  return saved(existed ? http::status::no_content : http::status::created);
 }
 
 }  // namespace firemq

@@ -37,6 +37,27 @@ bool binding_kept(const Vhost& vhost, const Binding& b) {
 
 std::string describe(const Error& e) { return std::to_string(e.code) + " " + e.msg; }
 
+// The "policies" entries, in RabbitMQ's shape ({"vhost", "name", "pattern", "apply-to", "priority",
+// "definition"}), each set in its vhost; what cannot be is a problem that names the entry.
+void restore_policies(const Json& stored, Core& core, std::vector<std::string>& problems) {
+  const auto text = [](const Json& entry, const char* key) {
+    const auto it = entry.is_object() ? entry.find(key) : entry.end();
+    return entry.is_object() && it != entry.end() && it->is_string() ? it->get<std::string>() : std::string();
+  };
+  const auto it = stored.find("policies");
+  if (it == stored.end()) return;
+  if (!it->is_array()) return problems.push_back("policies is not a list");
+  for (const Json& entry : *it) {
+    Vhost* vhost = core.vhost(text(entry, "vhost"));
+    Result<Policy, std::string> policy = parse_policy(text(entry, "vhost"), text(entry, "name"), entry);
+    if (vhost != nullptr && policy) {
+      vhost->set_policy(std::move(*policy));
+    } else {
+      problems.push_back("policies entry " + entry.dump() + ": " + (vhost ? policy.error() : "its vhost is missing"));
+    }
+  }
+}
+
 }  // namespace
 
 Json DurableTopology::snapshot() const {
@@ -44,7 +65,9 @@ Json DurableTopology::snapshot() const {
   root["exchanges"] = Json::array();
   root["queues"] = Json::array();
   root["bindings"] = Json::array();
+  root["policies"] = Json::array();
   for (const auto& [vhost_name, vhost] : core_.vhosts()) {
+    for (const auto& [name, policy] : vhost->policies()) root["policies"].push_back(to_json(policy));
     for (const auto& [name, e] : vhost->exchanges()) {
       if (!e.durable) continue;
       if (!e.builtin) {
@@ -114,6 +137,7 @@ std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core
       if (!problem.empty()) problems.push_back(std::string(kind) + " entry " + item.dump() + ": " + problem);
     }
   };
+  restore_policies(stored, core, problems);  // first: the queues and exchanges declared next are given theirs
   each("exchanges", [](Vhost& vhost, const Json& e, const Map& args) {
     op::DeclareExchange r;
     r.name = e.at("name").get<std::string>();

@@ -447,8 +447,12 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("DELETE", "/api/vhosts/no-such-vhost")[0], 404)
         self.assertEqual(self.call("DELETE", "/api/permissions/other/app")[0], 404)
         self.assertEqual(self.call("POST", "/api/definitions", {"users": {"name": "x"}})[0], 400)
-        status, reply = self.call("POST", "/api/definitions", {"policies": [{"name": "p"}]})
-        self.assertEqual((status, reply["reason"]), (400, "'policies' are not supported by this broker"))
+        status, reply = self.call("POST", "/api/definitions", {"operator_policies": [{"name": "p"}]})
+        self.assertEqual((status, reply["reason"]), (400, "'operator_policies' are not supported by this broker"))
+        status, reply = self.call("POST", "/api/definitions", {"policies": [{"name": "p", "vhost": "/", "pattern": "."}]})
+        self.assertEqual((status, reply["reason"]),
+                         (400, 'imported, except: policies entry {"name":"p","pattern":".","vhost":"/"}: '
+                               "'definition' is required;"))
         # One bad entry and nothing of the import changes.
         status, reply = self.call("POST", "/api/definitions", {"users": [{"name": "mgmt-atomic", "password": "x"}],
                                                                "permissions": [{"user": "nobody", "vhost": "/"}]})
@@ -552,6 +556,56 @@ class ManagementTest(unittest.TestCase):
             c.sock.close()
         self.assertEqual(self.call("DELETE", "/api/vhosts/mgmt-limits")[0], 204)
 
+    def test_a_policy_sets_queue_and_exchange_arguments_by_pattern(self):
+        self.call("PUT", "/api/queues/%2F/mgmt-pol-q", {"arguments": {"x-message-ttl": 60000}})
+        for body in ("1", "2", "3", "4"):
+            self.call("POST", "/api/exchanges/%2F/amq.default/publish", {"routing_key": "mgmt-pol-q", "payload": body,
+                                                                         "payload_encoding": "string", "properties": {}})
+        policy = {"pattern": "^mgmt-pol-", "apply-to": "queues", "priority": 3,
+                  "definition": {"max-length": 2, "message-ttl": 120000}}
+        self.assertEqual(self.call("PUT", "/api/policies/%2F/mgmt-cap", policy)[0], 201)
+        self.assertEqual(self.call("PUT", "/api/policies/%2F/mgmt-cap", policy)[0], 204)
+        status, queue = self.call("GET", "/api/queues/%2F/mgmt-pol-q")
+        self.assertEqual((queue["policy"], queue["effective_policy_definition"], queue["messages"]),
+                         ("mgmt-cap", {"max-length": 2, "message-ttl": 120000}, 2))  # at once: the head went
+        got = self.call("POST", "/api/queues/%2F/mgmt-pol-q/get", {"count": 5, "ackmode": "ack_requeue_false",
+                                                                   "encoding": "auto"})[1]
+        self.assertEqual([m["payload"] for m in got], ["3", "4"])
+        self.assertEqual(self.call("GET", "/api/policies/%2F/mgmt-cap")[1],
+                         dict(policy, vhost="/", name="mgmt-cap"))
+        self.assertIn("mgmt-cap", [p["name"] for p in self.call("GET", "/api/policies")[1]])
+        # An exchange policy: the alternate exchange of an exchange that names none.
+        self.call("PUT", "/api/exchanges/%2F/mgmt-pol-x", {"type": "direct"})
+        self.call("PUT", "/api/queues/%2F/mgmt-pol-ae-q", {})
+        self.call("POST", "/api/bindings/%2F/e/amq.fanout/q/mgmt-pol-ae-q", {"routing_key": ""})
+        self.assertEqual(self.call("PUT", "/api/policies/%2F/mgmt-ae", {"pattern": "^mgmt-pol-x$", "apply-to": "exchanges",
+                                                                        "definition": {"alternate-exchange": "amq.fanout"}})[0], 201)
+        self.assertEqual(self.call("GET", "/api/exchanges/%2F/mgmt-pol-x")[1]["policy"], "mgmt-ae")
+        self.assertEqual(self.call("POST", "/api/exchanges/%2F/mgmt-pol-x/publish",
+                                   {"routing_key": "none", "payload": "p", "payload_encoding": "string", "properties": {}}),
+                         (200, {"routed": True}))
+        # In the export, and gone with DELETE.
+        exported = self.call("GET", "/api/definitions")[1]["policies"]
+        self.assertIn("mgmt-ae", [p["name"] for p in exported])
+        for name in ("mgmt-cap", "mgmt-ae"):
+            self.assertEqual(self.call("DELETE", "/api/policies/%2F/" + name)[0], 204)
+        self.assertEqual(self.call("DELETE", "/api/policies/%2F/mgmt-cap")[0], 404)
+        self.assertEqual(self.call("GET", "/api/queues/%2F/mgmt-pol-q")[1]["policy"], "")
+        for path in ("/api/queues/%2F/mgmt-pol-q", "/api/queues/%2F/mgmt-pol-ae-q", "/api/exchanges/%2F/mgmt-pol-x"):
+            self.call("DELETE", path)
+
+    def test_policies_refuse_bad_input_and_users_without_the_tag(self):
+        status, reply = self.call("PUT", "/api/policies/%2F/mgmt-bad", {"pattern": ".", "definition": {"ha-mode": "all"}})
+        self.assertEqual(status, 400)
+        self.assertIn("definition key 'ha-mode' is not supported by this broker", reply["reason"])
+        self.assertEqual(self.call("PUT", "/api/policies/%2F/mgmt-bad", {"pattern": "(", "definition": {"max-length": 1}})[0], 400)
+        self.assertEqual(self.call("PUT", "/api/policies/%2F/mgmt-bad", {"pattern": "."})[0], 400)
+        self.assertEqual(self.call("PUT", "/api/policies/no-such-vhost/p", {"pattern": ".", "definition": {"max-length": 1}})[0], 404)
+        self.assertEqual(self.call("GET", "/api/policies/%2F/mgmt-bad")[0], 404)
+        self.assertEqual(self.call("GET", "/api/policies", user="watcher", password="w")[0], 401)
+        self.assertEqual(self.call("PUT", "/api/policies/other/p", {"pattern": ".", "definition": {"max-length": 1}},
+                                   user="dev", password="d")[0], 401)
+
     def test_a_definitions_import_of_the_wrong_shape_is_refused_and_the_api_goes_on(self):
         # A queue whose name is an object ended the request in the import's limit count (fuzz_management); now the
         # import refuses it with its reason and keeps none of the topology (the accounts come first, as above).
@@ -573,6 +627,7 @@ class ManagementTest(unittest.TestCase):
                 self.assertEqual(self.call_on(broker, "PUT", "/api/queues/kept-v/kept-q", {"durable": True},
                                               user="kept-u", password="k")[0], 201)
                 self.assertEqual(admin("DELETE", "/api/users/dev")[0], 204)
+                self.assertEqual(admin("PUT", "/api/policies/kept-v/kept-p", {"pattern": "^kept", "definition": {"max-length": 7}})[0], 201)
                 # A deleted vhost stays deleted, with its durable queue and its persistent message.
                 self.assertEqual(admin("PUT", "/api/permissions/other/guest", {"configure": ".*", "write": ".*", "read": ".*"})[0], 204)
                 self.assertEqual(admin("PUT", "/api/queues/other/gone-q", {"durable": True})[0], 201)
@@ -589,7 +644,7 @@ class ManagementTest(unittest.TestCase):
             try:
                 self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="kept-u", password="k")[1]["tags"], ["administrator"])
                 self.assertEqual(self.call_on(broker, "GET", "/api/permissions/kept-v/kept-u")[1]["read"], "^r")
-                self.assertEqual(self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[0], 200)
+                self.assertEqual(self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[1]["policy"], "kept-p")
                 self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="dev", password="d")[0], 401)
                 self.assertEqual(self.call_on(broker, "GET", "/api/vhosts/other")[0], 404)
                 self.assertEqual(self.call_on(broker, "PUT", "/api/vhosts/other", {})[0], 201)
@@ -613,6 +668,20 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.rabbitmqadmin("delete", "user", "name=admin-u"), "user deleted")
         self.assertEqual(self.rabbitmqadmin("delete", "vhost", "name=admin-v"), "vhost deleted")
         self.assertNotIn("admin-v", [v["name"] for v in self.rabbitmqadmin("list", "vhosts")])
+
+    def test_rabbitmqadmin_declares_lists_and_deletes_policies_and_vhost_limits(self):
+        self.assertEqual(self.rabbitmqadmin("declare", "policy", "name=admin-pol", "pattern=^admin-pol",
+                                            'definition={"max-length": 5}', "priority=2", "apply-to=queues"),
+                         "policy declared")
+        listed = [p for p in self.rabbitmqadmin("list", "policies") if p["name"] == "admin-pol"]
+        self.assertEqual([(p["pattern"], p["priority"], p["apply-to"], p["definition"]) for p in listed],
+                         [("^admin-pol", 2, "queues", {"max-length": 5})])
+        self.assertEqual(self.rabbitmqadmin("delete", "policy", "name=admin-pol"), "policy deleted")
+        self.assertEqual(self.rabbitmqadmin("declare", "vhost_limit", "vhost=other", "name=max-queues", "value=9"),
+                         "vhost_limit declared")
+        self.assertIn({"vhost": "other", "value": {"max-queues": 9}}, self.rabbitmqadmin("list", "vhost_limits"))
+        self.assertEqual(self.rabbitmqadmin("delete", "vhost_limit", "vhost=other", "name=max-queues"), "vhost_limit deleted")
+        self.assertNotIn("other", [v["vhost"] for v in self.rabbitmqadmin("list", "vhost_limits")])
 
     # Metrics ----------------------------------------------------------------------------------------------------
 
