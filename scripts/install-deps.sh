@@ -21,6 +21,7 @@ packages=(
   ruby-bunny                                    # Ruby's AMQP client (bunny) for the AMQP smoke test
   rabbitmq-server                               # rabbitmqadmin, RabbitMQ's management CLI, tested against ours
   chromium chromium-driver python3-selenium     # the management UI's tests in a real browser
+  prometheus                                    # a real Prometheus scraping /metrics for the Grafana dashboard test
   nodejs                                        # Node.js for the TypeScript example driver (conformance/drivers/ts)
   golang-go                                     # Go 1.19 for the Go example driver (conformance/drivers/go)
   golang-github-vmihailenco-msgpack.v5-dev      # its MessagePack package, and its WebSocket one, as Go sources
