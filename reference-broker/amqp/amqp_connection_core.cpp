@@ -184,15 +184,19 @@ void AmqpConnectionCore::on_start_ok(const Method& method) {
   auto credentials = parse_credentials(method.text("mechanism"), method.text("response"));
   if (!credentials) return refuse_login("AMQP connection.start-ok", "", credentials.error(), method.id());
   // Authentication here, authorisation at connection.open, as RabbitMQ splits them; log_in checks both there.
-  // With authentication_failure_close the client is told with connection.close 403.
+  const amqp::FieldTable& client = method.table("client_properties");
   if (env_.definitions.authenticate(credentials->user, credentials->password) == nullptr) {
-    return refuse_login("AMQP connection.start-ok", credentials->user,
-                        hard_error(403, "Login was refused using authentication mechanism " + method.text("mechanism")),
-                        method.id());
+    const Error refused = hard_error(403, "Login was refused using authentication mechanism " + method.text("mechanism"));
+    // RabbitMQ's authentication_failure_close: a client that announces it is told with connection.close 403; to
+    // one that does not, the socket just closes, as 0-9-1 has it ("the server SHOULD close the socket").
+    if (!client_capability(client, "authentication_failure_close")) {
+      log_refused_login("AMQP connection.start-ok", refused.code, hints_.peer_address, credentials->user, refused.msg);
+      return close_socket();
+    }
+    return refuse_login("AMQP connection.start-ok", credentials->user, refused, method.id());
   }
   login_.ver = 1;
   login_.auth = {"plain", credentials->user, credentials->password};
-  const amqp::FieldTable& client = method.table("client_properties");
   login_.client = to_firemq_map(client);  // each channel's session is shown with it, as a FireMQ hello's client
   cancel_notify_ = client_capability(client, "consumer_cancel_notify");
   blocked_notify_ = client_capability(client, "connection.blocked");
@@ -258,6 +262,10 @@ void AmqpConnectionCore::on_open(const Method& method) {
 void AmqpConnectionCore::on_close(const Method&) {
   flush();  // the confirms of what was published before go before close-ok
   send(0, Method::of(m::kConnectionCloseOk));
+  close_socket();
+}
+
+void AmqpConnectionCore::close_socket() {
   state_ = State::closing;
   wire_.close_after_flush();
 }

@@ -81,6 +81,9 @@ class AmqpConnectionCore : private AmqpChannelHost {
   void on_close(const amqp::Method& m);
   void send(std::uint16_t channel, const amqp::Method& m);
   void close_connection(std::uint16_t code, const std::string& text, amqp::MethodId method);
+  // No connection.close: the socket closes once what was written has gone (a login refused without
+  // authentication_failure_close, a wrong protocol header).
+  void close_socket();
   // A login refused at start-ok or open: logged (log_refused_login), then the connection error.
   void refuse_login(std::string_view step, const std::string& user, const Error& error, amqp::MethodId method);
 

@@ -114,13 +114,19 @@ TEST_F(AmqpConnectionCoreTest, WrongProtocolHeaderIsAnsweredWithOursThenClosed) 
   EXPECT_TRUE(wire_.closing);
 }
 
-TEST_F(AmqpConnectionCoreTest, WrongPasswordIsConnectionClose403OnStartOk) {
-  start_ok("wrong");
+TEST_F(AmqpConnectionCoreTest, WrongPasswordIsConnectionClose403OnStartOkForAClientThatAsksForIt) {
+  start_ok("wrong", amqp::FieldTable{{"authentication_failure_close", amqp::FieldValue(true)}});
   Method close = only_method();
   ASSERT_EQ(close.id(), m::kConnectionClose);
   EXPECT_EQ(close.number("reply_code"), 403u);
   EXPECT_EQ(close.number("class_id"), 10u);
   EXPECT_EQ(close.number("method_id"), 11u);
+  EXPECT_TRUE(wire_.closing);
+}
+
+TEST_F(AmqpConnectionCoreTest, WrongPasswordJustClosesTheSocketForAClientWithoutAuthenticationFailureClose) {
+  start_ok("wrong");  // as RabbitMQ: no connection.close, which such a client may not expect before tune
+  EXPECT_TRUE(frames().empty());
   EXPECT_TRUE(wire_.closing);
 }
 
