@@ -353,10 +353,10 @@ func (c *client) roundTripOn(ch *amqp.Channel) error {
 
 // event is one method frame on the wire: fromServer says which way; code is the reply code of a close.
 type event struct {
-	fromServer      bool
-	channel         uint16
-	class, method   uint16
-	code            uint16
+	fromServer    bool
+	channel       uint16
+	class, method uint16
+	code          uint16
 }
 
 // tap is the connection's socket, parsing the frames each way as they pass: what the client library does not
