@@ -358,13 +358,17 @@ class BunnyChannelSemantics < BunnyTest
   # yet) is answered, and the connection stays open. Bunny's own Channel#close cannot take part: it holds the
   # session's channel mutex while it waits for close-ok, which the reader thread needs to handle the broker's
   # close, so it waits out its continuation timeout and its reader thread then dies, whichever the broker. The
-  # client's close goes through bunny's transport instead; bunny's reader answers the broker's close as usual.
+  # client's close goes through bunny's transport instead, in the same write as the publish (so that it is sent
+  # before bunny can have read the broker's close: they always cross); bunny's reader answers the broker's close as
+  # usual.
   def test_03_crossing_channel_close_keeps_the_connection
     last = @connection.create_channel  # for the round trip at the end: opened before channel numbers are reused
     channels = Array.new(5) { @connection.create_channel }
     channels.each do |channel|
-      channel.basic_publish("m", unique("-missing"), "k")
-      @connection.send_frame(AMQ::Protocol::Channel::Close.encode(channel.id, 200, "Goodbye", 0, 0))
+      publish = AMQ::Protocol::Basic::Publish.encode(channel.id, "m", { content_type: "text/plain" },
+                                                     unique("-missing"), "k", false, false, @connection.frame_max)
+      close = AMQ::Protocol::Channel::Close.encode(channel.id, 200, "Goodbye", 0, 0)
+      @connection.send_frameset(publish + [close], channel)
     end
     # Bunny's reader sends its close-ok for the broker's close, then forgets the channel.
     assert eventually(DEADLINE) { channels.all? { |channel| @connection.find_channel(channel.id).nil? } },
