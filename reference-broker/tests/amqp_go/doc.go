@@ -3,7 +3,8 @@
 // RabbitMQ's clients rely on and per RabbitMQ extension the broker implements (docs/spec-notes.md, "AMQP 0-9-1"),
 // against a broker process it starts, or against any broker given by URL (RabbitMQ too).
 //
-// Built offline in GOPATH mode, as the Go example driver (reference-broker/CMakeLists.txt), and run as
+// Built offline in GOPATH mode, as the Go example driver, into build/reference-broker/amqp-go/amqp_go.test
+// (reference-broker/CMakeLists.txt), and run as
 //
 //	amqp_go.test -test.v -broker build/reference-broker/firemq-broker
 //	amqp_go.test -test.v -url amqp://guest:guest@127.0.0.1:5672/
