@@ -85,7 +85,8 @@ class RemoteBroker
 
   # Bunny reads amqp://host/ as the vhost "", not "/".
   def connect(**options)
-    Bunny.new(URL.end_with?("/") ? "#{URL}%2F" : URL, logger: Logger.new(File.join(@directory, "bunny.log")), **options).tap(&:start)
+    url = URL.end_with?("/") ? "#{URL}%2F" : URL
+    Bunny.new(url, logger: Logger.new(File.join(@directory, "bunny.log")), **options).tap(&:start)
   end
 end
 
@@ -444,7 +445,9 @@ class BunnyChannelSemantics < BunnyTest
     deliveries = consume("", no_ack: true)
     publish(declared, "consumed")
     assert_equal "consumed", receive(deliveries, "basic.consume of \"\"")[2]
-    assert_channel_error(Bunny::NotFound, "queue.purge of \"\" before any declare") { |channel| channel.queue_purge("") }
+    assert_channel_error(Bunny::NotFound, "queue.purge of \"\" before any declare") do |channel|
+      channel.queue_purge("")
+    end
   end
 
   # 10. In a transaction, an ack of a delivery tag the channel never gave is refused at once (406), not at commit.

@@ -348,9 +348,13 @@ func Test07_DefaultExchangeUnbindAndDeleteAre403(t *testing.T) {
 	c := dial(t)
 	q := exclusiveQueue(t, c.channel(), "", nil)
 	for what, call := range map[string]func(ch *amqp.Channel) error{
-		"exchange.delete of the default exchange": func(ch *amqp.Channel) error { return ch.ExchangeDelete("", false, false) },
-		"exchange.delete of amq.direct":           func(ch *amqp.Channel) error { return ch.ExchangeDelete("amq.direct", false, false) },
-		"queue.unbind from the default exchange":  func(ch *amqp.Channel) error { return ch.QueueUnbind(q, q, "", nil) },
+		"exchange.delete of the default exchange": func(ch *amqp.Channel) error {
+			return ch.ExchangeDelete("", false, false)
+		},
+		"exchange.delete of amq.direct": func(ch *amqp.Channel) error {
+			return ch.ExchangeDelete("amq.direct", false, false)
+		},
+		"queue.unbind from the default exchange": func(ch *amqp.Channel) error { return ch.QueueUnbind(q, q, "", nil) },
 	} {
 		if code := refusal(t, c, call); code != amqp.AccessRefused {
 			t.Errorf("%s: %d, want 403", what, code)

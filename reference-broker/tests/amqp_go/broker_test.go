@@ -269,7 +269,8 @@ func receive(t *testing.T, deliveries <-chan amqp.Delivery, what string) amqp.De
 	return amqp.Delivery{}
 }
 
-func consume(t *testing.T, ch *amqp.Channel, queue, tag string, autoAck, exclusive bool, args amqp.Table) <-chan amqp.Delivery {
+func consume(t *testing.T, ch *amqp.Channel, queue, tag string, autoAck, exclusive bool,
+	args amqp.Table) <-chan amqp.Delivery {
 	t.Helper()
 	deliveries, err := ch.Consume(queue, tag, autoAck, exclusive, false, false, args)
 	if err != nil {
