@@ -26,6 +26,7 @@ packages=(
   golang-go                                     # Go 1.19 for the Go example driver (conformance/drivers/go)
   golang-github-vmihailenco-msgpack.v5-dev      # its MessagePack package, and its WebSocket one, as Go sources
   golang-github-gorilla-websocket-dev           # under /usr/share/gocode (the build is offline, in GOPATH mode)
+  golang-github-rabbitmq-amqp091-go-dev         # the Go AMQP 0-9-1 client RabbitMQ maintains, for broker.amqp_go
 )
 # npm, which installs that driver's packages from the npm registry. NodeSource's nodejs package bundles npm and
 # conflicts with Debian's npm: ask for the package only when there is no npm command.

@@ -5,14 +5,17 @@ return), consuming with prefetch, ack, nack, get, channel and connection errors,
 in both directions with a FireMQ client written here (python3-msgpack): a message published over one protocol
 is consumed over the other.
 
-Usage: amqp_pika_test.py BROKER_EXECUTABLE
+Usage: amqp_pika_test.py BROKER_EXECUTABLE [--broker-arg ARG]... [UNITTEST ARGS]
+       amqp_pika_test.py AMQP_URL RabbitMqChannelSemantics RabbitMqClientItems   (a broker that runs already,
+                                                     RabbitMQ too: the classes that need no FireMQ listener)
 """
-import datetime, decimal, json, os, signal, socket, struct, subprocess, sys, tempfile, time, unittest
+import datetime, decimal, json, os, signal, socket, struct, subprocess, sys, tempfile, time, unittest, urllib.parse
 
 import msgpack
 import pika
 
 BROKER = None
+BROKER_ARGS = []  # --broker-arg: testing flags (--amqp-fault=NAME) for every broker started
 
 
 class Broker:
@@ -27,7 +30,7 @@ class Broker:
         self.args = [BROKER, "--bind", "127.0.0.1", "--port", "0", "--tls-port", "off", "--ws-port", "off",
                      "--wss-port", "off", "--definitions", definitions, "--data-dir", os.path.join(directory, "data")]
         self.args += ["--amqp-port", amqp_port]
-        self.args += list(extra)
+        self.args += BROKER_ARGS + list(extra)
         self.start()
 
     def start(self):
@@ -66,6 +69,22 @@ class Broker:
         credentials = pika.PlainCredentials("guest", password)
         return pika.BlockingConnection(pika.ConnectionParameters(
             "127.0.0.1", self.ports["amqp"], "/", credentials, connection_attempts=1, socket_timeout=5))
+
+
+class RemoteBroker:
+    """A broker that runs already, given by its AMQP URL: for the tests that use pika alone."""
+
+    def __init__(self, url):
+        self.url = urllib.parse.urlparse(url)
+        self.ports = {"amqp": self.url.port or 5672}
+
+    def stop(self):
+        pass
+
+    def amqp(self, password=None):
+        credentials = pika.PlainCredentials(self.url.username, self.url.password if password is None else password)
+        return pika.BlockingConnection(pika.ConnectionParameters(
+            self.url.hostname, self.ports["amqp"], "/", credentials, connection_attempts=1, socket_timeout=5))
 
 
 class FireClient:
@@ -111,7 +130,7 @@ class WithBroker(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.tmp = tempfile.TemporaryDirectory()
-        cls.broker = Broker(cls.tmp.name)
+        cls.broker = RemoteBroker(BROKER) if BROKER.startswith("amqp://") else Broker(cls.tmp.name)
 
     @classmethod
     def tearDownClass(cls):
@@ -419,6 +438,7 @@ class RabbitMqChannelSemantics(PikaChannel):
 
     def test_refusals_are_rabbitmqs_403_channel_errors(self):
         self.assertEqual(self.channel_close_code(lambda ch: ch.exchange_delete("amq.direct")), 403)
+        self.assertEqual(self.channel_close_code(lambda ch: ch.exchange_delete("")), 403)
         self.channel.queue_declare(self.queue, exclusive=True, arguments={"x-single-active-consumer": True})
         self.assertEqual(self.channel_close_code(lambda ch: ch.queue_unbind(self.queue, "", self.queue)), 403)
         self.assertEqual(self.channel_close_code(
@@ -453,7 +473,9 @@ class RabbitMqChannelSemantics(PikaChannel):
                                    arguments={"x-max-length": 1, "x-overflow": "reject-publish"})
         self.channel.basic_publish("", self.queue, b"kept")
         self.channel.basic_publish("", self.queue, b"dropped")
-        self.assertEqual(self.channel.queue_declare(self.queue, passive=True).method.message_count, 1)
+        # basic.get, which RabbitMQ too answers after the channel's publishes (its message_count may overtake them)
+        self.assertEqual(self.channel.basic_get(self.queue, auto_ack=True)[2], b"kept")
+        self.assertEqual(self.channel.basic_get(self.queue), (None, None, None))
         self.assertTrue(self.connection.is_open)
 
     def test_update_secret_is_answered_update_secret_ok(self):
@@ -502,6 +524,239 @@ class RabbitMqChannelSemantics(PikaChannel):
         death = properties.headers["x-death"][0]
         self.assertEqual(death["original-expiration"], "20")
         self.assertIsInstance(death["time"], datetime.datetime)
+
+
+# How long a test waits for what the broker owes it. The tests below decide nothing by a quiet period: a verdict
+# that something did not happen is read from the broker's state after it would have happened (a queue's ready
+# count, basic.get, the order of what comes).
+DEADLINE = 10
+
+
+def wait_for(connection, predicate, what, seconds=DEADLINE):
+    """Lets pika dispatch until predicate() holds, or fails after `seconds`."""
+    deadline = time.time() + seconds
+    while not predicate():
+        if time.time() > deadline:
+            raise AssertionError("%s: not within %d s" % (what, seconds))
+        connection.process_data_events(time_limit=0.01)
+
+
+def describe(value):
+    """A field value with its Python type (pika picks it by the field's type letter), tables by key."""
+    if isinstance(value, dict):
+        return "{" + ", ".join("%s: %s" % (k, describe(value[k])) for k in sorted(value)) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(describe(v) for v in value) + "]"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return "int(%d)" % value  # pika reads l as its own long
+    return "%s(%r)" % (type(value).__name__, value)
+
+
+class RabbitMqClientItems(PikaChannel):
+    """The items of docs/spec-notes.md, "Channel semantics RabbitMQ's clients rely on", and RabbitMQ's extensions,
+    that RabbitMqChannelSemantics does not cover, as pika's users meet them (the numbers are the spec-notes
+    table's)."""
+
+    def publish(self, key, *bodies, exchange="", **properties):
+        """Publishes on a confirm-mode channel of its own, each publish waiting for its ack: the messages are queued,
+        and handed to every consumer that can take them, when it returns."""
+        channel = self.connection.channel()
+        channel.confirm_delivery()
+        for body in bodies:
+            channel.basic_publish(exchange, key, body, pika.BasicProperties(**properties))
+        channel.close()
+
+    def ready(self, queue, channel=None):
+        return (channel or self.channel).queue_declare(queue, passive=True).method.message_count
+
+    def consume(self, queue, channel=None, **options):
+        """A consumer whose deliveries are appended to the list returned, as (method, properties, body)."""
+        deliveries = []
+        (channel or self.channel).basic_consume(queue, lambda ch, m, p, b: deliveries.append((m, p, b)), **options)
+        return deliveries
+
+    def get(self, queue, auto_ack=True):
+        method, properties, body = self.channel.basic_get(queue, auto_ack=auto_ack)
+        self.assertIsNotNone(method, "basic.get %s: empty" % queue)
+        return method, properties, body
+
+    def channel_error(self, call):
+        """The code of the channel.close that `call` on a new channel gets; the connection goes on."""
+        channel = self.connection.channel()
+        with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as closed:
+            call(channel)
+        self.assertTrue(self.connection.is_open)
+        self.connection.channel().queue_declare("", exclusive=True)
+        return closed.exception.reply_code
+
+    def test_01_field_table_types_come_back_as_published(self):
+        # pika writes int as I (l past 32 bits), Decimal as D, datetime as T, dict as F, list as A; it reads l as
+        # unsigned and f, d as int (its data.py), so no negative long and no float here.
+        self.channel.queue_declare(self.queue, exclusive=True)
+        headers = {"int32": -70000, "long": 2**40, "decimal": decimal.Decimal("123.45"),
+                   "time": datetime.datetime(2023, 11, 14, 22, 13, 20), "bytes": b"\x00\x01", "str": "s",
+                   "bool": True, "none": None,
+                   "nested": {"inner": 7, "deeper": {"when": datetime.datetime(2023, 11, 14, 22, 13, 21)}},
+                   "list": [1, decimal.Decimal("0.5"), {"k": "v"}, [2]]}
+        self.publish(self.queue, b"got", headers=headers)
+        self.assertEqual(describe(self.get(self.queue)[1].headers), describe(headers))
+        consumed = self.consume(self.queue, auto_ack=True)
+        self.publish(self.queue, b"consumed", headers=headers)
+        wait_for(self.connection, lambda: consumed, "the delivery")
+        self.assertEqual(describe(consumed[0][1].headers), describe(headers))
+
+    def test_02_per_consumer_and_global_prefetch_hold_together(self):
+        # Each consumer's 1 is reached before the channel's 3.
+        self.channel.queue_declare(self.queue, exclusive=True)
+        self.channel.basic_qos(prefetch_count=1)
+        self.channel.basic_qos(prefetch_count=3, global_qos=True)
+        first, second = self.consume(self.queue), self.consume(self.queue)
+        self.publish(self.queue, b"1", b"2", b"3", b"4", b"5")
+        wait_for(self.connection, lambda: first and second, "a delivery to each consumer")
+        self.assertEqual(self.ready(self.queue), 3)
+        self.assertEqual((len(first), len(second)), (1, 1))
+        # The channel's 3 is reached before each consumer's 2.
+        channel = self.connection.channel()
+        queue = self.queue + "-2"
+        channel.queue_declare(queue, exclusive=True)
+        channel.basic_qos(prefetch_count=2)
+        channel.basic_qos(prefetch_count=3, global_qos=True)
+        first, second = self.consume(queue, channel), self.consume(queue, channel)
+        self.publish(queue, *[b"%d" % i for i in range(8)])
+        wait_for(self.connection, lambda: len(first) + len(second) >= 3, "three deliveries")
+        self.assertEqual(self.ready(queue, channel), 5)
+        self.assertEqual(len(first) + len(second), 3)
+        self.assertLessEqual(max(len(first), len(second)), 2)
+
+    def test_03_a_crossing_channel_close_keeps_the_connection(self):
+        # The publish to a missing exchange gets the broker's channel.close 404, which pika has not read when it sends
+        # its own close: pika answers the broker's close, waits for the close-ok of its own, and raises the 404.
+        crossings = 0
+        for _ in range(5):
+            channel = self.connection.channel()
+            channel.basic_publish("missing-" + self.queue, "k", b"m")
+            if channel.is_open:
+                with self.assertRaises(pika.exceptions.ChannelClosedByBroker) as closed:
+                    channel.close()
+                self.assertEqual(closed.exception.reply_code, 404)
+                crossings += 1
+        self.assertGreater(crossings, 0, "no channel.close crossed the broker's: nothing was tested")
+        # A round trip after pika's close-oks: a broker that took one for a frame on a closed channel (504) has
+        # ended the connection by now.
+        self.assertEqual(self.connection.channel().queue_declare("", exclusive=True).method.message_count, 0)
+        self.assertTrue(self.connection.is_open)
+
+    def test_04_an_expired_message_is_not_delivered(self):
+        self.channel.queue_declare(self.queue, exclusive=True)
+        self.publish(self.queue, b"lasting")
+        self.publish(self.queue, b"short", expiration="1")
+        self.publish(self.queue, b"last")
+        time.sleep(0.05)  # "short" expires 1 ms after it was queued (no verdict: the order delivered below decides)
+        delivered = self.consume(self.queue, auto_ack=True)
+        wait_for(self.connection, lambda: len(delivered) >= 2, "two deliveries")
+        self.assertEqual([body for _, _, body in delivered], [b"lasting", b"last"])
+
+    def test_05_x_max_length_holds_for_a_requeued_message(self):
+        self.channel.queue_declare(self.queue, exclusive=True, arguments={"x-max-length": 2})
+        self.publish(self.queue, b"a", b"b")
+        method, _, _ = self.get(self.queue, auto_ack=False)
+        self.publish(self.queue, b"c")  # b and c ready: the queue is at its length again
+        self.channel.basic_nack(method.delivery_tag, requeue=True)  # back at the head, which is dropped
+        self.assertEqual([self.get(self.queue)[2] for _ in range(2)], [b"b", b"c"])
+        self.assertEqual(self.channel.basic_get(self.queue), (None, None, None))
+
+    def test_06_x_queue_type_classic_equals_no_type_on_redeclare(self):
+        self.channel.queue_declare(self.queue, exclusive=True)
+        self.channel.queue_declare(self.queue, exclusive=True, arguments={"x-queue-type": "classic"})
+        classic = self.queue + "-classic"
+        self.channel.queue_declare(classic, exclusive=True, arguments={"x-queue-type": "classic"})
+        self.channel.queue_declare(classic, exclusive=True)
+        self.assertEqual(self.channel_error(lambda ch: ch.queue_declare(
+            self.queue, exclusive=True, arguments={"x-max-length": 5})), 406)  # the others are still compared
+
+    def test_08_any_consumer_of_an_exclusively_consumed_queue_is_403(self):
+        self.channel.queue_declare(self.queue, exclusive=True)
+        self.consume(self.queue, exclusive=True)
+        self.assertEqual(self.channel_error(lambda ch: ch.basic_consume(self.queue, lambda *a: None)), 403)
+
+    def test_10_an_unknown_tag_in_a_transaction_is_406_at_once(self):
+        def ack_unknown_tag(channel):
+            channel.tx_select()
+            channel.basic_ack(99)
+            channel.queue_declare("", exclusive=True)  # and no tx.commit: the close comes first
+        self.assertEqual(self.channel_error(ack_unknown_tag), 406)
+
+    def test_12_in_confirm_mode_a_publish_to_a_missing_exchange_closes_the_channel_with_404(self):
+        def publish(channel):
+            channel.confirm_delivery()
+            channel.basic_publish("missing-" + self.queue, "k", b"m")  # a nack would raise NackError
+        self.assertEqual(self.channel_error(publish), 404)
+
+    def test_13_in_a_transaction_a_publish_to_a_missing_exchange_is_404_at_once(self):
+        def publish(channel):
+            channel.tx_select()
+            channel.basic_publish("missing-" + self.queue, "k", b"m")
+            channel.queue_declare("", exclusive=True)  # and no tx.commit: the close comes first
+        self.assertEqual(self.channel_error(publish), 404)
+
+    def test_14_requeued_messages_go_back_to_their_positions(self):
+        self.channel.queue_declare(self.queue, exclusive=True)
+        self.publish(self.queue, b"m1", b"m2", b"m3", b"m4")
+        m1, m2, m3 = [self.get(self.queue, auto_ack=False)[0] for _ in range(3)]
+        for method in (m3, m1, m2):  # not in queue order
+            self.channel.basic_nack(method.delivery_tag, requeue=True)
+        got = [self.get(self.queue) for _ in range(4)]
+        self.assertEqual([body for _, _, body in got], [b"m1", b"m2", b"m3", b"m4"])
+        self.assertEqual([method.redelivered for method, _, _ in got], [True, True, True, False])
+
+    def test_14_requeued_messages_go_back_by_priority(self):
+        self.channel.queue_declare(self.queue, exclusive=True, arguments={"x-max-priority": 5})
+        self.publish(self.queue, b"low-1", b"low-2")
+        self.publish(self.queue, b"high", priority=3)
+        high, low = self.get(self.queue, auto_ack=False), self.get(self.queue, auto_ack=False)
+        self.assertEqual((high[2], low[2]), (b"high", b"low-1"))
+        for method in (low[0], high[0]):
+            self.channel.basic_nack(method.delivery_tag, requeue=True)
+        self.assertEqual([self.get(self.queue)[2] for _ in range(3)], [b"high", b"low-1", b"low-2"])
+
+    def test_e2_a_wrong_password_is_connection_close_403(self):
+        # pika announces authentication_failure_close; it reports the broker's connection.close 403 during the
+        # handshake as ProbableAuthenticationError carrying the close (a socket closed without one carries none).
+        with self.assertRaises(pika.exceptions.ProbableAuthenticationError) as raised:
+            self.broker.amqp(password="wrong-password")
+        self.assertIn("ConnectionClosedByBroker: (403) 'ACCESS_REFUSED", str(raised.exception))
+
+    def test_e3_cc_and_bcc_headers_route_and_bcc_is_not_delivered(self):
+        exchange = "x-" + self.queue
+        self.channel.exchange_declare(exchange, "direct")
+        try:
+            queues = {}
+            for key in ("to", "cc", "bcc", "other"):
+                queues[key] = self.queue + "-" + key
+                self.channel.queue_declare(queues[key], exclusive=True)
+                self.channel.queue_bind(queues[key], exchange, key)
+            self.publish("to", b"m", exchange=exchange, headers={"CC": ["cc"], "BCC": ["bcc", "to"]})
+            for key in ("to", "cc", "bcc"):
+                _, properties, _ = self.get(queues[key])
+                self.assertEqual(properties.headers, {"CC": ["cc"]}, key)
+                self.assertEqual(self.ready(queues[key]), 0, key)  # once
+            self.assertEqual(self.ready(queues["other"]), 0)
+            self.publish(queues["to"], b"d", headers={"CC": [queues["cc"]]})  # default exchange: keys name queues
+            self.assertEqual((self.get(queues["to"])[2], self.get(queues["cc"])[2]), (b"d", b"d"))
+        finally:
+            self.channel.exchange_delete(exchange)
+
+    def test_e5_a_higher_priority_consumer_gets_the_messages_while_it_has_room(self):
+        self.channel.queue_declare(self.queue, exclusive=True)
+        self.channel.basic_qos(prefetch_count=3)
+        low = self.consume(self.queue, arguments={"x-priority": 1})
+        high = self.consume(self.queue, arguments={"x-priority": 10})
+        self.publish(self.queue, b"1", b"2", b"3")
+        wait_for(self.connection, lambda: len(high) >= 3, "three deliveries to the higher priority consumer")
+        self.assertEqual([body for _, _, body in high], [b"1", b"2", b"3"])
+        self.publish(self.queue, b"4")  # the higher one is full
+        wait_for(self.connection, lambda: low, "a delivery to the lower priority consumer")
+        self.assertEqual([body for _, _, body in low], [b"4"])
 
 
 class AmqpConnectionLimits(unittest.TestCase):
@@ -764,4 +1019,7 @@ class AmqpBadInput(WithBroker):
 
 if __name__ == "__main__":
     BROKER = sys.argv.pop(1)
+    while len(sys.argv) > 2 and sys.argv[1] == "--broker-arg":
+        BROKER_ARGS.append(sys.argv.pop(2))
+        sys.argv.pop(1)
     unittest.main(verbosity=2)
