@@ -5,6 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake make pkg-config         # g++ 12, the build
+  ninja-build                                   # Ninja: make's build trees use it when it is there
   dpkg-dev                                      # dpkg-shlibdeps: the Depends of make package's .deb
   libboost-dev libboost-program-options-dev     # Boost 1.74: Asio, Beast (headers), Program_options
   libmsgpack-cxx-dev                            # MessagePack headers (depends on Boost 1.74)
