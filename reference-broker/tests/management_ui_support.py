@@ -119,6 +119,12 @@ class BrowserTest(unittest.TestCase):
         self.wait.until(EC.text_to_be_present_in_element((By.CSS_SELECTOR, css), fragment))
         return self.driver.find_element(By.CSS_SELECTOR, css).text
 
+    def row_containing(self, css, fragment):
+        """The text of the first of the rows `css` names that contains `fragment`, once there is one."""
+        def found(driver):
+            return next((row.text for row in driver.find_elements(By.CSS_SELECTOR, css) if fragment in row.text), False)
+        return self.wait.until(found)
+
     def click(self, css):
         """Clicks what `css` names; a region the refresh just redrew is found again."""
         def clicked(driver):
