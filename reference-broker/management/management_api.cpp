@@ -337,7 +337,8 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
   // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME, /api/nodes/NAME; the others are /api/KIND/VHOST/NAME.
   const bool named_first = what == "vhosts" || what == "users" || what == "connections" || what == "nodes";
   const std::optional<std::string> vhost = named_first ? std::nullopt : route.at(1);
-  const std::optional<std::string> name = named_first ? route.at(1) : route.at(2);
+  std::optional<std::string> name = named_first ? route.at(1) : route.at(2);
+  if (what == "exchanges" && name) name = exchange_name(*name);  // amq.default in paths, "" in the JSON
   if (route.size() > (named_first ? 2u : 3u) || (vhost && !env_.core.vhost(*vhost))) return not_found();
   Result<Json, HttpAnswer> body = collection(what, who, vhost);
   if (!body) return body.error();
@@ -463,6 +464,7 @@ Json ManagementApi::node() const {
   std::error_code ec;
   const auto space = std::filesystem::space(env_.config.alarms.disk_path, ec);
   const std::string& failure = env_.alarms.storage_failure();
+  const ProcessFigures process = process_figures();
   return {{"name", kNodeName},
           {"type", "disc"},
           {"running", true},
@@ -472,7 +474,12 @@ Json ManagementApi::node() const {
           {"disk_free", ec ? 0 : static_cast<std::uint64_t>(space.available)},
           {"disk_free_limit", env_.config.alarms.disk_free_limit},
           {"disk_free_alarm", env_.alarms.disk()},
-          {"storage_failure", failure.empty() ? Json() : Json(failure)}};
+          {"storage_failure", failure.empty() ? Json() : Json(failure)},
+          {"fd_used", process.open_fds},
+          {"fd_total", process.max_fds},
+          {"sockets_used", process.open_sockets},
+          {"sockets_total", process.max_fds},
+          {"mem_resident", process.resident_bytes}};
 }
 
 // RabbitMQ's GET /api/health/checks/alarms: 200 {"status": "ok"}, or 503 with the alarms in effect.

@@ -48,6 +48,18 @@ struct ManagementEnv {
   std::function<std::vector<ListenerInfo>()> listeners;
 };
 
+// The process's own figures, as rabbitmq_prometheus gives the Erlang VM's (management_metrics.cpp): descriptors and
+// sockets open, the soft RLIMIT_NOFILE (raised at start; every socket takes a descriptor, so it bounds the sockets
+// too), and the resident set. /metrics names them rabbitmq_process_*; /api/nodes fd_used, fd_total, sockets_used,
+// sockets_total, as RabbitMQ's node does.
+struct ProcessFigures {
+  std::uint64_t open_fds = 0;
+  std::uint64_t open_sockets = 0;
+  std::uint64_t max_fds = 0;
+  std::uint64_t resident_bytes = 0;
+};
+ProcessFigures process_figures();
+
 // Answers in RabbitMQ's shapes: a JSON body, an error {"error", "reason"}, and 404 "Object Not Found".
 HttpAnswer api_json(boost::beast::http::status status, const nlohmann::json& body);
 HttpAnswer api_error(boost::beast::http::status status, const std::string& error, const std::string& reason);

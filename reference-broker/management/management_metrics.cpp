@@ -84,29 +84,15 @@ void fsync_histogram(Exposition& e) {
   e.sample_text(std::string(name) + "_count", std::to_string(count));
 }
 
-// The process's own figures, as rabbitmq_prometheus gives the Erlang VM's: descriptors and sockets open and allowed
-// (the soft RLIMIT_NOFILE, raised at start; every socket takes a descriptor, so it bounds the sockets too), and the
-// resident set (what the OS holds; firemq_memory_used_bytes is what the watermark measures).
-void process_figures(Exposition& e) {
-  std::error_code ec;
-  std::uint64_t open = 0, sockets = 0;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
-    ++open;
-    std::error_code link_error;
-    sockets += std::filesystem::read_symlink(it->path(), link_error).native().starts_with("socket:");
-  }
-  rlimit limit{};
-  const std::uint64_t max_fds = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? static_cast<std::uint64_t>(limit.rlim_cur) : 0;
-  e.single("rabbitmq_process_open_fds", "gauge", "Open file descriptors", open);
-  e.single("rabbitmq_process_open_tcp_sockets", "gauge", "Open sockets (the listeners' and the connections')", sockets);
-  e.single("rabbitmq_process_max_fds", "gauge", "Open file descriptors limit", max_fds);
-  e.single("rabbitmq_process_max_tcp_sockets", "gauge", "Open sockets limit (the descriptor limit)", max_fds);
-  std::uint64_t pages = 0, resident = 0;
-  std::ifstream statm("/proc/self/statm");
-  statm >> pages >> resident;
-  e.single("rabbitmq_process_resident_memory_bytes", "gauge", "Memory used in bytes (the resident set)",
-           resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)));
+// The process's figures (process_figures), as rabbitmq_prometheus names the Erlang VM's.
+void process_exposition(Exposition& e) {
+  const ProcessFigures p = process_figures();
+  e.single("rabbitmq_process_open_fds", "gauge", "Open file descriptors", p.open_fds);
+  e.single("rabbitmq_process_open_tcp_sockets", "gauge", "Open sockets (the listeners' and the connections')",
+           p.open_sockets);
+  e.single("rabbitmq_process_max_fds", "gauge", "Open file descriptors limit", p.max_fds);
+  e.single("rabbitmq_process_max_tcp_sockets", "gauge", "Open sockets limit (the descriptor limit)", p.max_fds);
+  e.single("rabbitmq_process_resident_memory_bytes", "gauge", "Memory used in bytes (the resident set)", p.resident_bytes);
 }
 
 // What is open now, summed over the model at scrape time.
@@ -260,6 +246,24 @@ void per_queue(Exposition& e, const ManagementEnv& env, const std::set<std::stri
 
 }  // namespace
 
+ProcessFigures process_figures() {
+  ProcessFigures p;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    ++p.open_fds;
+    std::error_code link_error;
+    p.open_sockets += std::filesystem::read_symlink(it->path(), link_error).native().starts_with("socket:");
+  }
+  rlimit limit{};
+  p.max_fds = getrlimit(RLIMIT_NOFILE, &limit) == 0 ? static_cast<std::uint64_t>(limit.rlim_cur) : 0;
+  std::uint64_t pages = 0, resident = 0;
+  std::ifstream statm("/proc/self/statm");
+  statm >> pages >> resident;
+  p.resident_bytes = resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+  return p;
+}
+
 std::string ManagementApi::metrics() const {
   Exposition e;
   identity(e, kNodeName);
@@ -286,7 +290,7 @@ std::string ManagementApi::metrics() const {
   message_counters(e, env_.core.counters());
   resources(e, env_);
   fsync_histogram(e);
-  process_figures(e);
+  process_exposition(e);
   return e.text();
 }
 

@@ -795,6 +795,9 @@ class ManagementTest(unittest.TestCase):
     def test_nodes_and_rabbitmqadmin_list_nodes(self):
         status, [node] = self.call("GET", "/api/nodes")
         self.assertEqual((status, node["name"], node["running"]), (200, "firemq@localhost", True))
+        # The process's descriptors and sockets, as RabbitMQ's node has them (the UI's node panel shows them).
+        self.assertTrue(0 < node["sockets_used"] <= node["fd_used"] < node["fd_total"] == node["sockets_total"], node)
+        self.assertGreater(node["mem_resident"], 0)
         self.assertEqual(self.call("GET", "/api/nodes/firemq@localhost")[1]["name"], "firemq@localhost")
         self.assertEqual(self.call("GET", "/api/nodes/other@host")[0], 404)
         self.assertEqual([n["name"] for n in self.rabbitmqadmin("list", "nodes")], ["firemq@localhost"])
@@ -832,6 +835,9 @@ class ManagementTest(unittest.TestCase):
         # The default exchange is there (as amq.default in paths): its delete is refused as the wire refuses it.
         status, answer = self.call("DELETE", "/api/exchanges/%2F/amq.default")
         self.assertEqual((status, answer["reason"]), (400, "the default exchange is built in and cannot be deleted"))
+        # As RabbitMQ's API, GET names it amq.default too, and answers with its name "".
+        status, default = self.call("GET", "/api/exchanges/%2F/amq.default")
+        self.assertEqual((status, default["name"], default["type"]), (200, "", "direct"))
 
     def test_get_shows_delivery_mode_and_expiration_as_rabbitmq(self):
         self.assertEqual(self.call("PUT", "/api/queues/%2F/props-q", {})[0], 201)
