@@ -5,6 +5,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "reference-broker/core/log.h"
 #include "reference-broker/net/stream_transport.h"
 
 namespace firemq {
@@ -26,13 +27,13 @@ Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
   if (!opened) return opened.error();
   store_ = std::move(*opened);
   store_->set_pager(&pager_);
-  for (const std::string& problem : report.problems) std::cerr << "firemq-broker: message store: " << problem << std::endl;
+  for (const std::string& problem : report.problems) log_line("message store: " + problem);
   // Attached first: the durable queues declared next take back their messages from the store, and write new
   // ones to it like any other.
   topology_ = std::make_unique<DurableTopology>(dir / "definitions.json", core_, definitions_);
   core_.attach_storage(store_.get(), topology_.get());
   for (const std::string& problem : DurableTopology::restore(stored, core_)) {
-    std::cerr << "firemq-broker: not restored: " << problem << std::endl;
+    log_line("not restored: " + problem);
   }
   report_unclaimed_messages();
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
@@ -50,9 +51,9 @@ void Broker::report_unclaimed_messages() const {
   // store, and come back into a durable queue of that name when one is declared.
   for (const auto& [key, messages] : store_->unclaimed()) {
     const auto names = store::split_queue_key(key);
-    std::cerr << "firemq-broker: message store: " << messages.size() << " messages of durable queue "
-              << (names ? "'" + names->second + "' in vhost '" + names->first + "'" : "?")
-              << " kept: the queue was not restored; declare it (durable) to get them back" << std::endl;
+    log_line("message store: " + std::to_string(messages.size()) + " messages of durable queue " +
+             (names ? "'" + printable(names->second) + "' in vhost '" + printable(names->first) + "'" : "?") +
+             " kept: the queue was not restored; declare it (durable) to get them back");
   }
 }
 
@@ -155,7 +156,7 @@ awaitable<void> Broker::tick_loop() {
     // failed: no save can succeed until a restart, and each try would log again every tick.
     const bool store_failed = store_ && !store_->failure().empty();
     if (Status unsaved = store_failed ? Status() : core_.save_topology()) {
-      std::cerr << "firemq-broker: " << unsaved->msg << std::endl;
+      log_line(unsaved->msg);
     }
     if (store_) store_->write_out();  // expiries' records
     // A failed store is the disk alarm too: a broker that cannot write pauses its publishers (as RabbitMQ's disk

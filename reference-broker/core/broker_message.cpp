@@ -2,8 +2,9 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
 #include <new>
+
+#include "reference-broker/core/log.h"
 
 namespace firemq {
 
@@ -74,7 +75,7 @@ BrokerMessage::~BrokerMessage() {
 
 void BrokerMessage::set_store_id(std::uint64_t id) const {
   if (!persistent_) {  // the store writes persistent messages only: anything else is a bug, not bad input
-    std::cerr << "firemq-broker: internal error: a store id for a transient message" << std::endl;
+    log_line("internal error: a store id for a transient message");
     std::abort();
   }
   *store_id_slot() = id;

@@ -5,7 +5,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <iostream>
+
+#include "reference-broker/core/log.h"
 
 namespace firemq {
 
@@ -74,7 +75,7 @@ namespace {
 std::uint32_t body_size(std::size_t size) {
   // A body came in one frame, and a frame's len is a u32: a larger one is a bug, not bad input.
   if (size > UINT32_MAX) {
-    std::cerr << "firemq-broker: internal error: a message body of " << size << " bytes" << std::endl;
+    log_line("internal error: a message body of " + std::to_string(size) + " bytes");
     std::abort();
   }
   return static_cast<std::uint32_t>(size);
@@ -112,7 +113,7 @@ MessageBody::~MessageBody() {
 ByteView MessageBody::bytes() const {
   if (!in_memory()) {
     // A bug, not bad input: handing on an empty body in its place would deliver a message that was never sent.
-    std::cerr << "firemq-broker: internal error: a paged-out message body was used before page_in" << std::endl;
+    log_line("internal error: a paged-out message body was used before page_in");
     std::abort();
   }
   return ByteView(static_cast<const std::uint8_t*>(at_), size_);

@@ -1,8 +1,8 @@
 #include "reference-broker/core/queue.h"
 
 #include <algorithm>
-#include <iostream>
 
+#include "reference-broker/core/log.h"
 #include "reference-broker/core/policy.h"
 
 namespace firemq {
@@ -133,8 +133,8 @@ std::optional<QueuedMessage> Queue::pop_for_delivery() {
     // Nothing can be delivered in its place: the message leaves memory, and the log says so. Its record stays in
     // the message store (no removal is journaled): a persistent message comes back after a restart, when the
     // file may be readable again.
-    std::cerr << "firemq-broker: queue '" << name() << "' lost a message: its paged-out body could not be read back: "
-              << *unreadable << std::endl;
+    log_line("queue '" + printable(name()) + "' lost a message: its paged-out body could not be read back: " +
+             *unreadable);
   }
   return std::nullopt;
 }

@@ -7,8 +7,9 @@
 #include <cinttypes>
 #include <cstring>
 #include <cstdio>
-#include <iostream>
 #include <system_error>
+
+#include "reference-broker/core/log.h"
 
 namespace firemq::store {
 namespace {
@@ -295,8 +296,8 @@ void MessageStore::enqueued(const Queue& queue, const QueuedMessage& message) {
   if (PublishRecord* open = open_publish_of(m)) return open->queues.push_back(ref_for(queue, message));
   if (IoStatus unreadable = m.body().page_in()) {
     // A dead-lettered copy of a paged-out message, whose body cannot be read back: it cannot be written either.
-    std::cerr << "firemq-broker: message store: a message for durable queue '" << queue.name()
-              << "' is not written: its paged-out body could not be read back: " << *unreadable << std::endl;
+    log_line("message store: a message for durable queue '" + printable(queue.name()) +
+             "' is not written: its paged-out body could not be read back: " + *unreadable);
     return;
   }
   if (m.store_id() == 0) m.set_store_id(next_message_id_++);
@@ -390,8 +391,7 @@ std::shared_ptr<PageFile> MessageStore::segment_reader(std::uint64_t number) {
     const std::filesystem::path path = segment_path(number);
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-      std::cerr << "firemq-broker: paging: cannot open " << path << " to read bodies back: " << std::strerror(errno)
-                << std::endl;
+      log_line("paging: cannot open " + std::string(path) + " to read bodies back: " + std::strerror(errno));
       return nullptr;
     }
     segment.reader = std::make_shared<PageFile>(fd, path.string());
@@ -420,9 +420,7 @@ void MessageStore::fail(const std::string& reason) {
   // What a successful fsync covered is durable, even when its completion has not come back yet (the failure
   // may be the broker thread's own fsync, made after it): those waiters are confirmed, the rest nacked.
   if (syncer_) durable_position_ = std::max(durable_position_, syncer_->ledger().durable());
-  std::cerr << "firemq-broker: message store failed, persistent publishes to durable queues are refused until "
-               "restart: "
-            << reason << std::endl;
+  log_line("message store failed, persistent publishes to durable queues are refused until restart: " + reason);
   const std::vector<DurabilityWaiter*> waiting(waiters_.begin(), waiters_.end());
   for (DurabilityWaiter* waiter : waiting) {
     if (waiters_.count(waiter)) waiter->on_store_failed(durable_position_, reason);
@@ -439,7 +437,7 @@ void MessageStore::reclaim_dead_segments() {
     std::error_code ec;
     std::filesystem::remove(segment_path(oldest.number), ec);
     if (ec) {
-      std::cerr << "firemq-broker: cannot delete " << segment_path(oldest.number) << ": " << ec.message() << std::endl;
+      log_line("cannot delete " + segment_path(oldest.number).string() + ": " + ec.message());
       return;
     }
     segments_.erase(segments_.begin());
@@ -474,7 +472,7 @@ void MessageStore::compact_oldest_segments() {
     // A paged-out body is read back for the copy (from this very segment, or the scratch file). If it cannot be,
     // the message stays where it is, and so does its segment.
     if (IoStatus unreadable = stored.message->body().page_in()) {
-      std::cerr << "firemq-broker: message store: compaction left a message in place: " << *unreadable << std::endl;
+      log_line("message store: compaction left a message in place: " + *unreadable);
       continue;
     }
     append(PublishRecord{id, stored.queues, stored.message});  // the copy: the message now lives at the tail

@@ -6,9 +6,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <unordered_set>
 
+#include "reference-broker/core/log.h"
 #include "reference-broker/store/storage_io.h"
 
 namespace firemq {
@@ -68,7 +68,7 @@ void BodyPager::page_out_to_scratch(const std::vector<ToScratch>& bodies, const 
     // The bodies stay in memory (the flow-control watermark still holds the broker's memory in check); a disk
     // that cannot take them now is unlikely to later, so paging to scratch ends here.
     scratch_failed_ = true;
-    std::cerr << "firemq-broker: paging: " << *error << "; message bodies stay in memory from now on" << std::endl;
+    log_line("paging: " + *error + "; message bodies stay in memory from now on");
     return;
   }
   const std::uint64_t start = scratch_end_;
