@@ -15,6 +15,7 @@
 
 #include "protocol/bytes.h"
 #include "protocol/error.h"
+#include "protocol/reply_codes.h"
 
 namespace firemq::amqp {
 
@@ -31,6 +32,18 @@ inline constexpr std::uint16_t kContentTooLarge = 311;
 inline constexpr std::uint16_t kNoConsumers = 313;
 inline constexpr std::uint16_t kChannelError = 504;
 inline constexpr std::uint16_t kUnexpectedFrame = 505;
+// The shared ones, as the numbers AMQP's reply_code fields carry.
+inline constexpr std::uint16_t kNoRoute = static_cast<std::uint16_t>(ReplyCode::no_route);
+inline constexpr std::uint16_t kConnectionForced = static_cast<std::uint16_t>(ReplyCode::connection_forced);
+inline constexpr std::uint16_t kAccessRefused = static_cast<std::uint16_t>(ReplyCode::access_refused);
+inline constexpr std::uint16_t kNotFound = static_cast<std::uint16_t>(ReplyCode::not_found);
+inline constexpr std::uint16_t kResourceLocked = static_cast<std::uint16_t>(ReplyCode::resource_locked);
+inline constexpr std::uint16_t kPreconditionFailed = static_cast<std::uint16_t>(ReplyCode::precondition_failed);
+inline constexpr std::uint16_t kFrameError = static_cast<std::uint16_t>(ReplyCode::frame_error);
+inline constexpr std::uint16_t kCommandInvalid = static_cast<std::uint16_t>(ReplyCode::command_invalid);
+inline constexpr std::uint16_t kResourceError = static_cast<std::uint16_t>(ReplyCode::resource_error);
+inline constexpr std::uint16_t kNotAllowed = static_cast<std::uint16_t>(ReplyCode::not_allowed);
+inline constexpr std::uint16_t kNotImplemented = static_cast<std::uint16_t>(ReplyCode::not_implemented);
 
 // A connection-level AMQP error: the decoders' refusals. Always fatal (connection.close).
 Error connection_error(std::uint16_t code, std::string msg);

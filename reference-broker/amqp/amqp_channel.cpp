@@ -14,7 +14,7 @@ using amqp::Method;
 // AMQP 0-9-1's soft errors, raised as channel exceptions (channel.close); every other code is a hard error that
 // closes the connection (the spec's "Error codes" constants, as RabbitMQ applies them).
 bool is_channel_error(std::uint16_t code) {
-  return code == amqp::kContentTooLarge || code == 312 || code == amqp::kNoConsumers || (code >= 403 && code <= 406);
+  return code == amqp::kContentTooLarge || code == amqp::kNoRoute || code == amqp::kNoConsumers || (code >= 403 && code <= 406);
 }
 
 Error hard_error(std::uint16_t code, std::string msg) { return Error{code, std::move(msg), true, 0}; }
@@ -113,7 +113,7 @@ void AmqpChannel::on_method(const Method& method) {
     if (route.id == method.id()) return (this->*route.handler)(method);
   }
   // A method the server sends, or connection.* on a channel.
-  host_.connection_error(hard_error(static_cast<std::uint16_t>(ReplyCode::command_invalid),
+  host_.connection_error(hard_error(amqp::kCommandInvalid,
                                     std::string(method.name()) + " is not a method a client sends on a channel"),
                          method.id());
 }
@@ -134,7 +134,7 @@ void AmqpChannel::on_content_header(const amqp::Frame& frame) {
   const std::size_t max = max_body_;
   if (header->body_size > max) {
     publishing_.reset();
-    return close_channel(406, "message size " + std::to_string(header->body_size) + " is larger than max size " +
+    return close_channel(amqp::kPreconditionFailed, "message size " + std::to_string(header->body_size) + " is larger than max size " +
                                   std::to_string(max),
                          m::kBasicPublish);
   }
@@ -197,7 +197,7 @@ void AmqpChannel::on_channel_close(const Method&) {
 }
 
 void AmqpChannel::on_channel_close_ok(const Method&) {
-  host_.connection_error(hard_error(static_cast<std::uint16_t>(ReplyCode::command_invalid),
+  host_.connection_error(hard_error(amqp::kCommandInvalid,
                                     "channel.close-ok without channel.close"), m::kChannelCloseOk);
 }
 
@@ -224,9 +224,9 @@ void AmqpChannel::on_exchange_declare(const Method& method) {
 void AmqpChannel::on_exchange_delete(const Method& method) {
   // FireMQ refuses this with 530, a connection error in AMQP; RabbitMQ's is a channel error, 403.
   const std::string& name = method.text("exchange");
-  if (name.empty()) return close_channel(403, "operation not permitted on the default exchange", method.id());
+  if (name.empty()) return close_channel(amqp::kAccessRefused, "operation not permitted on the default exchange", method.id());
   if (name.starts_with("amq.")) {
-    return close_channel(403, "deletion of system exchange '" + name + "' not allowed", method.id());
+    return close_channel(amqp::kAccessRefused, "deletion of system exchange '" + name + "' not allowed", method.id());
   }
   op::DeleteExchange r{request(method, {}), name, method.flag("if_unused")};
   to_session(std::move(r));
@@ -278,7 +278,7 @@ std::optional<std::string> AmqpChannel::queue_of(const Method& method) {
   const std::string& name = method.text("queue");
   if (!name.empty() || faults_.empty_queue_name_as_given) return name;
   if (last_declared_queue_.empty()) {
-    close_channel(404, "no previously declared queue", method.id());
+    close_channel(amqp::kNotFound, "no previously declared queue", method.id());
     return std::nullopt;
   }
   return last_declared_queue_;
@@ -290,7 +290,7 @@ void AmqpChannel::on_basic_qos(const Method& method) {
   // limit, as RabbitMQ.
   if (method.number("prefetch_size") != 0) {
     return host_.connection_error(
-        hard_error(540, "prefetch_size!=0 (" + std::to_string(method.number("prefetch_size")) + ")"),
+        hard_error(amqp::kNotImplemented, "prefetch_size!=0 (" + std::to_string(method.number("prefetch_size")) + ")"),
                                   m::kBasicQos);
   }
   const auto count = static_cast<std::uint16_t>(method.number("prefetch_count"));
@@ -307,14 +307,14 @@ void AmqpChannel::on_basic_consume(const Method& method) {
   const std::uint64_t sub = next_sub_++;
   if (tag.empty()) tag = "amq.ctag-" + std::to_string(number_) + "-" + std::to_string(sub);
   if (subs_by_tag_.count(tag) != 0) {
-    return host_.connection_error(hard_error(530, "attempt to reuse consumer tag '" + tag + "'"),
+    return host_.connection_error(hard_error(amqp::kNotAllowed, "attempt to reuse consumer tag '" + tag + "'"),
                                   m::kBasicConsume);
   }
   auto queue = queue_of(method);
   if (!queue) return;
   if (method.flag("exclusive") && session_ && session_->single_active_consumer_queue(*queue)) {
     // RabbitMQ: an exclusive consumer would stop the single active consumer's hand-over.
-    return close_channel(static_cast<std::uint16_t>(ReplyCode::access_refused),
+    return close_channel(amqp::kAccessRefused,
                          "queue '" + *queue + "' in vhost '" + session_->vhost() + "' " + std::string(kInExclusiveUse) +
                              " (it has x-single-active-consumer)",
                          method.id());
@@ -347,7 +347,7 @@ void AmqpChannel::on_basic_cancel(const Method& method) {
 
 void AmqpChannel::on_basic_publish(const Method& method) {
   if (method.flag("immediate")) {
-    return host_.connection_error(hard_error(540, "immediate=true"), m::kBasicPublish);
+    return host_.connection_error(hard_error(amqp::kNotImplemented, "immediate=true"), m::kBasicPublish);
   }
   publishing_ = Publishing{method, std::nullopt, {}};
 }
@@ -374,13 +374,14 @@ void AmqpChannel::on_basic_nack(const Method& method) {
 void AmqpChannel::on_basic_recover(const Method& method) {
   // RabbitMQ requeues every unacknowledged delivery of the channel; requeue=false is not implemented there.
   if (!method.flag("requeue")) return on_not_implemented(method);
-  if (!unsettled_.empty()) settle(unsettled_.rbegin()->first, true, true);
+  // At once, in tx mode too: RabbitMQ requeues without waiting for tx.commit.
+  if (!unsettled_.empty()) settle_now(unsettled_.rbegin()->first, true, true);
   if (method.id() == m::kBasicRecover && state_ == State::open) reply(Method::of(m::kBasicRecoverOk));
 }
 
 void AmqpChannel::on_confirm_select(const Method& method) {
   if (tx_) {  // RabbitMQ: "cannot switch from tx to confirm mode"
-    return close_channel(406, "cannot switch from tx to confirm mode", method.id());
+    return close_channel(amqp::kPreconditionFailed, "cannot switch from tx to confirm mode", method.id());
   }
   confirm_mode_ = true;
   if (!method.flag("no_wait")) reply(Method::of(m::kConfirmSelectOk));
@@ -390,13 +391,13 @@ void AmqpChannel::on_confirm_select(const Method& method) {
 // carried out at tx.commit, in order; tx.rollback drops them. tx.commit-ok goes once the committed publishes
 // are confirmed: on disk when persistent and routed to a durable queue, as a FireMQ confirm says.
 void AmqpChannel::on_tx_select(const Method& method) {
-  if (confirm_mode_) return close_channel(406, "cannot switch from confirm to tx mode", method.id());
+  if (confirm_mode_) return close_channel(amqp::kPreconditionFailed, "cannot switch from confirm to tx mode", method.id());
   if (!tx_) tx_.emplace();
   reply(Method::of(m::kTxSelectOk));
 }
 
 void AmqpChannel::on_tx_commit(const Method& method) {
-  if (!tx_) return close_channel(406, "channel is not transactional", method.id());
+  if (!tx_) return close_channel(amqp::kPreconditionFailed, "channel is not transactional", method.id());
   auto held = std::move(tx_->held);
   tx_->held.clear();
   tx_->bytes = 0;
@@ -414,11 +415,12 @@ void AmqpChannel::on_tx_commit(const Method& method) {
   }
   // Commits answer in order: one without publishes waits for the commits before it, if any.
   if (publish_seq_ == seq_before && tx_->commits.empty()) return reply(Method::of(m::kTxCommitOk));
-  tx_->commits.push_back(publish_seq_);
+  tx_->commits.push_back({seq_before + 1, publish_seq_});
+  finish_commits();  // its publishes may all be settled already, during to_session
 }
 
 void AmqpChannel::on_tx_rollback(const Method& method) {
-  if (!tx_) return close_channel(406, "channel is not transactional", method.id());
+  if (!tx_) return close_channel(amqp::kPreconditionFailed, "channel is not transactional", method.id());
   tx_->held.clear();
   tx_->bytes = 0;
   reply(Method::of(m::kTxRollbackOk));
@@ -427,7 +429,7 @@ void AmqpChannel::on_tx_rollback(const Method& method) {
 void AmqpChannel::hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes) {
   if (tx_->bytes + bytes > kMaxTransactionBytes) {
     return close_channel(
-        406, "transaction holds more than " + std::to_string(kMaxTransactionBytes) + " bytes: commit more often",
+        amqp::kPreconditionFailed, "transaction holds more than " + std::to_string(kMaxTransactionBytes) + " bytes: commit more often",
         current_);
   }
   tx_->bytes += bytes;
@@ -444,17 +446,26 @@ bool AmqpChannel::held_in_transaction(std::uint64_t tag) const {
   return false;
 }
 
-// The commits whose publishes are all confirmed now (`exact`: only one seq was, by a nack).
-void AmqpChannel::finish_commits(std::uint64_t confirmed, bool exact) {
-  auto& commits = tx_->commits;
-  while (!commits.empty() && (exact ? commits.front() == confirmed : commits.front() <= confirmed)) {
-    commits.pop_front();
+// The commits whose publishes are all settled now: tx.commit-ok, or, when a full reject-publish queue refused one
+// of them, channel.close 406 "partial tx completion" (RabbitMQ's answer: the other queues kept the message).
+void AmqpChannel::finish_commits() {
+  AmqpTransaction& tx = *tx_;
+  // A nack comes before any upto that covers it ("A nack for a sequence number is always sent before any upto
+  // that covers it"), so the nacked ones just after the settled ones are settled too.
+  while (tx.nacked.count(tx.settled_seq + 1)) ++tx.settled_seq;
+  while (!tx.commits.empty() && tx.commits.front().last_seq <= tx.settled_seq) {
+    const AmqpTransaction::Commit done = tx.commits.front();
+    tx.commits.pop_front();
+    const auto refused = tx.nacked.lower_bound(done.first_seq);
+    const bool partial = refused != tx.nacked.end() && *refused <= done.last_seq;
+    tx.nacked.erase(tx.nacked.begin(), tx.nacked.upper_bound(done.last_seq));
+    if (partial) return close_channel(amqp::kPreconditionFailed, "partial tx completion", m::kTxCommit);
     reply(Method::of(m::kTxCommitOk));
   }
 }
 
 void AmqpChannel::on_not_implemented(const Method& method) {
-  host_.connection_error(hard_error(540, std::string(method.name()) + " is not implemented"),
+  host_.connection_error(hard_error(amqp::kNotImplemented, std::string(method.name()) + " is not implemented"),
                          method.id());
 }
 
@@ -482,9 +493,13 @@ void AmqpChannel::settle(std::uint64_t tag, bool multiple, std::optional<bool> r
   if (tx_ && current_ != m::kTxCommit) {
     // An unknown tag is refused at once, as outside a transaction (RabbitMQ), not at tx.commit.
     const bool known = (tag == 0 && multiple) || (unsettled_.count(tag) != 0 && !held_in_transaction(tag));
-    if (!known) return close_channel(406, "unknown delivery tag " + std::to_string(tag), current_);
+    if (!known) return close_channel(amqp::kPreconditionFailed, "unknown delivery tag " + std::to_string(tag), current_);
     return hold(Settlement{tag, multiple, requeue}, 0);
   }
+  settle_now(tag, multiple, requeue);
+}
+
+void AmqpChannel::settle_now(std::uint64_t tag, bool multiple, std::optional<bool> requeue) {
   if (tag == 0 && multiple) {
     if (unsettled_.empty()) return;
     tag = unsettled_.rbegin()->first;
@@ -574,11 +589,11 @@ void AmqpChannel::on_error(const op::Error& error) {
   std::uint16_t code = static_cast<std::uint16_t>(error.code);
   // A full reject-publish queue drops a publish that wants no confirm, silently, in RabbitMQ: a FireMQ error
   // frame, but no AMQP error (506 would close the whole connection).
-  if (method == m::kBasicPublish && code == static_cast<std::uint16_t>(ReplyCode::resource_error) && !error.fatal) return;
+  if (method == m::kBasicPublish && code == amqp::kResourceError && !error.fatal) return;
   // A consumer refused for an exclusive consumer: 405 on FireMQ, 403 access-refused in AMQP (RabbitMQ).
-  if (method == m::kBasicConsume && code == static_cast<std::uint16_t>(ReplyCode::resource_locked) &&
+  if (method == m::kBasicConsume && code == amqp::kResourceLocked &&
       error.msg.find(kInExclusiveUse) != std::string::npos) {
-    code = static_cast<std::uint16_t>(ReplyCode::access_refused);
+    code = amqp::kAccessRefused;
   }
   fail(Error{code, error.msg, error.fatal, error.rid}, method);
 }
@@ -607,23 +622,27 @@ void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body, const MessageExtr
 void AmqpChannel::on_return(const op::Return& r, ByteView body, const MessageExtras& extras) {
   Method ret = Method::of(m::kBasicReturn);
   // RabbitMQ's reply text for an unroutable mandatory message is "NO_ROUTE".
-  ret.set("reply_code", r.code).set("reply_text", std::string(r.code == 312 ? "NO_ROUTE" : r.msg));
+  ret.set("reply_code", r.code).set("reply_text", std::string(r.code == amqp::kNoRoute ? "NO_ROUTE" : r.msg));
   ret.set("exchange", r.exchange).set("routing_key", r.key);
   send_content(ret, r.props, r.headers, body, extras);
 }
 
 void AmqpChannel::on_confirm(const op::Confirm& c) {
   if (tx_) {
-    // A transaction's own publishes: the commit is done once its last one is confirmed. A nacked publish (a full
-    // queue with reject-publish) is not reported, as RabbitMQ does not within a transaction.
-    return c.nack ? finish_commits(c.seq, true) : finish_commits(c.upto, false);
+    // A transaction's own publishes: the commit is done once each of them is confirmed or nacked.
+    if (c.nack) {
+      tx_->nacked.insert(c.seq);
+    } else {
+      tx_->settled_seq = std::max(tx_->settled_seq, c.upto);
+    }
+    return finish_commits();
   }
   // A publish refused before routing (a missing or internal exchange, another user_id) closes the channel in
   // RabbitMQ, confirm mode or not; only a full queue or the disk nacks it.
   const auto refused_before_routing = [](std::uint64_t code) {
-    return code == static_cast<std::uint16_t>(ReplyCode::access_refused) ||
-           code == static_cast<std::uint16_t>(ReplyCode::not_found) ||
-           code == static_cast<std::uint16_t>(ReplyCode::precondition_failed);
+    return code == amqp::kAccessRefused ||
+           code == amqp::kNotFound ||
+           code == amqp::kPreconditionFailed;
   };
   if (c.nack && refused_before_routing(c.code) && !faults_.nack_refused_publishes) {
     return close_channel(static_cast<std::uint16_t>(c.code), c.msg, m::kBasicPublish);

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <variant>
 #include <vector>
@@ -52,8 +53,16 @@ struct AmqpHeldPublish {
 };
 struct AmqpTransaction {
   std::vector<std::variant<AmqpHeldPublish, AmqpSettlement>> held;
-  std::size_t bytes = 0;              // bounded by kMaxTransactionBytes
-  std::deque<std::uint64_t> commits;  // each commit under way waits for the confirm of this seq, in order
+  std::size_t bytes = 0;  // bounded by kMaxTransactionBytes
+  // Each commit under way, in order, with the (internal) sequence numbers of its publishes: it is done once each
+  // of them is confirmed or nacked.
+  struct Commit {
+    std::uint64_t first_seq;
+    std::uint64_t last_seq;
+  };
+  std::deque<Commit> commits;
+  std::uint64_t settled_seq = 0;      // every publish up to this one was confirmed or nacked
+  std::set<std::uint64_t> nacked;     // beyond the commits done: a full reject-publish queue refused these
 };
 
 class AmqpChannel : private Outbox {
@@ -145,13 +154,15 @@ class AmqpChannel : private Outbox {
   void hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes);
   bool held_in_transaction(std::uint64_t tag) const;
   std::optional<std::string> queue_of(const amqp::Method& method);
-  void finish_commits(std::uint64_t confirmed, bool exact);
+  void finish_commits();
   void on_not_implemented(const amqp::Method& m);
 
   // Towards the session
   std::uint64_t request(const amqp::Method& m, Pending pending);
   void to_session(Message message, ByteView payload = {}, std::shared_ptr<const amqp::FieldTable> amqp_headers = {});
   void settle(std::uint64_t tag, bool multiple, std::optional<bool> requeue);
+  // The settlement itself, whatever a transaction holds (basic.recover, and tx.commit's held ones).
+  void settle_now(std::uint64_t tag, bool multiple, std::optional<bool> requeue);
   void return_credit(const std::vector<std::uint64_t>& tags);
 
   // From the session (Outbox)

@@ -11,8 +11,6 @@ namespace {
 namespace m = amqp::method;
 using amqp::Method;
 
-constexpr std::uint16_t kCommandInvalid = 503;
-constexpr std::uint16_t kNotAllowed = 530;
 
 Error hard_error(std::uint16_t code, std::string msg) { return Error{code, std::move(msg), true, 0}; }
 
@@ -46,11 +44,11 @@ bool client_capability(const amqp::FieldTable& client_properties, std::string_vi
 Error connection_limit_reached(const ConnectionCounts& counts, const Principal& who, const VhostLimits& vhost_limits,
                                const UserLimits& user_limits) {
   if (vhost_limits.max_connections && counts.on_vhost(who.vhost) >= *vhost_limits.max_connections) {
-    return hard_error(kNotAllowed, "access to vhost '" + who.vhost + "' refused for user '" + who.user +
+    return hard_error(amqp::kNotAllowed, "access to vhost '" + who.vhost + "' refused for user '" + who.user +
                                        "': connection limit (" + std::to_string(*vhost_limits.max_connections) +
                                        ") is reached");
   }
-  return hard_error(kNotAllowed, "Connection refused for user '" + who.user + "': user connection limit (" +
+  return hard_error(amqp::kNotAllowed, "Connection refused for user '" + who.user + "': user connection limit (" +
                                      std::to_string(user_limits.max_connections.value_or(0)) + ") is reached");
 }
 
@@ -61,7 +59,7 @@ Result<Credentials> parse_credentials(const std::string& mechanism, const std::s
     // RFC 4616: [authzid] NUL authcid NUL passwd
     const auto first = response.find('\0');
     const auto second = first == std::string::npos ? first : response.find('\0', first + 1);
-    if (second == std::string::npos) return hard_error(403, "PLAIN response is not authzid\\0user\\0password");
+    if (second == std::string::npos) return hard_error(amqp::kAccessRefused, "PLAIN response is not authzid\\0user\\0password");
     return Credentials{response.substr(first + 1, second - first - 1), response.substr(second + 1)};
   }
   if (mechanism == "AMQPLAIN") {
@@ -74,11 +72,11 @@ Result<Credentials> parse_credentials(const std::string& mechanism, const std::s
     const amqp::FieldValue* login = table ? amqp::find(*table, "LOGIN") : nullptr;
     const amqp::FieldValue* password = table ? amqp::find(*table, "PASSWORD") : nullptr;
     if (!login || !password || !login->get_if<std::string>() || !password->get_if<std::string>()) {
-      return hard_error(403, "AMQPLAIN response lacks LOGIN or PASSWORD as strings");
+      return hard_error(amqp::kAccessRefused, "AMQPLAIN response lacks LOGIN or PASSWORD as strings");
     }
     return Credentials{*login->get_if<std::string>(), *password->get_if<std::string>()};
   }
-  return hard_error(kCommandInvalid, "unknown authentication mechanism '" + mechanism + "': use PLAIN or AMQPLAIN");
+  return hard_error(amqp::kCommandInvalid, "unknown authentication mechanism '" + mechanism + "': use PLAIN or AMQPLAIN");
 }
 
 AmqpConnectionCore::AmqpConnectionCore(SessionEnv env, AmqpWire& wire, std::string name, TransportHints hints)
@@ -111,7 +109,7 @@ void AmqpConnectionCore::on_frame(amqp::Frame frame) {
   if (frame.type == amqp::FrameType::heartbeat) {
     // "Heartbeat frames MUST have a channel number of zero"; a heartbeat only shows the peer is alive, which the
     // engine notes on every read.
-    if (frame.channel != 0) connection_error(hard_error(501, "heartbeat frame on channel " + std::to_string(frame.channel)), {});
+    if (frame.channel != 0) connection_error(hard_error(amqp::kFrameError, "heartbeat frame on channel " + std::to_string(frame.channel)), {});
     return;
   }
   if (frame.channel != 0) return on_channel_frame(frame);
@@ -133,13 +131,13 @@ void AmqpConnectionCore::on_connection_method(const Method& method) {
     return;  // a client's own flow notifications: nothing for the broker to do
   }
   if (state_ == State::open && method.id() == m::kConnectionUpdateSecret) return on_update_secret(method);
-  connection_error(hard_error(kCommandInvalid, std::string(method.name()) + " is not expected on channel 0 now"),
+  connection_error(hard_error(amqp::kCommandInvalid, std::string(method.name()) + " is not expected on channel 0 now"),
                    method.id());
 }
 
 void AmqpConnectionCore::on_channel_frame(const amqp::Frame& frame) {
   if (state_ != State::open) {
-    return connection_error(hard_error(kCommandInvalid, "channel " + std::to_string(frame.channel) +
+    return connection_error(hard_error(amqp::kCommandInvalid, "channel " + std::to_string(frame.channel) +
                                                             " used before connection.open-ok"), {});
   }
   auto it = channels_.find(frame.channel);
@@ -162,7 +160,7 @@ void AmqpConnectionCore::on_channel_frame(const amqp::Frame& frame) {
 
 void AmqpConnectionCore::open_channel(std::uint16_t number) {
   if (number > channel_max_) {
-    return connection_error(hard_error(kNotAllowed, "channel " + std::to_string(number) + " is above channel_max " +
+    return connection_error(hard_error(amqp::kNotAllowed, "channel " + std::to_string(number) + " is above channel_max " +
                                                         std::to_string(channel_max_)), m::kChannelOpen);
   }
   auto channel = std::make_unique<AmqpChannel>(number, env_, static_cast<AmqpChannelHost&>(*this), name_, hints_, login_);
@@ -186,7 +184,7 @@ void AmqpConnectionCore::on_start_ok(const Method& method) {
   // Authentication here, authorisation at connection.open, as RabbitMQ splits them; log_in checks both there.
   const amqp::FieldTable& client = method.table("client_properties");
   if (env_.definitions.authenticate(credentials->user, credentials->password) == nullptr) {
-    const Error refused = hard_error(403, "Login was refused using authentication mechanism " + method.text("mechanism"));
+    const Error refused = hard_error(amqp::kAccessRefused, "Login was refused using authentication mechanism " + method.text("mechanism"));
     // RabbitMQ's authentication_failure_close: a client that announces it is told with connection.close 403; to
     // one that does not, the socket just closes, as 0-9-1 has it ("the server SHOULD close the socket").
     if (!client_capability(client, "authentication_failure_close")) {
@@ -222,12 +220,12 @@ void AmqpConnectionCore::on_tune_ok(const Method& method) {
   const std::uint64_t frame_max = method.number("frame_max");
   const std::uint64_t channel_max = method.number("channel_max");
   if (frame_max != 0 && (frame_max < amqp::kFrameMinSize || frame_max > kAmqpFrameMax)) {
-    return connection_error(hard_error(kNotAllowed, "frame_max=" + std::to_string(frame_max) + " outside " +
+    return connection_error(hard_error(amqp::kNotAllowed, "frame_max=" + std::to_string(frame_max) + " outside " +
                                                         std::to_string(amqp::kFrameMinSize) + ".." +
                                                         std::to_string(kAmqpFrameMax)), method.id());
   }
   if (channel_max > kAmqpChannelMax) {
-    return connection_error(hard_error(kNotAllowed, "channel_max=" + std::to_string(channel_max) + " > " +
+    return connection_error(hard_error(amqp::kNotAllowed, "channel_max=" + std::to_string(channel_max) + " > " +
                                                         std::to_string(kAmqpChannelMax)), method.id());
   }
   frame_max_ = frame_max == 0 ? kAmqpFrameMax : frame_max;
@@ -286,7 +284,7 @@ void AmqpConnectionCore::close_forced(const std::string& reason) {
     return wire_.close_after_flush();
   }
   flush();
-  close_connection(320, "CONNECTION_FORCED - " + reason, {});
+  close_connection(amqp::kConnectionForced, "CONNECTION_FORCED - " + reason, {});
   on_connection_lost();
 }
 

@@ -296,6 +296,24 @@ TEST_F(AmqpConnectionCoreTest, MandatoryUnroutableIsReturnedBeforeItsAck) {
   EXPECT_EQ(sent[1].id(), m::kBasicAck);
 }
 
+TEST_F(AmqpConnectionCoreTest, AReturnedMessageHasNoBccHeader) {
+  open_connection();
+  open_channel(1);
+  amqp::ContentHeader header;
+  header.set("headers", amqp::FieldTable{{"BCC", amqp::FieldArray{std::string("nowhere-either")}},
+                                         {"kept", std::int32_t{1}}});
+  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("nowhere"))
+                                         .set("mandatory", true), header, as_bytes("x"), 0));
+  core_.flush();
+  auto sent = frames();
+  ASSERT_EQ(sent.size(), 3u);  // return, header, body
+  EXPECT_EQ(amqp::decode_method(sent[0].payload)->id(), m::kBasicReturn);
+  auto props = amqp::decode_content_header(sent[1].payload);
+  ASSERT_TRUE(props.ok());
+  // As RabbitMQ's: BCC routes, and neither a consumer nor the publisher gets it back.
+  EXPECT_EQ(std::get<amqp::FieldTable>(*props->get("headers")), (amqp::FieldTable{{"kept", std::int32_t{1}}}));
+}
+
 TEST_F(AmqpConnectionCoreTest, TransactionHoldsPublishesAndAcksUntilCommit) {
   open_connection();
   open_channel(1);
@@ -323,6 +341,44 @@ TEST_F(AmqpConnectionCoreTest, TransactionHoldsPublishesAndAcksUntilCommit) {
   EXPECT_EQ(after[2].payload, Bytes({'c', 'o', 'm', 'm', 'i', 't', 't', 'e', 'd'}));  // "before" was acked
   send(1, Method::of(m::kConfirmSelect));
   EXPECT_EQ(only_method().number("reply_code"), 406u);  // "cannot switch from tx to confirm mode"
+}
+
+TEST_F(AmqpConnectionCoreTest, ACommitWhosePublishAFullRejectPublishQueueRefusesIsPartialTxCompletion) {
+  open_connection();
+  open_channel(1);
+  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("full"))
+              .set("arguments", amqp::FieldTable{{"x-max-length", amqp::FieldValue(std::int64_t{1})},
+                                                 {"x-overflow", amqp::FieldValue(std::string("reject-publish"))}}));
+  ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
+  publish(1, "full", "first");
+  send(1, Method::of(m::kTxSelect));
+  ASSERT_EQ(only_method().id(), m::kTxSelectOk);
+  publish(1, "full", "refused");
+  send(1, Method::of(m::kTxCommit));
+  core_.flush();
+  // As RabbitMQ 3.10: the commit is answered, never left waiting, and with the channel's close.
+  Method close = only_method();
+  ASSERT_EQ(close.id(), m::kChannelClose);
+  EXPECT_EQ(close.number("reply_code"), 406u);
+  EXPECT_EQ(close.text("reply_text"), "PRECONDITION_FAILED - partial tx completion");
+}
+
+TEST_F(AmqpConnectionCoreTest, RecoverInATransactionRequeuesAtOnce) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  publish(1, "q", "m");
+  send(1, Method::of(m::kTxSelect));
+  ASSERT_EQ(only_method().id(), m::kTxSelectOk);
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
+  ASSERT_EQ(methods().at(0).id(), m::kBasicGetOk);
+  send(1, Method::of(m::kBasicRecover).set("requeue", true));
+  ASSERT_EQ(only_method().id(), m::kBasicRecoverOk);
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));  // back in the queue without tx.commit
+  auto again = methods();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].id(), m::kBasicGetOk);
+  EXPECT_TRUE(again[0].flag("redelivered"));
 }
 
 TEST_F(AmqpConnectionCoreTest, AlarmIsConnectionBlockedForPublishersThatTakeIt) {

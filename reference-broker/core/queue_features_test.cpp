@@ -4,6 +4,7 @@
 
 #include <limits>
 
+#include "protocol/reply_codes.h"
 #include "reference-broker/core/vhost.h"
 
 namespace firemq {
@@ -63,6 +64,17 @@ class QueueFeatures : public ::testing::Test {
 };
 
 Map args(std::initializer_list<MapEntry> entries) { return Map(entries); }
+
+TEST_F(QueueFeatures, ARedeclareThatDiffersInExclusiveAndInDurableIs405ExclusiveBeingCheckedFirst) {
+  declare("q", {});
+  op::DeclareQueue again;
+  again.name = "q";
+  again.exclusive = true;
+  again.durable = true;
+  auto refused = vhost_.declare_queue(again, "conn");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error().code, static_cast<std::uint16_t>(ReplyCode::resource_locked));  // as RabbitMQ: not 406
+}
 
 TEST_F(QueueFeatures, ExpiredMessagesAreNeverDeliveredNorReturnedByGet) {
   Queue& q = declare("q", args({{Value("x-message-ttl"), Value(100)}}));

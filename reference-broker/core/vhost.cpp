@@ -176,6 +176,11 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
     auto q = usable_queue(r.name, conn_id);
     if (!q) return q.error();
     const QueueSettings& s = (*q)->settings();
+    // Exclusivity first, as RabbitMQ checks it: a redeclare that differs in it and in durable is 405, not 406.
+    if (!r.passive && r.exclusive != (*q)->exclusive()) {
+      return refused(ReplyCode::resource_locked, "queue " + in_quotes(r.name) + " exists with exclusive " +
+                                                     ((*q)->exclusive() ? "true" : "false"));
+    }
     if (!r.passive && s.durable != r.durable) {
       return refused(ReplyCode::precondition_failed, "inequivalent arg 'durable' for queue " + in_quotes(r.name) +
                                                          ": received '" + (r.durable ? "true" : "false") + "' but current is '" +
@@ -185,10 +190,6 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
       return refused(ReplyCode::precondition_failed, "inequivalent arg 'auto_delete' for queue " + in_quotes(r.name) +
                                                          ": received '" + (r.auto_delete ? "true" : "false") +
                                                          "' but current is '" + (s.auto_delete ? "true" : "false") + "'");
-    }
-    if (!r.passive && r.exclusive != (*q)->exclusive()) {
-      return refused(ReplyCode::resource_locked, "queue " + in_quotes(r.name) + " exists with exclusive " +
-                                                     ((*q)->exclusive() ? "true" : "false"));
     }
     if (!r.passive) {
       if (Status bad = compare_queue_arguments(s.args, r.args, r.name, name_)) return std::move(*bad);

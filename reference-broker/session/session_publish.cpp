@@ -24,6 +24,7 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   if (Status no_reply_consumer = direct_reply_to(p)) return reject_publish(p.seq, *no_reply_consumer);
   Result<Route> route = vhost_->route(p.exchange, p.key, p.headers);
   if (!route) return reject_publish(p.seq, route.error());
+  remove_blind_copies(p.headers);  // RabbitMQ's sender-selected distribution: BCC routes, and is not delivered nor returned
   if (route->queues.empty()) {
     // "Sent for a mandatory publish that no queue received, with code 312 (no-route). The return is sent before
     // the publish's confirm." An unroutable publish is still confirmed: the broker has dealt with it.
@@ -35,7 +36,6 @@ void Session::on_publish(op::Publish& p, Carried carried) {
     }
     return confirm(p.seq);
   }
-  remove_blind_copies(p.headers);  // RabbitMQ's sender-selected distribution: BCC routes, and is not delivered
   Journal* journal = env_.core.journal();
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
   const MessagePtr message = BrokerMessage::make(
