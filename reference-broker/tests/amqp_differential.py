@@ -373,7 +373,11 @@ def generate(seed, count):
                 op.update(x="missing", key="k0")
             elif rng.random() < 0.45 or not (g.bindings or g.exchanges):
                 op["x"] = ""
-                target = queue_ref(False) if rng.random() < 0.95 else rng.choice(KEYS)
+                consumed = sorted(set(q for q in g.consumed.values() if q in g.queues))
+                if consumed and rng.random() < 0.5:  # most often to a queue with consumers
+                    target = rng.choice(consumed)
+                else:
+                    target = queue_ref(False) if rng.random() < 0.95 else rng.choice(KEYS)
                 op["key"] = "@" + target if target else "k0"
             elif g.bindings and rng.random() < 0.75:
                 x, key, args = rng.choice(g.bindings)
@@ -413,7 +417,10 @@ def generate(seed, count):
         elif kind == "recover":
             op["requeue"] = not mistake  # requeue=false is 540 NOT_IMPLEMENTED: the connection closes
         elif kind == "qos":
-            op.update(count=rng.randint(0, 3), **{"global": rng.random() < 0.4})
+            consuming = [c for c in sorted(g.consumers) if g.consumers[c]]
+            if consuming and rng.random() < 0.6:  # a limit for consumers that exist (a global one holds them)
+                op["ch"] = ch = rng.choice(consuming)
+            op.update(count=rng.choice([0, 1, 1, 2, 3]), **{"global": rng.random() < 0.5})
         elif kind == "declare_queue":
             fresh = [q for q in QUEUES if q not in g.queues]
             if rng.random() < 0.06:
@@ -571,7 +578,7 @@ def _topology_change_while_tx_holds_publishes(runner, op):
 def _another_consumer_of_a_shared_queue(runner, op):
     if op["op"] != "consume":
         return False
-    queue = runner.name(op["q"])
+    queue = runner.model_queue(op)
     if runner.queue_args.get(queue, {}).get("x-single-active-consumer"):
         return False
     return any(c["queue"] == queue for chan in runner.chans.values() for c in chan.consumers.values())
@@ -579,7 +586,23 @@ def _another_consumer_of_a_shared_queue(runner, op):
 
 def _priority_consumer_of_a_single_active_consumer_queue(runner, op):
     return (op["op"] == "consume" and "x-priority" in op.get("args", {}) and
-            runner.queue_args.get(runner.name(op["q"]), {}).get("x-single-active-consumer", False))
+            runner.queue_args.get(runner.model_queue(op), {}).get("x-single-active-consumer", False))
+
+
+def _no_ack_consumer_beside_a_global_prefetch(runner, op):
+    chan = runner.chans.get(op.get("ch"))
+    if chan is None:
+        return False
+    if op["op"] == "consume":
+        return op["no_ack"] and chan.global_qos > 0
+    if op["op"] == "qos":
+        return op["global"] and op["count"] > 0 and any(c["no_ack"] for c in chan.consumers.values())
+    return False
+
+
+def _per_consumer_qos_after_a_global_one(runner, op):
+    chan = runner.chans.get(op.get("ch"))
+    return op["op"] == "qos" and not op["global"] and chan is not None and chan.global_qos > 0
 
 
 def _mask_last_death_headers(obs):
@@ -655,6 +678,21 @@ AVOIDABLE_BUGS = {
                 "ignores x-priority there, which holds for the first active consumer only). Avoided: no x-priority "
                 "consumer of a single-active-consumer queue.",
         "skip": _priority_consumer_of_a_single_active_consumer_queue},
+    "per-consumer-qos-keeps-the-global-limit": {
+        "what": "basic.qos global=false on a channel with a global prefetch: RabbitMQ 3.10 lifts the channel's "
+                "global limit (rabbit_channel's basic.qos handler calls rabbit_limiter:unlimit_prefetch), the "
+                "reference broker keeps it beside the new per-consumer one (amqp/amqp_channel.cpp, basic.qos; "
+                "docs/spec-notes.md 'AMQP prefetch as credit' says the two hold together, which RabbitMQ does only "
+                "when the global one comes second). Avoided: no per-consumer qos after a global one on a channel.",
+        "skip": _per_consumer_qos_after_a_global_one},
+    "no-ack-consumers-ignore-a-global-prefetch": {
+        "what": "a no-ack consumer on a channel whose global prefetch is used up: RabbitMQ 3.10 delivers it "
+                "nothing until an ack frees the channel's limit (rabbit_limiter's can_send refuses every delivery "
+                "at the limit, and counts only those that need an ack), the reference broker delivers to it "
+                "(docs/spec-notes.md 'AMQP prefetch as credit': 'No-ack consumers and prefetch 0 are not "
+                "limited', without saying that RabbitMQ differs; amqp/amqp_channel.cpp and the session's credit). "
+                "Avoided: no no-ack consumer on a channel with a global prefetch, nor the other way round.",
+        "skip": _no_ack_consumer_beside_a_global_prefetch},
     "x-last-death-headers": {
         "what": "a dead-lettered message: the reference broker adds x-last-death-exchange, x-last-death-queue and "
                 "x-last-death-reason headers (core/dead_lettering.cpp), which RabbitMQ 3.10 does not send (they "
@@ -684,6 +722,7 @@ class Chan:
         self.tx_publishes = False   # the open transaction holds a publish
         self.max_tag = 0
         self.global_qos = 0
+        self.last_declared = ""     # the queue "" stands for on this channel
 
 
 class Runner:
@@ -709,6 +748,13 @@ class Runner:
         if ref in QUEUES or ref in EXCHANGES or ref == "missing":
             return self.prefix + ref
         return ref
+
+    def model_queue(self, op):
+        """The queue an operation names, as far as the runner knows: "" is its channel's last declared one."""
+        if op.get("q") == "":
+            chan = self.chans.get(op.get("ch"))
+            return chan.last_declared if chan is not None else ""
+        return self.name(op["q"])
 
     def value(self, v):
         """Strings "@slot" in keys and arguments are the slot's object name."""
@@ -994,6 +1040,7 @@ class Runner:
                                   exclusive=op.get("exclusive", False), auto_delete=op.get("auto_delete", False),
                                   arguments=args)
         actual = r.method.queue
+        chan.last_declared = actual
         if name == "" and not op.get("passive") and actual not in self.generated:
             self.generated.append(actual)
         if not op.get("passive"):
@@ -1085,12 +1132,13 @@ class Runner:
         return limit > 0 and len(queues) > 1
 
     def op_consume(self, op, chan, obs):
-        queue = self.name(op["q"])
+        queue = self.model_queue(op)
         if not op["no_ack"] and self.global_qos_would_race(chan, queue=queue):
             obs["skipped"] = "global prefetch over two queues"
             return
         args = op.get("args")
-        tag = chan.ch.basic_consume(queue, self.on_message, auto_ack=op["no_ack"], exclusive=op["exclusive"],
+        tag = chan.ch.basic_consume(self.name(op["q"]), self.on_message, auto_ack=op["no_ack"],
+                                    exclusive=op["exclusive"],
                                     consumer_tag=op["tag"], arguments=args)
         chan.consumers[tag] = {"queue": queue, "no_ack": op["no_ack"]}
         obs["reply"] = {"consumer": tag}
@@ -1563,6 +1611,8 @@ def main():
     for name in args.avoid_bug:
         print("AVOIDING OPEN BUG %s (temporary): %s" % (name, AVOIDABLE_BUGS[name]["what"]))
 
+    # A runner's SIGTERM (CTest's timeout, a Ctrl-C'd make) still stops the RabbitMQ node and the broker.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     known = Known(args.known)
     started = time.time()
     if args.replay or args.replay_json:
