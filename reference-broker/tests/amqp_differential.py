@@ -17,8 +17,9 @@ its reason, in amqp_differential_known.json: it is excused (and counted), not a 
     amqp_differential.py --broker ... --catch-faults lossy-header-types,global-qos-per-consumer
     amqp_differential.py --self-check --seeds 1..50                  # RabbitMQ against itself: is it deterministic?
 
-Open bugs of the reference broker that this test found are in AVOIDABLE_BUGS below; a run steers around one only
-when --avoid-bug names it (reference-broker/CMakeLists.txt names each, until it is fixed). RabbitMQ is started
+Open bugs of the reference broker that this test found are in amqp_differential_open_bugs.json (--replay-bug ID
+replays one); a run steers around one only when --avoid-bug names it (reference-broker/CMakeLists.txt names each,
+until it is fixed). RabbitMQ is started
 on private ports (--rabbitmq-port, 25690 by default, and the two above it) by scripts/rabbitmq-private-node.sh,
 and stopped at the end; --rabbitmq-running uses a node already listening there. Exit status 0 only when no
 unexcused divergence was found (--expect-divergence inverts it; --catch-faults needs one for each fault).
@@ -45,6 +46,7 @@ import pika.spec
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 KNOWN_FILE = os.path.join(HERE, "amqp_differential_known.json")
+OPEN_BUGS_FILE = os.path.join(HERE, "amqp_differential_open_bugs.json")
 NODE_SCRIPT = os.path.join(ROOT, "scripts", "rabbitmq-private-node.sh")
 
 QUEUES = ["q0", "q1", "q2", "q3"]      # queue slots; "gen" is a server-named queue, "" the channel's last declared
@@ -525,9 +527,10 @@ def describe(i, op):
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Open bugs of the reference broker that the differential test found, and how to steer around each. TEMPORARY:
-# a run avoids one only when its caller names it (--avoid-bug NAME, as reference-broker/CMakeLists.txt does), so
-# that the rest of the sequence space stays tested while the bug is open; delete an entry with its fix.
+# Open bugs of the reference broker that the differential test found (amqp_differential_open_bugs.json: what,
+# where, the shortest sequence), and how to steer around each. TEMPORARY: a run avoids one only when its caller
+# names it (--avoid-bug ID, as reference-broker/CMakeLists.txt does), so that the rest of the sequence space stays
+# tested while the bug is open; delete the entry, its AVOIDANCE and its --avoid-bug with the fix.
 # "skip" gets the runner and the operation about to run and says whether to skip it (both brokers skip it alike:
 # the runner's state comes from observations that were equal so far); "mask" takes out of an observation what
 # the bug changes.
@@ -621,86 +624,29 @@ def _mask_last_death_headers(obs):
     walk(obs)
 
 
-AVOIDABLE_BUGS = {
-    "publish-refusal-order": {
-        "what": "a publish refused for two reasons: with a user_id that is not the login's or an expiration that "
-                "is not digits, to a missing (or internal) exchange, RabbitMQ closes the channel with 404 (403): "
-                "it checks the exchange first; the reference broker with 406: from_amqp_properties "
-                "(amqp/amqp_interop.cpp) checks the expiration as the content arrives, and Session::publish_refusal "
-                "(session/session_publish.cpp) user_id before the exchange. Avoided: such publishes go through "
-                "the default exchange only.",
-        "skip": _refused_publish_off_default_exchange},
-    "empty-headers-table-dropped": {
-        "what": "a publish with an empty headers table (or one that only held BCC): RabbitMQ delivers the empty "
-                "table, the reference broker no headers property (to_amqp_properties in amqp/amqp_interop.cpp sends "
-                "headers only when the map is not empty). Avoided: no publish whose headers are empty once BCC "
-                "is out.",
-        "skip": _headers_empty_once_bcc_is_out},
-    "return-carries-bcc": {
-        "what": "a mandatory publish with a BCC header that no queue takes: RabbitMQ's basic.return has no BCC, "
-                "the reference broker's keeps it (Session::publish in session/session_publish.cpp returns before "
-                "remove_blind_copies). Avoided: no mandatory publish with BCC.",
-        "skip": _mandatory_with_bcc},
-    "redeclare-checks-exclusive-after-durable": {
-        "what": "a queue.declare of an existing queue whose exclusive and durable (or auto_delete) both differ: "
-                "RabbitMQ checks exclusivity first (405 RESOURCE_LOCKED), the reference broker durable and "
-                "auto_delete first (406; Vhost::declare_queue in core/vhost.cpp). Avoided: no such redeclare.",
-        "skip": _redeclare_changing_exclusive_and_more},
-    "tx-commit-hangs-on-a-rejected-publish": {
-        "what": "a transaction whose publish a full x-overflow reject-publish queue refuses: RabbitMQ answers "
-                "tx.commit with channel.close 406 'partial tx completion', the reference broker never answers "
-                "tx.commit (AmqpChannel::on_tx_commit in amqp/amqp_channel.cpp: the session's nack reaches "
-                "on_confirm, hence finish_commits, before the commit is pushed on tx_->commits, and the upto that "
-                "follows stops short of it). Avoided: no publish in tx mode while a reject-publish queue exists.",
-        "skip": _tx_publish_while_a_queue_rejects},
-    "recover-held-in-transaction": {
-        "what": "basic.recover on a channel in tx mode: RabbitMQ requeues the unacknowledged deliveries at once "
-                "(and redelivers them), the reference broker holds the requeue until tx.commit "
-                "(AmqpChannel::on_basic_recover calls settle(), which a transaction holds). Avoided: no basic.recover "
-                "in tx mode.",
-        "skip": _recover_in_tx},
-    "tx-publish-routed-at-commit": {
-        "what": "a publish held by a transaction: RabbitMQ routes it when it arrives and delivers it at "
-                "tx.commit, the reference broker routes it at tx.commit (AmqpChannel::on_tx_commit hands the "
-                "held publish to the session then), so a binding made in between counts only there. Avoided: no "
-                "topology change (declare, delete, bind, unbind) while a transaction holds a publish.",
-        "skip": _topology_change_while_tx_holds_publishes},
-    "round-robin-order-after-a-change": {
-        "what": "several consumers of one queue: RabbitMQ moves the consumer it delivered to (and one that was "
-                "blocked by its prefetch, when it can take again) to the back of the line and puts a new consumer "
-                "at the back; the reference broker goes round its consumers in the order they subscribed with a "
-                "cursor (Queue::next_consumer_with_credit in core/queue.cpp), so after a consumer is added the "
-                "next one served differs. Avoided: no second consumer of a queue (single-active-consumer queues "
-                "excepted).",
-        "skip": _another_consumer_of_a_shared_queue},
-    "single-active-consumer-failover-ignores-priority": {
-        "what": "a single-active-consumer queue whose active consumer goes: RabbitMQ 3.10 makes the waiting "
-                "consumer with the highest x-priority active, the reference broker the one that subscribed first "
-                "(Queue::next_consumer_with_credit, consumers_.front(); docs/spec-notes.md says RabbitMQ 3.10 "
-                "ignores x-priority there, which holds for the first active consumer only). Avoided: no x-priority "
-                "consumer of a single-active-consumer queue.",
-        "skip": _priority_consumer_of_a_single_active_consumer_queue},
-    "per-consumer-qos-keeps-the-global-limit": {
-        "what": "basic.qos global=false on a channel with a global prefetch: RabbitMQ 3.10 lifts the channel's "
-                "global limit (rabbit_channel's basic.qos handler calls rabbit_limiter:unlimit_prefetch), the "
-                "reference broker keeps it beside the new per-consumer one (amqp/amqp_channel.cpp, basic.qos; "
-                "docs/spec-notes.md 'AMQP prefetch as credit' says the two hold together, which RabbitMQ does only "
-                "when the global one comes second). Avoided: no per-consumer qos after a global one on a channel.",
-        "skip": _per_consumer_qos_after_a_global_one},
-    "no-ack-consumers-ignore-a-global-prefetch": {
-        "what": "a no-ack consumer on a channel whose global prefetch is used up: RabbitMQ 3.10 delivers it "
-                "nothing until an ack frees the channel's limit (rabbit_limiter's can_send refuses every delivery "
-                "at the limit, and counts only those that need an ack), the reference broker delivers to it "
-                "(docs/spec-notes.md 'AMQP prefetch as credit': 'No-ack consumers and prefetch 0 are not "
-                "limited', without saying that RabbitMQ differs; amqp/amqp_channel.cpp and the session's credit). "
-                "Avoided: no no-ack consumer on a channel with a global prefetch, nor the other way round.",
-        "skip": _no_ack_consumer_beside_a_global_prefetch},
-    "x-last-death-headers": {
-        "what": "a dead-lettered message: the reference broker adds x-last-death-exchange, x-last-death-queue and "
-                "x-last-death-reason headers (core/dead_lettering.cpp), which RabbitMQ 3.10 does not send (they "
-                "came with RabbitMQ 3.13). Avoided: those three headers are not compared.",
-        "mask": _mask_last_death_headers},
+AVOIDANCE = {  # how to steer around each open bug of amqp_differential_open_bugs.json
+    "publish-refusal-order": {"skip": _refused_publish_off_default_exchange},
+    "empty-headers-table-dropped": {"skip": _headers_empty_once_bcc_is_out},
+    "return-carries-bcc": {"skip": _mandatory_with_bcc},
+    "redeclare-checks-exclusive-after-durable": {"skip": _redeclare_changing_exclusive_and_more},
+    "tx-commit-hangs-on-a-rejected-publish": {"skip": _tx_publish_while_a_queue_rejects},
+    "recover-held-in-transaction": {"skip": _recover_in_tx},
+    "tx-publish-routed-at-commit": {"skip": _topology_change_while_tx_holds_publishes},
+    "round-robin-order-after-a-change": {"skip": _another_consumer_of_a_shared_queue},
+    "single-active-consumer-failover-ignores-priority": {"skip": _priority_consumer_of_a_single_active_consumer_queue},
+    "per-consumer-qos-keeps-the-global-limit": {"skip": _per_consumer_qos_after_a_global_one},
+    "no-ack-consumers-ignore-a-global-prefetch": {"skip": _no_ack_consumer_beside_a_global_prefetch},
+    "x-last-death-headers": {"mask": _mask_last_death_headers},
 }
+
+
+def load_open_bugs():
+    with open(OPEN_BUGS_FILE) as f:
+        bugs = {b["id"]: b for b in json.load(f)["bugs"]}
+    if set(bugs) != set(AVOIDANCE):
+        raise SystemExit("%s and AVOIDANCE name different bugs: %s" % (
+            OPEN_BUGS_FILE, sorted(set(bugs) ^ set(AVOIDANCE))))
+    return bugs
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -981,7 +927,7 @@ class Runner:
                     signal.setitimer(signal.ITIMER_REAL, 0)
                 obs = self.normalise(obs)
                 for name in self.avoid:
-                    mask = AVOIDABLE_BUGS[name].get("mask")
+                    mask = AVOIDANCE[name].get("mask")
                     if mask:
                         mask(obs)
                 observations.append(obs)
@@ -1028,7 +974,7 @@ class Runner:
             self.connection(obs)
             return
         for name in self.avoid:
-            skip = AVOIDABLE_BUGS[name].get("skip")
+            skip = AVOIDANCE[name].get("skip")
             if skip and skip(self, op):
                 obs["skipped"] = "avoiding open bug " + name
                 return
@@ -1604,14 +1550,20 @@ def main():
     parser.add_argument("--replay", help="a JSON file with a list of operations, instead of generated ones")
     parser.add_argument("--replay-json", help="the same list given inline")
     parser.add_argument("--save-shrunk", metavar="FILE", help="write each shrunk sequence to FILE.<seed>.json")
-    parser.add_argument("--avoid-bug", action="append", default=[], choices=sorted(AVOIDABLE_BUGS),
-                        help="steer around an open bug of the reference broker (temporary; see AVOIDABLE_BUGS)")
+    parser.add_argument("--avoid-bug", action="append", default=[], choices=sorted(AVOIDANCE), metavar="ID",
+                        help="steer around an open bug of the reference broker (temporary; the ids are those of "
+                             "amqp_differential_open_bugs.json)")
+    parser.add_argument("--replay-bug", metavar="ID|all",
+                        help="replay the shortest sequence of an open bug (or of each) and say whether it diverges")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every observation")
     args = parser.parse_args()
     if not args.broker and args.self_check != "rabbitmq":
         parser.error("--broker is required (or --self-check)")
+    open_bugs = load_open_bugs()
+    if args.replay_bug and args.replay_bug != "all" and args.replay_bug not in open_bugs:
+        parser.error("--replay-bug: no open bug '%s' (%s)" % (args.replay_bug, ", ".join(sorted(open_bugs))))
     for name in args.avoid_bug:
-        print("AVOIDING OPEN BUG %s (temporary): %s" % (name, AVOIDABLE_BUGS[name]["what"]))
+        print("AVOIDING OPEN BUG %s (temporary): %s" % (name, open_bugs[name]["what"]))
 
     # A runner's SIGTERM (CTest's timeout, a Ctrl-C'd make) still stops the RabbitMQ node and the broker.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
@@ -1619,6 +1571,10 @@ def main():
     started = time.time()
     if args.replay or args.replay_json:
         sequences = [("replay", json.load(open(args.replay)) if args.replay else json.loads(args.replay_json))]
+    elif args.replay_bug:
+        sequences = [("bug " + b, open_bugs[b]["replay"]) for b in sorted(open_bugs)
+                     if args.replay_bug in ("all", b)]
+        args.avoid_bug, args.keep_going, args.no_shrink = [], True, True
     else:
         sequences = [(seed, None) for seed in parse_seeds(args)]
     rabbit = RabbitNode(args.rabbitmq_port, args.rabbitmq_running)
@@ -1661,6 +1617,11 @@ def main():
         print("\n%d sequence(s) run in %.1f s; faults not caught: %s; %s" % (
             session.compared, time.time() - started, ", ".join(uncaught) or "none", excused))
         return 1 if uncaught else 0
+    if args.replay_bug:
+        fixed = [seed[4:] for seed, _ in sequences if seed not in failures]
+        print("\nopen bugs replayed: %d; no longer diverging (remove from amqp_differential_open_bugs.json): %s" % (
+            len(sequences), ", ".join(fixed) or "none"))
+        return 1 if fixed else 0
     print("\n%d sequence(s) of %d operations compared in %.1f s; %d unexcused divergence(s)%s" % (
         session.compared, args.ops, time.time() - started, len(failures),
         (": seeds " + ", ".join(map(str, failures))) if failures else ""))
