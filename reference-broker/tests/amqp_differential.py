@@ -1369,7 +1369,8 @@ def optional_fields(op):
         paths.append(("props", k))
     paths += [("args", k) for k in op.get("args", {})]
     paths += [("args",)] if "args" in op else []
-    paths += [(flag,) for flag in ("auto_delete", "exclusive", "durable", "passive", "internal") if op.get(flag)]
+    if op["op"] in ("declare_queue", "declare_exchange"):  # a consume's exclusive is not optional
+        paths += [(flag,) for flag in ("auto_delete", "exclusive", "durable", "passive", "internal") if op.get(flag)]
     return paths
 
 
