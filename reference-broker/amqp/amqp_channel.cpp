@@ -374,8 +374,17 @@ void AmqpChannel::on_basic_nack(const Method& method) {
 void AmqpChannel::on_basic_recover(const Method& method) {
   // RabbitMQ requeues every unacknowledged delivery of the channel; requeue=false is not implemented there.
   if (!method.flag("requeue")) return on_not_implemented(method);
-  // At once, in tx mode too: RabbitMQ requeues without waiting for tx.commit.
-  if (!unsettled_.empty()) settle_now(unsettled_.rbegin()->first, true, true);
+  // At once, in tx mode too: RabbitMQ requeues without waiting for tx.commit, and leaves out what the
+  // transaction already settled (its tx.commit still acks, nacks or rejects them).
+  if (!tx_) {
+    if (!unsettled_.empty()) settle_now(unsettled_.rbegin()->first, true, true);
+  } else {
+    std::vector<std::uint64_t> open;
+    for (const auto& [tag, sub] : unsettled_) {
+      if (!held_in_transaction(tag)) open.push_back(tag);
+    }
+    for (std::uint64_t tag : open) settle_now(tag, false, true);
+  }
   if (method.id() == m::kBasicRecover && state_ == State::open) reply(Method::of(m::kBasicRecoverOk));
 }
 

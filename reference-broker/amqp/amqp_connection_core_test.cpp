@@ -379,6 +379,12 @@ TEST_F(AmqpConnectionCoreTest, RecoverInATransactionRequeuesAtOnce) {
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].id(), m::kBasicGetOk);
   EXPECT_TRUE(again[0].flag("redelivered"));
+  // A delivery the transaction already settled stays out of the recover, as in RabbitMQ.
+  send(1, Method::of(m::kBasicReject).set("delivery_tag", again[0].number("delivery_tag")).set("requeue", false));
+  send(1, Method::of(m::kBasicRecover).set("requeue", true));
+  ASSERT_EQ(only_method().id(), m::kBasicRecoverOk);
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("q")));
+  EXPECT_EQ(only_method().id(), m::kBasicGetEmpty);
 }
 
 TEST_F(AmqpConnectionCoreTest, AlarmIsConnectionBlockedForPublishersThatTakeIt) {

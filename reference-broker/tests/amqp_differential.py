@@ -547,31 +547,6 @@ def _headers_empty_once_bcc_is_out(runner, op):
     return op["op"] == "publish" and headers is not None and not [h for h in headers if h != "BCC"]
 
 
-def _mandatory_with_bcc(runner, op):
-    return op["op"] == "publish" and op["mandatory"] and "BCC" in op.get("props", {}).get("headers", {})
-
-
-def _redeclare_changing_exclusive_and_more(runner, op):
-    if op["op"] != "declare_queue" or op.get("passive") or op["q"] == "gen":
-        return False
-    flags = runner.queue_flags.get(runner.name(op["q"]))
-    if flags is None:
-        return False
-    wanted = (op.get("durable", False), op.get("auto_delete", False), op.get("exclusive", False))
-    return flags[2] != wanted[2] and flags[:2] != wanted[:2]
-
-
-def _tx_publish_while_a_queue_rejects(runner, op):
-    chan = runner.chans.get(op.get("ch"))
-    return (op["op"] == "publish" and chan is not None and chan.mode == "tx" and
-            any(a.get("x-overflow") == "reject-publish" for a in runner.queue_args.values()))
-
-
-def _recover_in_tx(runner, op):
-    chan = runner.chans.get(op.get("ch"))
-    return op["op"] == "recover" and chan is not None and chan.mode == "tx"
-
-
 TOPOLOGY = {"declare_queue", "delete_queue", "bind_queue", "unbind_queue", "declare_exchange", "delete_exchange",
             "bind_exchange", "unbind_exchange"}
 
@@ -627,10 +602,6 @@ def _mask_last_death_headers(obs):
 AVOIDANCE = {  # how to steer around each open bug of amqp_differential_open_bugs.json
     "publish-refusal-order": {"skip": _refused_publish_off_default_exchange},
     "empty-headers-table-dropped": {"skip": _headers_empty_once_bcc_is_out},
-    "return-carries-bcc": {"skip": _mandatory_with_bcc},
-    "redeclare-checks-exclusive-after-durable": {"skip": _redeclare_changing_exclusive_and_more},
-    "tx-commit-hangs-on-a-rejected-publish": {"skip": _tx_publish_while_a_queue_rejects},
-    "recover-held-in-transaction": {"skip": _recover_in_tx},
     "tx-publish-routed-at-commit": {"skip": _topology_change_while_tx_holds_publishes},
     "round-robin-order-after-a-change": {"skip": _another_consumer_of_a_shared_queue},
     "single-active-consumer-failover-ignores-priority": {"skip": _priority_consumer_of_a_single_active_consumer_queue},
