@@ -156,6 +156,7 @@ bool Queue::enqueue(MessagePtr message) {
     return false;
   }
   QueuedMessage queued = make_queued(std::move(message));
+  ++counters_.published;
   if (journaled(queued)) journal_->enqueued(*this, queued);
   MessagePtr may_page = pager_ != nullptr && pager_->paging() ? queued.message : nullptr;
   insert_ready(std::move(queued));
@@ -216,6 +217,7 @@ void Queue::restore(MessagePtr message, std::uint64_t position, bool redelivered
 }
 
 void Queue::acknowledge(const QueuedMessage& message) {
+  ++counters_.acknowledged;
   count_settled();
   leave_for_good(message);
 }
@@ -241,6 +243,7 @@ std::optional<QueuedMessage> Queue::take_next() {
   std::optional<QueuedMessage> head = pop_for_delivery();
   if (!head) return std::nullopt;
   ++unacked_;  // as dispatch(): settled at once by the session when the get is no_ack
+  count_delivery(*head);
   if (journaled(*head)) journal_->delivered(*this, *head);
   return head;
 }
@@ -306,6 +309,7 @@ void Queue::dispatch_ready() {
     std::optional<QueuedMessage> head = pop_for_delivery();
     if (!head) break;
     ++unacked_;  // the consumer settles it at once if its subscription is no_ack
+    count_delivery(*head);
     if (journaled(*head)) journal_->delivered(*this, *head);
     consumer->take(std::move(*head), *this);
     // "Expired messages are never delivered": the next head may have expired while it waited behind this one,

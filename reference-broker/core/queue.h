@@ -24,6 +24,15 @@ namespace firemq {
 
 struct Policy;  // policy.h
 
+// What has passed through one queue since it was declared: the management API's message_stats of a queue, from
+// which the UI draws the queue's message rates. They only grow.
+struct QueueCounters {
+  std::uint64_t published = 0;    // messages enqueued
+  std::uint64_t delivered = 0;    // handed to a consumer or to a get
+  std::uint64_t redelivered = 0;  // of those, the ones delivered before
+  std::uint64_t acknowledged = 0;  // settled for good by an ack (or no_ack)
+};
+
 class Queue;
 
 // A message in a queue. `position` is its place in the queue's order, kept when it is requeued, so that "nack
@@ -169,6 +178,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   std::size_t ready_count() const { return ready_.size(); }
   std::uint64_t ready_bytes() const { return ready_bytes_; }
   std::size_t unacked_count() const { return unacked_; }
+  const QueueCounters& counters() const { return counters_; }
 
  private:
   void insert_ready(QueuedMessage message);
@@ -180,6 +190,10 @@ class Queue : public std::enable_shared_from_this<Queue> {
   Consumer* next_consumer_with_credit();
   QueuedMessage make_queued(MessagePtr message);
   void count_settled() { if (unacked_ > 0) --unacked_; }  // an unacknowledged delivery was settled
+  void count_delivery(const QueuedMessage& m) {
+    ++counters_.delivered;
+    counters_.redelivered += m.redelivered;
+  }
   // The message store hears of persistent messages only ("persistent: Write the message to disk").
   bool journaled(const QueuedMessage& m) const { return journal_ != nullptr && m.message->persistent(); }
   void dead_letter_then_leave(const QueuedMessage& message, DeathReason reason);
@@ -199,6 +213,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   std::uint64_t ready_bytes_ = 0;
   std::uint64_t next_position_ = 1;
   std::size_t unacked_ = 0;
+  QueueCounters counters_;
   std::vector<Consumer*> consumers_;
   std::size_t round_robin_ = 0;
   std::size_t prioritised_consumers_ = 0;  // those with a priority other than 0: none, and no pass looks for the highest

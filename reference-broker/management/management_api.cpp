@@ -61,6 +61,10 @@ Json queue_json(const std::string& vhost, const Queue& q, const std::map<std::st
           {"messages_unacknowledged", q.unacked_count()},
           {"message_bytes_ready", q.ready_bytes()},
           {"consumers", q.consumer_count()},
+          // As RabbitMQ's queue message_stats (its rates are the UI's, from these counters over time).
+          {"message_stats",
+           {{"publish", q.counters().published}, {"deliver_get", q.counters().delivered},
+            {"redeliver", q.counters().redelivered}, {"ack", q.counters().acknowledged}}},
           {"state", "running"},
           {"type", "classic"}};
 }

@@ -98,15 +98,15 @@ class ManagementUiTest(BrowserTest):
         self.assertEqual(self.console_errors(), [])
         client.sock.close()
 
-    def traffic(self, stop):
+    def traffic(self, stop, queue="ui-rates"):
         """An AMQP client at work until `stop`: publishes with confirms, five at a time, and gets and acks one."""
         connection = self.pika(product="ui-traffic")
         channel = connection.channel()
         channel.confirm_delivery()
         while not stop.is_set():
             for _ in range(5):
-                channel.basic_publish("", "ui-rates", b"tick")
-            method, _, _ = channel.basic_get("ui-rates")
+                channel.basic_publish("", queue, b"tick")
+            method, _, _ = channel.basic_get(queue)
             if method:
                 channel.basic_ack(method.delivery_tag)
             connection.sleep(0.05)
@@ -152,6 +152,31 @@ class ManagementUiTest(BrowserTest):
         self.assertIn("amqp", [row.text.split()[0] for row in self.elements("tr.listener")])
         self.screenshot("overview")
         self.api("DELETE", "/api/queues/%2F/ui-rates")
+
+    def test_a_queue_page_charts_the_queues_own_message_rates(self):
+        self.api("PUT", "/api/queues/%2F/ui-queue-rates", {})
+        self.go("queues")
+        self.click("a[data-queue='ui-queue-rates']")
+        self.element("#queue-rate svg")
+        stop = threading.Event()
+        worker = threading.Thread(target=self.traffic, args=(stop, "ui-queue-rates"))
+        worker.start()
+        try:
+            # The queue's own message_stats, sampled each refresh: its publish and ack lines rise.
+            for series in ("publish", "ack", "deliver_get"):
+                risen = f"""const line = document.querySelector('#queue-rate polyline[data-series={series}]');
+                            if (!line) return false;
+                            const ys = line.getAttribute('points').trim().split(' ').map((p) => Number(p.split(',')[1]));
+                            return Math.min(...ys) < Math.max(...ys);"""
+                self.wait_for(lambda: self.driver.execute_script(risen), f"the queue's {series} rate above 0 on its chart")
+        finally:
+            stop.set()
+            worker.join()
+        stats = self.api("GET", "/api/queues/%2F/ui-queue-rates")["message_stats"]
+        self.assertGreater(stats["publish"], 0)
+        self.assertEqual(stats["deliver_get"], stats["ack"])  # each get was acked
+        self.assertEqual(self.console_errors(), [])
+        self.api("DELETE", "/api/queues/%2F/ui-queue-rates")
 
     def test_the_rate_history_is_bounded(self):
         # The rings the charts read keep 10 minutes at most, and 600 samples at most, a second apart at least;
