@@ -161,7 +161,11 @@ void AmqpChannel::on_body(const amqp::Frame& frame) {
 void AmqpChannel::publish(Publishing p) {
   current_ = m::kBasicPublish;
   auto content = from_amqp_properties(with_faults(*p.header, faults_));
-  if (!content) return fail(content.error(), m::kBasicPublish);
+  if (!content) {
+    // A missing exchange or a missing permission is what RabbitMQ refuses first, whatever the properties.
+    Status target = session_ ? session_->publish_target_refusal(p.method.text("exchange")) : Status();
+    return fail(target ? *target : content.error(), m::kBasicPublish);
+  }
   op::Publish publish;
   // "seq: Client-assigned sequence number, starting at 1 ... 0 means no confirm is wanted": in confirm mode,
   // AMQP numbers the publishes of a channel from 1 too, so the two numbers are the same.
@@ -174,10 +178,13 @@ void AmqpChannel::publish(Publishing p) {
   publish.headers = std::move(content->headers);
   if (tx_) {
     // RabbitMQ refuses a transaction's publish to a missing or internal exchange, or with another user_id, at
-    // once; only routing waits for tx.commit.
-    if (Status refused = session_ ? session_->publish_refusal(publish) : Status()) return fail(*refused, m::kBasicPublish);
+    // once, and routes it at once too: a binding made before tx.commit does not count. Only enqueueing waits.
+    if (!session_) return;
+    auto routed = session_->route_held_publish(publish);
+    if (!routed) return fail(routed.error(), m::kBasicPublish);
     const std::size_t size = p.body.size();
-    return hold(HeldPublish{std::move(publish), std::move(p.body), std::move(content->amqp_headers)}, size);
+    return hold(HeldPublish{std::move(publish), std::move(p.body), std::move(content->amqp_headers), std::move(*routed)},
+                size);
   }
   to_session(std::move(publish), p.body, std::move(content->amqp_headers));
 }
@@ -417,10 +424,10 @@ void AmqpChannel::on_tx_commit(const Method& method) {
       settle(settlement->tag, settlement->multiple, settlement->requeue);
       continue;
     }
-    auto& [publish, body, amqp_headers] = std::get<HeldPublish>(action);
+    auto& held_publish = std::get<HeldPublish>(action);
     // The confirm machinery says when the commit is done; the client never sees these sequence numbers.
-    publish.seq = ++publish_seq_;
-    to_session(std::move(publish), body, std::move(amqp_headers));
+    held_publish.publish.seq = ++publish_seq_;
+    to_session(std::move(held_publish));
   }
   // Commits answer in order: one without publishes waits for the commits before it, if any.
   if (publish_seq_ == seq_before && tx_->commits.empty()) return reply(Method::of(m::kTxCommitOk));
@@ -493,6 +500,12 @@ std::uint64_t AmqpChannel::request(const Method& m, Pending pending) {
 void AmqpChannel::to_session(Message message, ByteView payload, std::shared_ptr<const amqp::FieldTable> amqp_headers) {
   if (!session_) return;
   session_->on_message(std::move(message), payload, 0, std::move(amqp_headers));
+  if (release_session_) end_session();
+}
+
+void AmqpChannel::to_session(HeldPublish held) {
+  if (!session_) return;
+  session_->publish_routed(std::move(held.publish), held.body, std::move(held.amqp_headers), held.routed_to);
   if (release_session_) end_session();
 }
 

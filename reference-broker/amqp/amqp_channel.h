@@ -50,6 +50,7 @@ struct AmqpHeldPublish {
   op::Publish publish;
   Bytes body;
   std::shared_ptr<const amqp::FieldTable> amqp_headers;  // as sent (MessageParts::amqp_headers)
+  std::vector<std::string> routed_to;  // the queues it was routed to at basic.publish (Session::route_held_publish)
 };
 struct AmqpTransaction {
   std::vector<std::variant<AmqpHeldPublish, AmqpSettlement>> held;
@@ -160,6 +161,8 @@ class AmqpChannel : private Outbox {
   // Towards the session
   std::uint64_t request(const amqp::Method& m, Pending pending);
   void to_session(Message message, ByteView payload = {}, std::shared_ptr<const amqp::FieldTable> amqp_headers = {});
+  // tx.commit: a held publish, to the queues it was routed to when it arrived.
+  void to_session(HeldPublish held);
   void settle(std::uint64_t tag, bool multiple, std::optional<bool> requeue);
   // The settlement itself, whatever a transaction holds (basic.recover, and tx.commit's held ones).
   void settle_now(std::uint64_t tag, bool multiple, std::optional<bool> requeue);

@@ -343,6 +343,87 @@ TEST_F(AmqpConnectionCoreTest, TransactionHoldsPublishesAndAcksUntilCommit) {
   EXPECT_EQ(only_method().number("reply_code"), 406u);  // "cannot switch from tx to confirm mode"
 }
 
+TEST_F(AmqpConnectionCoreTest, ATransactionRoutesAPublishWhenItArrivesAndEnqueuesItAtCommit) {
+  open_connection();
+  open_channel(1);
+  declare(1, "late");
+  declare(1, "early");
+  send(1, Method::of(m::kExchangeDeclare).set("exchange", std::string("x")).set("type", std::string("fanout")));
+  ASSERT_EQ(only_method().id(), m::kExchangeDeclareOk);
+  auto bind = [&](const std::string& queue) {
+    send(1, Method::of(m::kQueueBind).set("queue", queue).set("exchange", std::string("x")));
+    ASSERT_EQ(only_method().id(), m::kQueueBindOk);
+  };
+  bind("early");
+  send(1, Method::of(m::kTxSelect));
+  ASSERT_EQ(only_method().id(), m::kTxSelectOk);
+  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("exchange", std::string("x")), {},
+                                  as_bytes("m"), 0));
+  bind("late");  // after the publish: RabbitMQ routed it already, so this binding does not count
+  send(1, Method::of(m::kTxCommit));
+  core_.flush();
+  ASSERT_EQ(only_method().id(), m::kTxCommitOk);
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("late")).set("no_ack", true));
+  EXPECT_EQ(only_method().id(), m::kBasicGetEmpty);
+  send(1, Method::of(m::kBasicGet).set("queue", std::string("early")).set("no_ack", true));
+  EXPECT_EQ(methods().at(0).id(), m::kBasicGetOk);
+}
+
+TEST_F(AmqpConnectionCoreTest, ATransactionsPublishWhoseQueueWentBeforeCommitIsReturned) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  send(1, Method::of(m::kTxSelect));
+  ASSERT_EQ(only_method().id(), m::kTxSelectOk);
+  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("q"))
+                                         .set("mandatory", true), {}, as_bytes("m"), 0));
+  send(1, Method::of(m::kQueueDelete).set("queue", std::string("q")));
+  ASSERT_EQ(only_method().id(), m::kQueueDeleteOk);
+  send(1, Method::of(m::kTxCommit));
+  core_.flush();
+  auto sent = methods();
+  ASSERT_EQ(sent.size(), 2u);  // as RabbitMQ's commit: the queues routed to are looked up again, and none is left
+  EXPECT_EQ(sent[0].id(), m::kBasicReturn);
+  EXPECT_EQ(sent[1].id(), m::kTxCommitOk);
+}
+
+TEST_F(AmqpConnectionCoreTest, APublishWrongTwiceIsRefusedForItsExchangeFirst) {
+  open_connection();
+  for (const auto& [channel, property, value] :
+       {std::tuple<std::uint16_t, const char*, const char*>{1, "expiration", "soon"}, {2, "user_id", "someone"}}) {
+    open_channel(channel);
+    amqp::ContentHeader header;
+    header.set(property, std::string(value));
+    core_.feed(amqp::encode_content(channel, Method::of(m::kBasicPublish).set("exchange", std::string("missing")),
+                                    header, as_bytes("m"), 0));
+    core_.flush();
+    // RabbitMQ checks the exchange before the properties (rabbit_channel, basic.publish): 404, not 406.
+    Method close = only_method();
+    ASSERT_EQ(close.id(), m::kChannelClose) << property;
+    EXPECT_EQ(close.number("reply_code"), 404u) << property;
+  }
+}
+
+TEST_F(AmqpConnectionCoreTest, AnEmptyHeadersTableIsDeliveredAsSent) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  for (const amqp::FieldTable& sent : {amqp::FieldTable{},
+                                       amqp::FieldTable{{"BCC", amqp::FieldArray{std::string("nowhere")}}}}) {
+    amqp::ContentHeader header;
+    header.set("headers", sent);
+    publish(1, "q", "m", header);
+    send(1, Method::of(m::kBasicGet).set("queue", std::string("q")).set("no_ack", true));
+    auto got = frames();
+    ASSERT_EQ(got.size(), 3u);  // get-ok, header, body
+    auto props = amqp::decode_content_header(got[1].payload);
+    ASSERT_TRUE(props.ok());
+    // As RabbitMQ: the table comes back empty (BCC taken out), not left out.
+    ASSERT_NE(props->get("headers"), nullptr);
+    EXPECT_TRUE(std::get<amqp::FieldTable>(*props->get("headers")).empty());
+  }
+}
+
 TEST_F(AmqpConnectionCoreTest, ACommitWhosePublishAFullRejectPublishQueueRefusesIsPartialTxCompletion) {
   open_connection();
   open_channel(1);

@@ -177,7 +177,10 @@ Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
   if (const Arg* a = header.get("headers")) {
     const auto& table = std::get<amqp::FieldTable>(*a);
     c.headers = to_firemq_map(table);
-    if (!table.empty()) c.amqp_headers = std::make_shared<const amqp::FieldTable>(table);
+    // An empty table is kept too: RabbitMQ delivers it as sent (some clients, amqplib's, always send one), and
+    // FireMQ's headers cannot tell it from none. One shared empty table serves every such publish.
+    static const auto kEmptyTable = std::make_shared<const amqp::FieldTable>();
+    c.amqp_headers = table.empty() ? kEmptyTable : std::make_shared<const amqp::FieldTable>(table);
   }
   return c;
 }
@@ -245,7 +248,7 @@ amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, b
   if (const Value* v = props.get("expiration"); v && v->is<std::uint64_t>()) {
     h.set("expiration", std::to_string(*v->get_if<std::uint64_t>()));
   }
-  if (!headers.empty()) {
+  if (!headers.empty() || sent != nullptr) {  // an AMQP publisher's empty table goes back as it came
     amqp::FieldTable table = sent != nullptr ? to_amqp_table_keeping_types(headers, *sent) : to_amqp_table(headers);
     deaths_in_amqp_types(table);
     h.set("headers", std::move(table));

@@ -29,9 +29,10 @@ MessagePtr BrokerMessage::make(MessageParts parts, const MessageBody& original) 
 // message constructed in place.
 MessagePtr BrokerMessage::allocate(const MessageParts& parts, ByteView body, const PagedPlace* paged) {
   std::unique_ptr<const Attributes> attributes;  // the message's own once it is made
-  if (!parts.props.entries.empty() || !parts.headers.empty()) {
+  // An AMQP publisher's headers table is kept when it is empty too (it goes back to AMQP consumers as sent).
+  if (!parts.props.entries.empty() || !parts.headers.empty() || parts.amqp_headers != nullptr) {
     attributes = std::make_unique<const Attributes>(
-        Attributes{parts.props, parts.headers, parts.header_bytes, parts.headers.empty() ? nullptr : parts.amqp_headers});
+        Attributes{parts.props, parts.headers, parts.header_bytes, parts.amqp_headers});
   }
   const std::size_t inline_bytes = paged == nullptr && body.size() <= kInlineBodyLimit ? body.size() : 0;
   void* memory = ::operator new(allocation_size(parts.persistent, attributes != nullptr,

@@ -65,10 +65,10 @@ struct MessageParts {
   // The size of the publish header the props and headers were decoded from: what estimates their decoded size.
   std::size_t header_bytes = 0;
   // The headers as an AMQP publisher sent them, each value in its field-table type (null: not published over AMQP,
-  // or without headers). `headers` is what the interop table maps them to, which loses types (an int8 and an
-  // int64 are both MessagePack ints); an AMQP consumer gets these back where `headers` still holds what they map
-  // to (amqp_interop.h). Shared: a dead-lettered copy keeps them. Not written to the store: after a restart an AMQP
-  // consumer gets the interop table's types.
+  // or without a headers property; an empty table is kept). `headers` is what the interop table maps them to,
+  // which loses types (an int8 and an int64 are both MessagePack ints); an AMQP consumer gets these back where
+  // `headers` still holds what they map to (amqp_interop.h). Shared: a dead-lettered copy keeps them. Not written
+  // to the store: after a restart an AMQP consumer gets the interop table's types.
   std::shared_ptr<const amqp::FieldTable> amqp_headers = nullptr;
 };
 

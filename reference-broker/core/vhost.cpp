@@ -453,6 +453,15 @@ Result<Route> Vhost::route(const std::string& exchange, const std::string& key, 
   return route;
 }
 
+Route Vhost::route_again(const std::vector<std::string>& queue_names) const {
+  Route route;
+  for (const std::string& name : queue_names) {
+    auto q = queues_.find(name);
+    if (q != queues_.end()) route.queues.push_back(q->second.get());
+  }
+  return route;
+}
+
 // Each key from `start`, every exchange visited once per key (a key is a routing of its own); each queue is reached
 // once over all of them.
 void Vhost::route_keys(const Exchange& start, const std::string& key, const std::vector<std::string>& also,

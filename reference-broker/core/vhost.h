@@ -89,6 +89,9 @@ class Vhost : private DeadLetterer {
   // The queues a message published to `exchange` with `key` and `headers` reaches; 404 for a missing exchange,
   // 403 for an internal one.
   Result<Route> route(const std::string& exchange, const std::string& key, const Map& headers) const;
+  // The queues named by an earlier route that still exist now: an AMQP transaction routes a publish at
+  // basic.publish and enqueues it at tx.commit, as RabbitMQ's channel does.
+  Route route_again(const std::vector<std::string>& queue_names) const;
 
   // Direct reply-to (RabbitMQ's extension): a consumer of kDirectReplyTo gets a queue of its own, exclusive to its
   // connection and auto-deleted with its consumer, named kDirectReplyTo + "." + 22 random characters: the name

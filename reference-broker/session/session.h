@@ -154,10 +154,18 @@ class Session : private DurabilityWaiter {
   const std::string& vhost() const { return vhost_name_; }
   // Whether it ever published: while an alarm holds, such connections are paused and no longer read.
   bool has_published() const { return has_published_; }
-  // Why a publish would be refused before routing (its user_id, the write permission, a missing or internal
-  // exchange), or nothing: on_publish's own first checks, for an AMQP transaction, which RabbitMQ refuses at
-  // basic.publish rather than at tx.commit.
-  Status publish_refusal(const op::Publish& p) const;
+  // AMQP's tx class, as RabbitMQ's channel has it: a transaction's publish is checked and routed when it arrives,
+  // and enqueued at tx.commit. route_held_publish: the names of the queues it reaches now, or why it is refused
+  // (its user_id, the write permission, a missing or internal exchange): at once, not at tx.commit.
+  Result<std::vector<std::string>> route_held_publish(const op::Publish& p) const;
+  // Why a publish to `exchange` is refused whatever it carries (the write permission, a missing or internal
+  // exchange), or nothing. RabbitMQ checks these before a publish's properties, so an AMQP channel asks first when
+  // the properties are wrong too.
+  Status publish_target_refusal(const std::string& exchange) const;
+  // tx.commit: the publish, enqueued to those of the queues route_held_publish named that still exist, and
+  // confirmed or returned as any publish (its seq is the channel's own, to learn when the commit is done).
+  void publish_routed(op::Publish&& p, ByteView body, std::shared_ptr<const amqp::FieldTable> amqp_headers,
+                      const std::vector<std::string>& queue_names);
   // Whether `queue` exists in this session's vhost with x-single-active-consumer: an AMQP channel refuses an
   // exclusive basic.consume on it (403, RabbitMQ), which the FireMQ spec's subscribe allows.
   bool single_active_consumer_queue(const std::string& queue) const;
@@ -192,6 +200,8 @@ class Session : private DurabilityWaiter {
     ByteView payload;
     std::size_t header_bytes;
     std::shared_ptr<const amqp::FieldTable> amqp_headers;
+    // A publish routed earlier (publish_routed): the queues that route named. Null: route it now.
+    const std::vector<std::string>* routed_to = nullptr;
   };
   void on_request(Message& message, Carried carried);
   void handle_request(Message& message, Carried carried);
@@ -218,6 +228,9 @@ class Session : private DurabilityWaiter {
 
   // session_publish.cpp
   void on_publish(op::Publish& p, Carried carried);
+  // Why a publish would be refused before routing (its user_id, the write permission, a missing or internal
+  // exchange), or nothing.
+  Status publish_refusal(const op::Publish& p) const;
   void reject_publish(std::uint64_t seq, const Error& error);
   // `durable_at`: the log position the publish's records end at, 0 when it needs no disk.
   void confirm(std::uint64_t seq, std::uint64_t durable_at = 0);

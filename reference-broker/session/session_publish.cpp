@@ -20,9 +20,13 @@ void Session::on_publish(op::Publish& p, Carried carried) {
                                                                ", seq must increase"));
   }
   if (p.seq != 0) last_seq_ = p.seq;
-  if (Status refused = publish_refusal(p)) return reject_publish(p.seq, *refused);
+  // A transaction's publish was checked when it arrived (route_held_publish); the exchange may be gone since.
+  if (carried.routed_to == nullptr) {
+    if (Status refused = publish_refusal(p)) return reject_publish(p.seq, *refused);
+  }
   if (Status no_reply_consumer = direct_reply_to(p)) return reject_publish(p.seq, *no_reply_consumer);
-  Result<Route> route = vhost_->route(p.exchange, p.key, p.headers);
+  Result<Route> route = carried.routed_to ? Result<Route>(vhost_->route_again(*carried.routed_to))
+                                          : vhost_->route(p.exchange, p.key, p.headers);
   if (!route) return reject_publish(p.seq, route.error());
   remove_blind_copies(p.headers);  // RabbitMQ's sender-selected distribution: BCC routes, and is not delivered nor returned
   if (route->queues.empty()) {
@@ -67,6 +71,22 @@ void Session::on_publish(op::Publish& p, Carried carried) {
                                    "queue '" + refused_by + "' is full and its x-overflow refuses new messages"));
 }
 
+Result<std::vector<std::string>> Session::route_held_publish(const op::Publish& p) const {
+  if (Status refused = publish_refusal(p)) return std::move(*refused);
+  Result<Route> route = vhost_->route(p.exchange, p.key, p.headers);
+  if (!route) return route.error();
+  std::vector<std::string> names;
+  for (const Queue* queue : route->queues) names.push_back(queue->name());
+  return names;
+}
+
+void Session::publish_routed(op::Publish&& p, ByteView body, std::shared_ptr<const amqp::FieldTable> amqp_headers,
+                             const std::vector<std::string>& queue_names) {
+  if (state_ != State::open) return;
+  Message message(std::move(p));
+  on_request(message, {body, 0, std::move(amqp_headers), &queue_names});
+}
+
 Status Session::direct_reply_to(op::Publish& p) const {
   for (MapEntry& e : p.props.entries) {
     const auto* reply_to = e.key == Value("reply_to") ? e.value.get_if<std::string>() : nullptr;
@@ -79,15 +99,22 @@ Status Session::direct_reply_to(op::Publish& p) const {
   return Status();
 }
 
+Status Session::publish_target_refusal(const std::string& exchange) const {
+  if (Status denied = allowed(Access::write, "exchange", exchange)) return denied;
+  return vhost_->publish_target_refusal(exchange);
+}
+
+// RabbitMQ's order (rabbit_channel, basic.publish), which AMQP clients see when a publish is wrong twice: the
+// write permission, the exchange (missing, internal), then the properties (user_id, expiration).
 Status Session::publish_refusal(const op::Publish& p) const {
+  if (Status refused = publish_target_refusal(p.exchange)) return refused;
   // "user_id ... When set, it must equal the connection's user."
   if (const Value* user = p.props.get("user_id"); user != nullptr && user->is<std::string>() &&
                                                    *user->get_if<std::string>() != user_) {
     return make_error(ReplyCode::precondition_failed, "user_id property set to '" + *user->get_if<std::string>() +
                                                           "' but authenticated user was '" + user_ + "'");
   }
-  if (Status denied = allowed(Access::write, "exchange", p.exchange)) return denied;
-  return vhost_->publish_target_refusal(p.exchange);
+  return Status();
 }
 
 void Session::confirm(std::uint64_t seq, std::uint64_t durable_at) {
