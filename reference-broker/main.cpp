@@ -111,7 +111,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "testing: break the WebSocket transport one way (accept-text, ignore-url-vhost or pack-frames)")
       ("amqp-fault", po::value<std::string>(),
        "testing: break the AMQP side one way (drop-delivery-mode, decimal-ignores-scale, crossing-close-ends-channel, "
-       "nack-refused-publishes, global-qos-per-consumer, lossy-header-types or empty-queue-name-as-given)")
+       "nack-refused-publishes, global-qos-per-consumer, lossy-header-types, empty-queue-name-as-given, "
+       "tx-routes-at-commit, properties-before-exchange or empty-headers-dropped)")
       ("storage-fault", po::value<std::string>(),
        "testing: fail the Nth write or fsync of the data directory with EIO or ENOSPC (write:N or fsync:N, then "
        "optionally :eio or :enospc)")
@@ -172,6 +173,9 @@ firemq::Result<firemq::AmqpFaults, std::string> parse_amqp_fault(const std::stri
       {"global-qos-per-consumer", &firemq::AmqpFaults::global_qos_per_consumer},
       {"lossy-header-types", &firemq::AmqpFaults::lossy_header_types},
       {"empty-queue-name-as-given", &firemq::AmqpFaults::empty_queue_name_as_given},
+      {"tx-routes-at-commit", &firemq::AmqpFaults::tx_routes_at_commit},
+      {"properties-before-exchange", &firemq::AmqpFaults::properties_before_exchange},
+      {"empty-headers-dropped", &firemq::AmqpFaults::empty_headers_dropped},
   };
   std::string names;
   for (const auto& [known_name, flag] : known) {

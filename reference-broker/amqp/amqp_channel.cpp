@@ -163,7 +163,9 @@ void AmqpChannel::publish(Publishing p) {
   auto content = from_amqp_properties(with_faults(*p.header, faults_));
   if (!content) {
     // A missing exchange or a missing permission is what RabbitMQ refuses first, whatever the properties.
-    Status target = session_ ? session_->publish_target_refusal(p.method.text("exchange")) : Status();
+    Status target = session_ && !faults_.properties_before_exchange
+                        ? session_->publish_target_refusal(p.method.text("exchange"))
+                        : Status();
     return fail(target ? *target : content.error(), m::kBasicPublish);
   }
   op::Publish publish;
@@ -504,6 +506,7 @@ void AmqpChannel::to_session(Message message, ByteView payload, std::shared_ptr<
 }
 
 void AmqpChannel::to_session(HeldPublish held) {
+  if (faults_.tx_routes_at_commit) return to_session(std::move(held.publish), held.body, std::move(held.amqp_headers));
   if (!session_) return;
   session_->publish_routed(std::move(held.publish), held.body, std::move(held.amqp_headers), held.routed_to);
   if (release_session_) end_session();

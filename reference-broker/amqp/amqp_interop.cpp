@@ -228,6 +228,11 @@ amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& fa
     auto& property = header.properties[i];
     if (!property) continue;
     if (faults.drop_delivery_mode && amqp::kBasicProperties[i].name == "delivery_mode") property.reset();
+    if (faults.empty_headers_dropped && amqp::kBasicProperties[i].name == "headers" &&
+        std::get<amqp::FieldTable>(*property).empty()) {
+      property.reset();
+      continue;
+    }
     if (faults.decimal_ignores_scale && amqp::kBasicProperties[i].name == "headers") {
       drop_decimal_scales(std::get<amqp::FieldTable>(*property));
     }

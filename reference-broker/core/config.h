@@ -47,6 +47,9 @@ struct AmqpFaults {
   bool global_qos_per_consumer = false;      // basic.qos global=true is each new consumer's prefetch
   bool lossy_header_types = false;           // AMQP consumers get the interop table's types, not the publisher's
   bool empty_queue_name_as_given = false;    // "" is not the last declared queue
+  bool tx_routes_at_commit = false;          // a transaction's publish is routed at tx.commit, not when it arrives
+  bool properties_before_exchange = false;   // a bad expiration is refused (406) before a missing exchange (404)
+  bool empty_headers_dropped = false;        // an empty headers table is delivered as no headers property
 };
 
 // The listeners, by the URL scheme clients use, on the spec's default ports. No value: that listener is off.
