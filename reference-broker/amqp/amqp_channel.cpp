@@ -295,8 +295,9 @@ std::optional<std::string> AmqpChannel::queue_of(const Method& method) {
 
 void AmqpChannel::on_basic_qos(const Method& method) {
   // As RabbitMQ 3: global=false is each new consumer's credit, global=true a limit shared by the channel's
-  // consumers, in force at once; the two hold together (docs/spec-notes.md, "AMQP prefetch as credit"). No byte
-  // limit, as RabbitMQ.
+  // consumers, in force at once; a global one after a per-consumer one holds beside it, but a per-consumer one
+  // lifts the global one, as RabbitMQ 3.10's basic.qos handler does (rabbit_limiter:unlimit_prefetch;
+  // docs/spec-notes.md, "AMQP prefetch as credit"). No byte limit, as RabbitMQ.
   if (method.number("prefetch_size") != 0) {
     return host_.connection_error(
         hard_error(amqp::kNotImplemented, "prefetch_size!=0 (" + std::to_string(method.number("prefetch_size")) + ")"),
@@ -305,6 +306,7 @@ void AmqpChannel::on_basic_qos(const Method& method) {
   const auto count = static_cast<std::uint16_t>(method.number("prefetch_count"));
   if (!method.flag("global") || faults_.global_qos_per_consumer) {
     prefetch_ = count;
+    if (session_) session_->set_shared_prefetch(0);
   } else if (session_) {
     session_->set_shared_prefetch(count);
   }
@@ -329,7 +331,8 @@ void AmqpChannel::on_basic_consume(const Method& method) {
                          method.id());
   }
   const bool no_ack = method.flag("no_ack");
-  // Prefetch does not apply to no-ack consumers (RabbitMQ); 0 is "no limit". Credit saturates at UINT64_MAX.
+  // A per-consumer prefetch does not apply to no-ack consumers (RabbitMQ; a used-up global one does, in the
+  // session); 0 is "no limit". Credit saturates at UINT64_MAX.
   const bool limited = !no_ack && prefetch_ != 0;
   consumers_[sub] = {tag, limited, no_ack};
   subs_by_tag_[tag] = sub;

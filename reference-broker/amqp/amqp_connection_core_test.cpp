@@ -85,6 +85,14 @@ class AmqpConnectionCoreTest : public ::testing::Test {
     send(channel, Method::of(m::kQueueDeclare).set("queue", queue));
     ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);
   }
+  void consume(std::uint16_t channel, const std::string& queue, const std::string& tag, bool no_ack = false) {
+    send(channel, Method::of(m::kBasicConsume).set("queue", queue).set("consumer_tag", tag).set("no_ack", no_ack));
+    ASSERT_EQ(only_method().id(), m::kBasicConsumeOk);
+  }
+  void qos(std::uint16_t channel, std::uint64_t prefetch_count, bool global) {
+    send(channel, Method::of(m::kBasicQos).set("prefetch_count", prefetch_count).set("global", global));
+    ASSERT_EQ(only_method().id(), m::kBasicQosOk);
+  }
 
   BrokerConfig config_;
   Definitions definitions_ = *Definitions::parse(R"({"users": [{"name": "guest", "password": "guest"}],
@@ -250,6 +258,42 @@ TEST_F(AmqpConnectionCoreTest, PrefetchLimitsUnacknowledgedDeliveries) {
   Method second = only_method();
   EXPECT_EQ(second.id(), m::kBasicDeliver);
   EXPECT_EQ(second.number("delivery_tag"), 2u);
+}
+
+// RabbitMQ 3.10's basic.qos global=false lifts the channel's global prefetch (rabbit_limiter:unlimit_prefetch): a
+// consumer that existed before it, with no limit of its own, is held by nothing any more.
+TEST_F(AmqpConnectionCoreTest, APerConsumerQosLiftsTheGlobalPrefetch) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  consume(1, "q", "c1");
+  qos(1, 1, true);
+  publish(1, "q", "held by the global prefetch after this one");
+  ASSERT_EQ(only_method().id(), m::kBasicDeliver);
+  qos(1, 1, false);
+  publish(1, "q", "delivered");
+  EXPECT_EQ(only_method().id(), m::kBasicDeliver);
+}
+
+// A global prefetch that is used up holds a no-ack consumer of the channel too (rabbit_limiter's can_send), until
+// an ack makes room; its own deliveries do not count towards the limit.
+TEST_F(AmqpConnectionCoreTest, AUsedUpGlobalPrefetchHoldsNoAckConsumersToo) {
+  open_connection();
+  open_channel(1);
+  declare(1, "acked");
+  declare(1, "no-ack");
+  consume(1, "acked", "c1");
+  qos(1, 1, true);
+  publish(1, "acked", "fills the channel's prefetch");
+  Method first = only_method();
+  ASSERT_EQ(first.id(), m::kBasicDeliver);
+  consume(1, "no-ack", "c2", true);
+  publish(1, "no-ack", "waits for the ack");
+  EXPECT_TRUE(methods().empty());
+  send(1, Method::of(m::kBasicAck).set("delivery_tag", first.number("delivery_tag")));
+  Method second = only_method();
+  EXPECT_EQ(second.id(), m::kBasicDeliver);
+  EXPECT_EQ(second.text("consumer_tag"), "c2");
 }
 
 TEST_F(AmqpConnectionCoreTest, UnknownDeliveryTagIsChannelClose406) {

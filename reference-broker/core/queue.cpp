@@ -257,7 +257,10 @@ std::size_t Queue::purge() {
 
 void Queue::add_consumer(Consumer* consumer, bool exclusive) {
   consumers_.push_back(consumer);
-  if (consumer->priority() != 0) ++prioritised_consumers_;
+  line_.join(consumer);
+  // x-single-active-consumer: the first to subscribe while none is active becomes active, whatever its priority
+  // (RabbitMQ 3.10's classic queue switches only when the active one goes).
+  if (settings_.arguments.single_active_consumer && single_active_ == nullptr) single_active_ = consumer;
   exclusive_consumer_ = exclusive_consumer_ || exclusive;
   ever_had_consumer_ = true;
   touch();
@@ -267,35 +270,26 @@ void Queue::remove_consumer(Consumer* consumer) {
   auto it = std::find(consumers_.begin(), consumers_.end(), consumer);
   if (it == consumers_.end()) return;
   consumers_.erase(it);
-  if (consumer->priority() != 0) --prioritised_consumers_;
+  line_.leave(consumer);
+  // The active consumer goes: the next is the waiting one of the highest x-priority, the first of those to have
+  // subscribed (RabbitMQ 3.10's rabbit_queue_consumers:get_consumer, the front of its line).
+  if (consumer == single_active_) single_active_ = line_.front();
   if (consumers_.empty()) exclusive_consumer_ = false;
-  if (round_robin_ >= consumers_.size()) round_robin_ = 0;
   touch();
   dispatch();  // with a single active consumer, the next one takes over now
 }
 
 Consumer* Queue::next_consumer_with_credit() {
-  if (consumers_.empty()) return nullptr;
-  // x-single-active-consumer: "one consumer at a time gets messages", the first still registered.
-  if (settings_.arguments.single_active_consumer) return consumers_.front()->can_take() ? consumers_.front() : nullptr;
-  // x-priority: only the highest priority among the consumers that can take a message now is served.
-  std::optional<std::int64_t> highest;
-  if (prioritised_consumers_ > 0) {
-    for (Consumer* c : consumers_) {
-      if (c->can_take() && (!highest || c->priority() > *highest)) highest = c->priority();
-    }
-    if (!highest) return nullptr;
+  // x-single-active-consumer: "one consumer at a time gets messages", and no other while it cannot take.
+  if (settings_.arguments.single_active_consumer) {
+    return single_active_ != nullptr && single_active_->can_take() ? single_active_ : nullptr;
   }
-  // "messages go round the consumers that have credit; one without credit never holds up the rest"
-  for (std::size_t tried = 0; tried < consumers_.size(); ++tried) {
-    Consumer* candidate = consumers_[round_robin_];
-    round_robin_ = (round_robin_ + 1) % consumers_.size();
-    if ((!highest || candidate->priority() == *highest) && candidate->can_take()) return candidate;
-  }
-  return nullptr;
+  // x-priority comes with the line's order: a lower priority is served only once every higher one is blocked.
+  return line_.next_to_serve();
 }
 
 void Queue::dispatch() {
+  line_.unblock_those_that_can_take();
   expire_messages();
   dispatch_ready();
 }
@@ -323,6 +317,8 @@ void Queue::dispatch_ready() {
 void Queue::cancel_consumers() {
   std::vector<Consumer*> consumers;
   consumers.swap(consumers_);
+  line_ = ConsumerLine();
+  single_active_ = nullptr;
   for (Consumer* c : consumers) c->on_queue_deleted(*this);
 }
 

@@ -15,6 +15,7 @@
 
 #include "protocol/value.h"
 #include "reference-broker/core/broker_message.h"
+#include "reference-broker/core/consumer_line.h"
 #include "reference-broker/core/journal.h"
 #include "reference-broker/core/pager.h"
 #include "reference-broker/core/queue_arguments.h"
@@ -156,7 +157,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   // Drops the ready messages; returns how many.
   std::size_t purge();
 
-  // Consumers, in the order they subscribed (round-robin dispatch follows it).
+  // Consumers; dispatch serves them in the order of consumer_line.h.
   void add_consumer(Consumer* consumer, bool exclusive);
   void remove_consumer(Consumer* consumer);
   std::size_t consumer_count() const { return consumers_.size(); }
@@ -164,7 +165,8 @@ class Queue : public std::enable_shared_from_this<Queue> {
   // An auto_delete queue goes once its last consumer goes, but only if it ever had one.
   bool auto_delete_due() const { return settings_.auto_delete && ever_had_consumer_ && consumers_.empty(); }
 
-  // Hands ready messages to consumers with credit, in turn, until either runs out.
+  // Hands ready messages to consumers with credit, in turn, until either runs out. Call it whenever a consumer
+  // may have become able to take again (credit, an ack): that is when it rejoins the line.
   void dispatch();
   // The queue is being deleted: every consumer is told, and forgotten.
   void cancel_consumers();
@@ -214,9 +216,9 @@ class Queue : public std::enable_shared_from_this<Queue> {
   std::uint64_t next_position_ = 1;
   std::size_t unacked_ = 0;
   QueueCounters counters_;
-  std::vector<Consumer*> consumers_;
-  std::size_t round_robin_ = 0;
-  std::size_t prioritised_consumers_ = 0;  // those with a priority other than 0: none, and no pass looks for the highest
+  std::vector<Consumer*> consumers_;  // in the order they subscribed
+  ConsumerLine line_;                 // whom dispatch serves next
+  Consumer* single_active_ = nullptr;  // x-single-active-consumer: the one served; null without that argument
   bool exclusive_consumer_ = false;
   bool ever_had_consumer_ = false;
   bool dispatching_ = false;

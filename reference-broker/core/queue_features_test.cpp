@@ -295,6 +295,25 @@ TEST_F(QueueFeatures, SingleActiveConsumerHandsOverInRegistrationOrder) {
   EXPECT_EQ(body(second.taken[0]), "3");
 }
 
+// RabbitMQ 3.10: the first consumer is active whatever the priorities; when it goes, the waiting consumer of the
+// highest x-priority takes over, the first of those to have subscribed.
+TEST_F(QueueFeatures, SingleActiveConsumerHandsOverToTheHighestPriorityWaiting) {
+  Queue& q = declare("q", args({{Value("x-single-active-consumer"), Value(true)}}));
+  TestConsumer first, low, high_a, high_b;
+  high_a.priority_ = high_b.priority_ = 3;
+  q.add_consumer(&first, false);
+  q.add_consumer(&low, false);
+  q.add_consumer(&high_a, false);
+  q.add_consumer(&high_b, false);
+  q.enqueue(message("1"));
+  ASSERT_EQ(first.taken.size(), 1u);
+  q.remove_consumer(&first);
+  q.enqueue(message("2"));
+  EXPECT_TRUE(low.taken.empty());
+  EXPECT_EQ(high_a.taken.size(), 1u);
+  EXPECT_TRUE(high_b.taken.empty());
+}
+
 TEST_F(QueueFeatures, ConsumerPrioritiesServeTheHighestThatCanTakeAndRoundRobinWithinIt) {
   Queue& q = declare("q", {});
   TestConsumer low, high_a, high_b;

@@ -62,6 +62,50 @@ TEST(QueueDispatch, RoundRobinAmongConsumersWithCredit) {
   EXPECT_TRUE(starved.taken.empty());
 }
 
+// The bodies each consumer took, in order, a consumer's after another's: "13|2|".
+std::string taken_by(std::initializer_list<const TestConsumer*> consumers) {
+  std::string taken;
+  for (const TestConsumer* consumer : consumers) {
+    for (const QueuedMessage& m : consumer->taken) taken += body(m);
+    taken += "|";
+  }
+  return taken;
+}
+
+// RabbitMQ's order (consumer_line.h): the consumer served goes to the back of the line and a new one joins behind
+// it, so after one delivery to a of (a, b), a new c comes after a: b, a, c. A cursor over the consumers in the order
+// they subscribed would serve b, then c.
+TEST(QueueDispatch, ANewConsumerJoinsBehindTheOneJustServed) {
+  Queue q(settings("q"), time_);
+  TestConsumer a, b, c;
+  a.credit = b.credit = c.credit = 10;
+  q.add_consumer(&a, false);
+  q.add_consumer(&b, false);
+  q.enqueue(message("1"));
+  q.add_consumer(&c, false);
+  q.enqueue(message("2"));
+  q.enqueue(message("3"));
+  q.enqueue(message("4"));
+  EXPECT_EQ(taken_by({&a, &b, &c}), "13|2|4|");
+}
+
+// One that could not take when its turn came leaves the line, and rejoins at the back once it can (RabbitMQ's
+// blocked consumer, unblocked by an ack): after those served while it waited.
+TEST(QueueDispatch, AConsumerThatCouldNotTakeRejoinsAtTheBack) {
+  Queue q(settings("q"), time_);
+  TestConsumer a, b, c;
+  a.credit = 1;
+  b.credit = c.credit = 10;
+  q.add_consumer(&a, false);
+  q.add_consumer(&b, false);
+  q.add_consumer(&c, false);
+  for (const char* m : {"1", "2", "3", "4"}) q.enqueue(message(m));  // a, b, c, then b: a is full
+  a.credit = 1;
+  q.dispatch();  // the line is c, b, a now
+  for (const char* m : {"5", "6", "7"}) q.enqueue(message(m));
+  EXPECT_EQ(taken_by({&a, &b, &c}), "17|246|35|");
+}
+
 TEST(QueueDispatch, RequeuedMessageGoesBackToItsOriginalPosition) {
   Queue q(settings("q"), time_);
   for (const char* b : {"1", "2", "3"}) q.enqueue(message(b));

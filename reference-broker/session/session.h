@@ -170,8 +170,9 @@ class Session : private DurabilityWaiter {
   // exclusive basic.consume on it (403, RabbitMQ), which the FireMQ spec's subscribe allows.
   bool single_active_consumer_queue(const std::string& queue) const;
   // AMQP's basic.qos with global=true: at most `count` deliveries wait for an ack on this session at once, over
-  // all its consumers that ack (0: no such limit), as RabbitMQ's channel-wide prefetch. It applies at once to the
-  // consumers there are, beside each one's own credit. FireMQ's subscribe has only the per-sub credit.
+  // all its consumers that ack (0: no such limit), as RabbitMQ's channel-wide prefetch; while that many wait, its
+  // no-ack consumers get nothing either. It applies at once to the consumers there are, beside each one's own
+  // credit. FireMQ's subscribe has only the per-sub credit.
   void set_shared_prefetch(std::uint64_t count);
   // For the management API: hello's client map ("Shown in the management UI"), the address the transport saw,
   // the subscriptions and how many deliveries wait for an ack.

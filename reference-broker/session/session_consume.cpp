@@ -9,8 +9,9 @@
 namespace firemq {
 
 bool Subscription::can_take() const {
-  // A no-ack consumer is not held by a channel-wide prefetch (RabbitMQ), only by the broker's own bound.
-  return credit_ > 0 && !session_.unacked_full() && (request_.no_ack || !session_.shared_prefetch_full());
+  // A channel-wide prefetch that is used up holds no-ack consumers too, though their deliveries do not count
+  // towards it: RabbitMQ's limiter refuses every delivery at the limit (rabbit_limiter's can_send).
+  return credit_ > 0 && !session_.deliveries_held();
 }
 
 Result<std::int64_t> consumer_priority(const Map& args, const std::string& consumer) {

@@ -535,41 +535,7 @@ def describe(i, op):
 # the runner's state comes from observations that were equal so far); "mask" takes out of an observation what
 # the bug changes.
 
-def _another_consumer_of_a_shared_queue(runner, op):
-    if op["op"] != "consume":
-        return False
-    queue = runner.model_queue(op)
-    if runner.queue_args.get(queue, {}).get("x-single-active-consumer"):
-        return False
-    return any(c["queue"] == queue for chan in runner.chans.values() for c in chan.consumers.values())
-
-
-def _priority_consumer_of_a_single_active_consumer_queue(runner, op):
-    return (op["op"] == "consume" and "x-priority" in op.get("args", {}) and
-            runner.queue_args.get(runner.model_queue(op), {}).get("x-single-active-consumer", False))
-
-
-def _no_ack_consumer_beside_a_global_prefetch(runner, op):
-    chan = runner.chans.get(op.get("ch"))
-    if chan is None:
-        return False
-    if op["op"] == "consume":
-        return op["no_ack"] and chan.global_qos > 0
-    if op["op"] == "qos":
-        return op["global"] and op["count"] > 0 and any(c["no_ack"] for c in chan.consumers.values())
-    return False
-
-
-def _per_consumer_qos_after_a_global_one(runner, op):
-    chan = runner.chans.get(op.get("ch"))
-    return op["op"] == "qos" and not op["global"] and chan is not None and chan.global_qos > 0
-
-
 AVOIDANCE = {  # how to steer around each open bug of amqp_differential_open_bugs.json
-    "round-robin-order-after-a-change": {"skip": _another_consumer_of_a_shared_queue},
-    "single-active-consumer-failover-ignores-priority": {"skip": _priority_consumer_of_a_single_active_consumer_queue},
-    "per-consumer-qos-keeps-the-global-limit": {"skip": _per_consumer_qos_after_a_global_one},
-    "no-ack-consumers-ignore-a-global-prefetch": {"skip": _no_ack_consumer_beside_a_global_prefetch},
 }
 
 
@@ -1001,17 +967,18 @@ class Runner:
             chan.unacked.append({"tag": method.delivery_tag, "batch": self.op_index})
 
     def global_qos_would_race(self, chan, queue=None, count=None):
-        """A global prefetch shared by consumers of two queues: which queue's message takes a freed slot is a
-        race between queue processes in RabbitMQ, so the test does not build it."""
+        """A global prefetch shared by consumers of two queues (no-ack ones too: a used-up limit holds them): which
+        queue's message takes a freed slot is a race between queue processes in RabbitMQ, so the test does not
+        build it."""
         limit = chan.global_qos if count is None else count
-        queues = {c["queue"] for c in chan.consumers.values() if not c["no_ack"]}
+        queues = {c["queue"] for c in chan.consumers.values()}
         if queue is not None:
             queues.add(queue)
         return limit > 0 and len(queues) > 1
 
     def op_consume(self, op, chan, obs):
         queue = self.model_queue(op)
-        if not op["no_ack"] and self.global_qos_would_race(chan, queue=queue):
+        if self.global_qos_would_race(chan, queue=queue):
             obs["skipped"] = "global prefetch over two queues"
             return
         args = op.get("args")
@@ -1090,8 +1057,8 @@ class Runner:
             obs["skipped"] = "global prefetch over two queues"
             return
         chan.ch.basic_qos(prefetch_count=op["count"], global_qos=op["global"])
-        if op["global"]:
-            chan.global_qos = op["count"]
+        # A per-consumer qos lifts the global one (RabbitMQ 3.10's rabbit_limiter:unlimit_prefetch).
+        chan.global_qos = op["count"] if op["global"] else 0
         obs["reply"] = "ok"
 
     def op_confirm(self, op, chan, obs):

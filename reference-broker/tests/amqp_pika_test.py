@@ -555,7 +555,7 @@ def describe(value):
 class RabbitMqClientItems(PikaChannel):
     """The items of docs/spec-notes.md, "Channel semantics RabbitMQ's clients rely on", and RabbitMQ's extensions,
     that RabbitMqChannelSemantics does not cover, as pika's users meet them (the numbers are the spec-notes
-    table's)."""
+    table's), and the order in which a queue serves its consumers."""
 
     def publish(self, key, *bodies, exchange="", **properties):
         """Publishes on a confirm-mode channel of its own, each publish waiting for its ack: the messages are queued,
@@ -627,6 +627,33 @@ class RabbitMqClientItems(PikaChannel):
         self.assertEqual(self.ready(queue, channel), 5)
         self.assertEqual(len(first) + len(second), 3)
         self.assertLessEqual(max(len(first), len(second)), 2)
+
+    def test_02_a_per_consumer_qos_lifts_the_global_prefetch(self):
+        # RabbitMQ 3.10's basic.qos global=false unlimits the channel (rabbit_limiter:unlimit_prefetch); the consumer,
+        # made before any per-consumer qos, has no limit of its own.
+        self.channel.queue_declare(self.queue, exclusive=True)
+        delivered = self.consume(self.queue)
+        self.channel.basic_qos(prefetch_count=1, global_qos=True)
+        self.publish(self.queue, b"1", b"2")
+        wait_for(self.connection, lambda: delivered, "the first delivery")
+        self.assertEqual((self.ready(self.queue), len(delivered)), (1, 1))
+        self.channel.basic_qos(prefetch_count=1)
+        wait_for(self.connection, lambda: len(delivered) == 2, "the second delivery, no longer held")
+
+    def test_02_a_used_up_global_prefetch_holds_no_ack_consumers_too(self):
+        no_ack_queue = self.queue + "-no-ack"
+        self.channel.queue_declare(self.queue, exclusive=True)
+        self.channel.queue_declare(no_ack_queue, exclusive=True)
+        acked = self.consume(self.queue)
+        self.channel.basic_qos(prefetch_count=1, global_qos=True)
+        self.publish(self.queue, b"1")
+        wait_for(self.connection, lambda: acked, "the delivery that uses up the prefetch")
+        no_ack = self.consume(no_ack_queue, auto_ack=True)
+        self.publish(no_ack_queue, b"2")
+        pump(self.connection)
+        self.assertEqual((self.ready(no_ack_queue), no_ack), (1, []))
+        self.channel.basic_ack(acked[0][0].delivery_tag)
+        wait_for(self.connection, lambda: no_ack, "the no-ack delivery once the ack made room")
 
     def test_03_a_crossing_channel_close_keeps_the_connection(self):
         # The publish to a missing exchange gets the broker's channel.close 404, which pika has not read when it sends
@@ -757,6 +784,30 @@ class RabbitMqClientItems(PikaChannel):
         self.publish(self.queue, b"4")  # the higher one is full
         wait_for(self.connection, lambda: low, "a delivery to the lower priority consumer")
         self.assertEqual([body for _, _, body in low], [b"4"])
+
+    def test_e5_a_single_active_consumer_hands_over_to_the_highest_priority(self):
+        # RabbitMQ 3.10: the first consumer is active whatever its priority; when it goes, the waiting one of the
+        # highest x-priority is next.
+        self.channel.queue_declare(self.queue, exclusive=True, arguments={"x-single-active-consumer": True})
+        first_channel = self.connection.channel()
+        self.consume(self.queue, first_channel, auto_ack=True)
+        low = self.consume(self.queue, auto_ack=True)
+        high = self.consume(self.queue, auto_ack=True, arguments={"x-priority": 3})
+        first_channel.close()
+        self.publish(self.queue, b"1")
+        wait_for(self.connection, lambda: low or high, "a delivery to the next active consumer")
+        self.assertEqual(([body for _, _, body in high], low), ([b"1"], []))
+
+    def test_round_robin_a_new_consumer_joins_behind_the_one_just_served(self):
+        # RabbitMQ's line (core/consumer_line.h): after 1 went to the first of two consumers, the line is second,
+        # first, and a third consumer joins behind them.
+        self.channel.queue_declare(self.queue, exclusive=True)
+        consumers = [self.consume(self.queue, auto_ack=True), self.consume(self.queue, auto_ack=True)]
+        self.publish(self.queue, b"1")
+        consumers.append(self.consume(self.queue, auto_ack=True))
+        self.publish(self.queue, b"2", b"3", b"4")
+        wait_for(self.connection, lambda: sum(map(len, consumers)) == 4, "four deliveries")
+        self.assertEqual([[body for _, _, body in c] for c in consumers], [[b"1", b"3"], [b"2"], [b"4"]])
 
 
 class AmqpConnectionLimits(unittest.TestCase):
