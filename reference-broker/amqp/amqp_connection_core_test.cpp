@@ -275,6 +275,48 @@ TEST_F(AmqpConnectionCoreTest, APerConsumerQosLiftsTheGlobalPrefetch) {
   EXPECT_EQ(only_method().id(), m::kBasicDeliver);
 }
 
+// What each consumer got, in order, from the frames sent since the last read: "tag:body" each.
+std::vector<std::string> deliveries_in(const std::vector<amqp::Frame>& frames) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i + 2 < frames.size(); ++i) {
+    auto method = amqp::decode_method(frames[i].payload);
+    if (!method.ok() || method->id() != m::kBasicDeliver) continue;
+    const Bytes& body = frames[i + 2].payload;
+    out.push_back(method->text("consumer_tag") + ":" + std::string(body.begin(), body.end()));
+  }
+  return out;
+}
+
+// A nack of several deliveries requeues them in one batch per consumer, in the order of the consumer tags, each
+// dispatched before the next (RabbitMQ's channel sends the queue one requeue per {queue, consumer tag}).
+TEST_F(AmqpConnectionCoreTest, ANackOfSeveralRequeuesOneBatchPerConsumerInTagOrder) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  consume(1, "q", "c12");
+  consume(1, "q", "c13");
+  for (const char* body : {"m19", "m26", "m27"}) publish(1, "q", body);
+  ASSERT_EQ(deliveries_in(frames()), (std::vector<std::string>{"c12:m19", "c13:m26", "c12:m27"}));
+  send(1, Method::of(m::kBasicNack).set("delivery_tag", std::uint64_t{0}).set("multiple", true).set("requeue", true));
+  // c12's two first: the line is c13, c12 after c12 took m27; then c13's m26, c13 being first in line again.
+  EXPECT_EQ(deliveries_in(frames()), (std::vector<std::string>{"c13:m19", "c12:m27", "c13:m26"}));
+}
+
+// A deleted queue cancels its consumers in the order of their tags, as RabbitMQ's channel does.
+TEST_F(AmqpConnectionCoreTest, ADeletedQueueCancelsItsConsumersInTagOrder) {
+  open_connection(amqp::FieldTable{{"consumer_cancel_notify", true}});
+  open_channel(1);
+  declare(1, "q");
+  consume(1, "q", "c6");
+  consume(1, "q", "c25");
+  send(1, Method::of(m::kQueueDelete).set("queue", std::string("q")));
+  auto sent = methods();
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0].text("consumer_tag"), "c25");
+  EXPECT_EQ(sent[1].text("consumer_tag"), "c6");
+  EXPECT_EQ(sent[2].id(), m::kQueueDeleteOk);
+}
+
 // A global prefetch that is used up holds a no-ack consumer of the channel too (rabbit_limiter's can_send), until
 // an ack makes room; its own deliveries do not count towards the limit.
 TEST_F(AmqpConnectionCoreTest, AUsedUpGlobalPrefetchHoldsNoAckConsumersToo) {

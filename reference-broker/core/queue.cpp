@@ -223,9 +223,17 @@ void Queue::acknowledge(const QueuedMessage& message) {
 }
 
 void Queue::requeue(QueuedMessage message) {
-  count_settled();
-  message.redelivered = true;
-  insert_ready(std::move(message));
+  std::vector<QueuedMessage> one;
+  one.push_back(std::move(message));
+  requeue(std::move(one));
+}
+
+void Queue::requeue(std::vector<QueuedMessage> messages) {
+  for (QueuedMessage& message : messages) {
+    count_settled();
+    message.redelivered = true;
+    insert_ready(std::move(message));
+  }
   // A requeued message counts against x-max-length again, as RabbitMQ's: with drop-head the head goes (most
   // likely the requeued message itself, back at its position); reject-publish refuses only publishes.
   if (settings_.arguments.overflow == Overflow::drop_head) drop_head_while_over_limits();
@@ -319,6 +327,8 @@ void Queue::cancel_consumers() {
   consumers.swap(consumers_);
   line_ = ConsumerLine();
   single_active_ = nullptr;
+  std::stable_sort(consumers.begin(), consumers.end(),
+                   [](const Consumer* a, const Consumer* b) { return a->tag() < b->tag(); });
   for (Consumer* c : consumers) c->on_queue_deleted(*this);
 }
 

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "protocol/value.h"
@@ -101,6 +102,9 @@ class Consumer {
   // RabbitMQ's consumer priorities (the consumer argument x-priority): while a consumer of a higher priority can
   // take a message, one of a lower priority gets none. 0 unless the consumer asked.
   virtual std::int64_t priority() const { return 0; }
+  // Its consumer tag: a deleted queue cancels its consumers in the order of their tags, as RabbitMQ's channel
+  // does (it keeps its consumers in a map by tag).
+  virtual std::string_view tag() const { return {}; }
 };
 
 enum class DeathReason { rejected, expired, maxlen };
@@ -150,6 +154,9 @@ class Queue : public std::enable_shared_from_this<Queue> {
   void acknowledge(const QueuedMessage& message);
   // A message that was delivered and not acknowledged goes back to its original position, redelivered.
   void requeue(QueuedMessage message);
+  // Several at once, then one dispatch: RabbitMQ's queue takes a channel's requeue of a consumer's deliveries (or
+  // of all its deliveries, when the channel closes) as one batch, so the consumers get them in their line's order.
+  void requeue(std::vector<QueuedMessage> messages);
   // A delivery settled without requeue: dead-lettered (reason rejected) when the queue has a dead-letter exchange.
   void reject(const QueuedMessage& message);
   // The next ready message, for get, counted as unacknowledged; nullopt when none is ready.

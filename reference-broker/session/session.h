@@ -85,6 +85,7 @@ class Subscription : public Consumer {
   void take(QueuedMessage message, Queue& queue) override;
   void on_queue_deleted(Queue& queue) override;
   std::int64_t priority() const override { return priority_; }
+  std::string_view tag() const override { return request_.tag; }
 
   void add_credit(std::uint64_t credit) {  // saturating: a peer's huge grants must not wrap to a small credit
     credit_ = credit > UINT64_MAX - credit_ ? UINT64_MAX : credit_ + credit;
@@ -190,6 +191,7 @@ class Session : private DurabilityWaiter {
   struct Unacked {
     QueuedMessage message;
     std::weak_ptr<Queue> queue;
+    std::uint64_t sub = 0;  // the subscription that delivered it; 0 for a get
   };
 
   // session.cpp: lifecycle
@@ -254,7 +256,11 @@ class Session : private DurabilityWaiter {
   void on_get(const op::Get& r);
   void deliver(Subscription& subscription, QueuedMessage message, Queue& queue);
   void on_subscription_cancelled(Subscription& subscription, Queue& queue);
-  std::uint64_t track(QueuedMessage& message, Queue& queue, bool no_ack);
+  std::uint64_t track(QueuedMessage& message, Queue& queue, bool no_ack, std::uint64_t sub);
+  // Requeues these settled deliveries in RabbitMQ's batches (session_consume.cpp says which).
+  void requeue_in_batches(std::vector<Unacked> settled, bool per_consumer);
+  // The consumer tag of a subscription that still exists, or "".
+  std::string_view tag_of(std::uint64_t sub) const;
   // The unacknowledged tags an ack or nack names; 406 for an unknown tag.
   Result<std::vector<std::uint64_t>> settled_tags(std::uint64_t tag, bool multiple);
   void end_subscription(std::uint64_t sub);

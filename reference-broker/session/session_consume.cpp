@@ -1,6 +1,8 @@
 // The spec's "Consuming" section: subscribe with credit, deliver, ack and nack, unsubscribe, cancelled, get.
 #include <algorithm>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "protocol/reply_codes.h"
 #include "reference-broker/core/argument_bounds.h"
@@ -121,7 +123,7 @@ void Session::on_credit(const op::Credit& r) {
   if (std::shared_ptr<Queue> q = it->second->queue()) q->dispatch();
 }
 
-std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) {
+std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack, std::uint64_t sub) {
   const std::uint64_t tag = next_tag_++;
   count(&MessageCounters::delivered);
   if (message.redelivered) count(&MessageCounters::redelivered);
@@ -130,14 +132,14 @@ std::uint64_t Session::track(QueuedMessage& message, Queue& queue, bool no_ack) 
     // Durable before this connection's next confirm, as an ack is (a delivery may come from another's publish).
     if (Journal* journal = env_.core.journal()) own_records_end_ = journal->end_position();
   } else {
-    unacked_.emplace(tag, Unacked{message, queue.weak_from_this()});
+    unacked_.emplace(tag, Unacked{message, queue.weak_from_this(), sub});
   }
   return tag;
 }
 
 void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& queue) {
   const op::Subscribe& sub = subscription.request();
-  const std::uint64_t tag = track(message, queue, sub.no_ack);
+  const std::uint64_t tag = track(message, queue, sub.no_ack, sub.sub);
   count(sub.no_ack ? &MessageCounters::consumed_auto_ack : &MessageCounters::consumed_manual_ack);
   const BrokerMessage& m = *message.message;
   const DeliverView deliver{sub.sub, tag, message.redelivered, m.exchange(), m.routing_key(), m.props(), m.headers()};
@@ -207,19 +209,43 @@ void Session::on_nack(const op::Nack& r) {
   Result<std::vector<std::uint64_t>> tags = settled_tags(r.tag, r.multiple);
   if (!tags) return fail(tags.error());
   const bool were_held = deliveries_held();
+  std::vector<Unacked> requeued;
   for (std::uint64_t tag : *tags) {
     auto it = unacked_.find(tag);
     Unacked u = std::move(it->second);
     unacked_.erase(it);
-    std::shared_ptr<Queue> q = u.queue.lock();
-    if (!q) continue;  // its queue was deleted: the message went with it
     if (r.requeue) {
-      q->requeue(std::move(u.message));  // "delivered again with redelivered: true", at its original position
-    } else {
+      requeued.push_back(std::move(u));  // "delivered again with redelivered: true", at its original position
+    } else if (std::shared_ptr<Queue> q = u.queue.lock()) {
       q->reject(u.message);  // "dead-lettered when the queue has a dead-letter exchange, and dropped otherwise"
     }
   }
+  requeue_in_batches(std::move(requeued), true);
   resume_deliveries_if(were_held);
+}
+
+// Which consumer gets a requeued message next depends on how many the queue takes back before it dispatches
+// again. RabbitMQ's channel sends each queue one batch per consumer tag, in the order of the tags (a nack,
+// reject or recover: rabbit_channel's foreach_per_queue over {queue, consumer tag}), or one batch of all it holds
+// when the channel closes; each batch is dispatched before the next arrives. A message whose queue was deleted
+// went with it.
+void Session::requeue_in_batches(std::vector<Unacked> settled, bool per_consumer) {
+  // By tag, then queue; each batch in the order of the delivery tags.
+  std::map<std::pair<std::string, Queue*>, std::vector<QueuedMessage>> batches;
+  std::map<Queue*, std::shared_ptr<Queue>> alive;  // kept alive until each has its batch
+  for (Unacked& u : settled) {
+    std::shared_ptr<Queue> q = u.queue.lock();
+    if (!q) continue;
+    const std::string tag(per_consumer ? tag_of(u.sub) : std::string_view());
+    batches[{tag, q.get()}].push_back(std::move(u.message));
+    alive.emplace(q.get(), std::move(q));
+  }
+  for (auto& [key, messages] : batches) key.second->requeue(std::move(messages));
+}
+
+std::string_view Session::tag_of(std::uint64_t sub) const {
+  auto it = subscriptions_.find(sub);
+  return it == subscriptions_.end() ? std::string_view() : std::string_view(it->second->request().tag);
 }
 
 void Session::on_get(const op::Get& r) {
@@ -239,7 +265,7 @@ void Session::on_get(const op::Get& r) {
     out_.send(op::Ok{r.rid, "", 0, 0, true});  // "When the queue is empty, the reply is ok with empty: true."
     return;
   }
-  const std::uint64_t tag = track(*next, q, r.no_ack);
+  const std::uint64_t tag = track(*next, q, r.no_ack, 0);
   count(r.no_ack ? &MessageCounters::got_auto_ack : &MessageCounters::got_manual_ack);
   const BrokerMessage& m = *next->message;
   out_.send_message(op::GetOk{r.rid, tag, next->redelivered, std::string(m.exchange()), std::string(m.routing_key()),
@@ -266,10 +292,10 @@ void Session::on_connection_lost() {
   }
   subscriptions_.clear();
   // "... or the connection closes, when they are requeued."
-  for (auto& [tag, u] : unacked_) {
-    if (std::shared_ptr<Queue> q = u.queue.lock()) q->requeue(std::move(u.message));
-  }
+  std::vector<Unacked> held;
+  for (auto& [tag, u] : unacked_) held.push_back(std::move(u));
   unacked_.clear();
+  requeue_in_batches(std::move(held), false);
   for (const auto& q : left) vhost.delete_if_auto_delete_due(*q);
   // "exclusive: ... deleted when it closes"; an AMQP channel's are its connection's, deleted when that ends.
   if (exclusive_owner_ == conn_id_) vhost.on_connection_closed(conn_id_);
