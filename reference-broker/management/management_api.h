@@ -27,6 +27,7 @@
 #include "reference-broker/access/definitions.h"
 #include "reference-broker/net/http_routes.h"
 #include "reference-broker/net/http_server.h"
+#include "reference-broker/management/message_history.h"
 
 namespace firemq {
 
@@ -80,11 +81,14 @@ struct ApiUser {
 
 class ManagementApi final : public HttpApplication {
  public:
-  explicit ManagementApi(ManagementEnv env) : env_(std::move(env)) {}
+  explicit ManagementApi(ManagementEnv env)
+      : env_(std::move(env)), history_(env_.config.statistics_interval.count()) {}
 
   // Whether a request target is the API's: /api/..., /metrics and /metrics/detailed.
   bool serves(std::string_view target) const override;
   HttpAnswer handle(const HttpRequest& request, const std::optional<std::string>& peer_address) override;
+  // One collection of the message rates' history (message_history.h), every config.statistics_interval.
+  void collect_statistics(std::int64_t now_ms);
 
  private:
   // The request's path after /api/, split at '/' and percent-decoded: {"queues", "/", "orders"}.
@@ -101,7 +105,7 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer read(const Route& route, const ApiUser& who, const ListQuery& query);
   std::optional<Result<nlohmann::json, HttpAnswer>> related(const Route& route, const ApiUser& who) const;
   Result<nlohmann::json, HttpAnswer> collection(const std::string& what, const ApiUser& who,
-                                                const std::optional<std::string>& vhost) const;
+                                                const std::optional<std::string>& vhost, const ListQuery& query) const;
   HttpAnswer write(const HttpRequest& request, const Route& route, const ApiUser& who,
                    const std::optional<std::string>& peer_address);
 
@@ -131,7 +135,9 @@ class ManagementApi final : public HttpApplication {
 
   // management_api.cpp: the JSON of what the broker holds, limited to what `who` may see.
   bool may_see(const ApiUser& who, const std::string& vhost) const;
-  nlohmann::json overview(const ApiUser& who) const;
+  nlohmann::json overview(const ApiUser& who, const ListQuery& query) const;
+  Result<nlohmann::json, HttpAnswer> queue(const ApiUser& who, const std::string& vhost, const std::string& name,
+                                           const ListQuery& query) const;
   static constexpr const char* kNodeName = "firemq@localhost";
   nlohmann::json node() const;
   nlohmann::json alarms_in_effect() const;
@@ -163,6 +169,7 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer metrics_answer(const HttpRequest& request, std::string_view path, std::string_view query) const;
 
   ManagementEnv env_;
+  MessageHistory history_;
 };
 
 }  // namespace firemq

@@ -573,7 +573,8 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual([m["payload"] for m in got], ["3", "4"])
         # The queue's own counters (message_stats): 4 published, 2 delivered by the get and acked.
         stats = self.call("GET", "/api/queues/%2F/mgmt-pol-q")[1]["message_stats"]
-        self.assertEqual(stats, {"publish": 4, "deliver_get": 2, "redeliver": 0, "ack": 2})
+        self.assertEqual({k: v for k, v in stats.items() if not k.endswith("_details")},
+                         {"publish": 4, "deliver_get": 2, "redeliver": 0, "ack": 2})
         self.assertEqual(self.call("GET", "/api/policies/%2F/mgmt-cap")[1],
                          dict(policy, vhost="/", name="mgmt-cap"))
         self.assertIn("mgmt-cap", [p["name"] for p in self.call("GET", "/api/policies")[1]])
