@@ -62,12 +62,12 @@ Result<Json, std::string> user_entry(const std::string& name, const Json& body) 
 
 // What of an import this broker cannot honour: refused by name rather than dropped without a word.
 std::optional<std::string> unsupported_part(const Json& body) {
-  for (const char* kind : {"topic_permissions", "operator_policies"}) {
+  for (const char* kind : {"topic_permissions"}) {
     if (body.contains(kind) && !(body[kind].is_array() && body[kind].empty())) {
       return "'" + std::string(kind) + "' are not supported by this broker";
     }
   }
-  for (const char* kind : {"users", "vhosts", "permissions", "parameters", "policies", "exchanges", "queues",
+  for (const char* kind : {"users", "vhosts", "permissions", "parameters", "policies", "operator_policies", "exchanges", "queues",
                            "bindings"}) {
     if (body.contains(kind) && !body[kind].is_array()) return "'" + std::string(kind) + "' must be a list";
   }

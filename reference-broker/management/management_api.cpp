@@ -87,10 +87,16 @@ struct QueueStats {
   std::optional<StatsRange> lengths;
 };
 
-Json queue_json(const std::string& vhost, const Queue& q, const std::map<std::string, Policy>& policies,
-                const QueueStats& stats) {
+// The policy of `kind` named `name` in the vhost, or null.
+const Policy* named_policy(const Vhost& vhost, PolicyKind kind, const std::string& name) {
+  const auto found = vhost.policies(kind).find(name);
+  return found == vhost.policies(kind).end() ? nullptr : &found->second;
+}
+
+Json queue_json(const std::string& vhost, const Vhost& in, const Queue& q, const QueueStats& stats) {
   const QueueSettings& s = q.settings();
-  const auto policy = policies.find(q.policy_name());
+  const Policy* policy = named_policy(in, PolicyKind::user, q.policy_name());
+  const Policy* operator_policy = named_policy(in, PolicyKind::operator_policy, q.operator_policy_name());
   const std::vector<std::uint64_t> values = queue_values(q);
   const std::vector<std::string> keys{queue_key(vhost, q.name())};
   // As RabbitMQ's queue message_stats: counters since the queue was declared, and their rates over time.
@@ -98,7 +104,8 @@ Json queue_json(const std::string& vhost, const Queue& q, const std::map<std::st
   add_stats_details(message_stats, kQueueStats, 0, stats.history, keys, stats.msg_rates);
   Json out{{"name", q.name()},
            {"policy", q.policy_name()},
-           {"effective_policy_definition", policy == policies.end() ? Json::object() : policy->second.definition},
+           {"operator_policy", q.operator_policy_name()},
+           {"effective_policy_definition", effective_definition(policy, operator_policy)},
            {"vhost", vhost},
            {"durable", s.durable},
            {"auto_delete", s.auto_delete},
@@ -374,8 +381,14 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
     if (!who.sees_everything) return api_error(http::status::unauthorized, "not_authorized", "Not monitor user");
     if (what == "health") return health_check(route);
   }
-  if (what == "vhost-limits" || what == "user-limits" || what == "policies") {
-    Result<Json, HttpAnswer> set = what == "policies" ? policies(route, who) : limits(route, who);
+  if (what == "policies" || what == "operator-policies") {
+    Result<Json, HttpAnswer> set =
+        policies(route, who, what == "policies" ? PolicyKind::user : PolicyKind::operator_policy);
+    if (!set) return set.error();
+    return answer_shaped(query, std::move(*set));
+  }
+  if (what == "vhost-limits" || what == "user-limits") {
+    Result<Json, HttpAnswer> set = limits(route, who);
     if (!set) return set.error();
     return answer_shaped(query, std::move(*set));
   }
@@ -536,7 +549,7 @@ Result<Json, HttpAnswer> ManagementApi::queue(const ApiUser& who, const std::str
   if (vhost == nullptr || !may_see(who, vhost_name)) return not_found();
   const auto found = vhost->queues().find(name);
   if (found == vhost->queues().end()) return not_found();
-  return queue_json(vhost_name, *found->second, vhost->policies(), QueueStats{history_, query.msg_rates, query.lengths});
+  return queue_json(vhost_name, *vhost, *found->second, QueueStats{history_, query.msg_rates, query.lengths});
 }
 
 // FireMQ's: the resources whose alarm holds ("memory", "disk"), for the UI's banner; any management user sees
@@ -678,7 +691,7 @@ Json ManagementApi::queues(const ApiUser& who, const std::optional<std::string>&
     if (!may_see(who, name) || (only && *only != name)) continue;
     // Lists answer rates without samples: with them, 10,000 queues would be ~100 MB of JSON (message_history.h).
     const QueueStats stats{history_, std::nullopt, std::nullopt};
-    for (const auto& [qname, q] : vhost->queues()) out.push_back(queue_json(name, *q, vhost->policies(), stats));
+    for (const auto& [qname, q] : vhost->queues()) out.push_back(queue_json(name, *vhost, *q, stats));
   }
   return out;
 }
@@ -746,14 +759,26 @@ Json ManagementApi::definitions(const ApiUser& who) const {
     out["bindings"].push_back(b);
   }
   out["policies"] = Json::array();
+  out["operator_policies"] = Json::array();
   for (const auto& [name, vhost] : env_.core.vhosts()) {
     for (const auto& [pname, policy] : vhost->policies()) out["policies"].push_back(to_json(policy));
+    for (const auto& [pname, policy] : vhost->policies(PolicyKind::operator_policy)) {
+      out["operator_policies"].push_back(to_json(policy));
+    }
   }
   return out;
 }
 
-Result<Json, HttpAnswer> ManagementApi::policies(const Route& route, const ApiUser& who) const {
+std::optional<HttpAnswer> ManagementApi::policy_refusal(const ApiUser& who, PolicyKind kind) {
+  if (kind == PolicyKind::operator_policy && !who.administrator) {
+    return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+  }
   if (!who.policymaker) return api_error(http::status::unauthorized, "not_authorized", "Not policymaker user");
+  return std::nullopt;
+}
+
+Result<Json, HttpAnswer> ManagementApi::policies(const Route& route, const ApiUser& who, PolicyKind kind) const {
+  if (std::optional<HttpAnswer> refused = policy_refusal(who, kind)) return *refused;
   if (route.size() > 3) return not_found();
   const std::optional<std::string> only = route.at(1);
   const Vhost* one = only ? env_.core.vhost(*only) : nullptr;
@@ -761,7 +786,7 @@ Result<Json, HttpAnswer> ManagementApi::policies(const Route& route, const ApiUs
   Json out = Json::array();
   for (const auto& [name, vhost] : env_.core.vhosts()) {
     if ((one != nullptr && vhost.get() != one) || !may_see(who, name)) continue;
-    for (const auto& [pname, policy] : vhost->policies()) out.push_back(to_json(policy));
+    for (const auto& [pname, policy] : vhost->policies(kind)) out.push_back(to_json(policy));
   }
   if (route.size() < 3) return out;
   for (Json& policy : out) {

@@ -124,8 +124,11 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer delete_limit(const Route& route);
   // RabbitMQ's /api/policies[/V[/NAME]] (policy.h): GET lists, PUT .../V/NAME sets, DELETE removes; for
   // administrators and policymakers with permissions on V, as RabbitMQ's.
-  Result<nlohmann::json, HttpAnswer> policies(const Route& route, const ApiUser& who) const;
-  HttpAnswer write_policy(const HttpRequest& request, const Route& route, const ApiUser& who);
+  // And RabbitMQ's /api/operator-policies[/V[/NAME]] the same way, for administrators only, as RabbitMQ's.
+  Result<nlohmann::json, HttpAnswer> policies(const Route& route, const ApiUser& who, PolicyKind kind) const;
+  HttpAnswer write_policy(const HttpRequest& request, const Route& route, const ApiUser& who, PolicyKind kind);
+  // Who may not read or set that kind of policy: RabbitMQ's 401 and reason; nullopt when `who` may.
+  static std::optional<HttpAnswer> policy_refusal(const ApiUser& who, PolicyKind kind);
   HttpAnswer import_definitions(const nlohmann::json& body);
   // The definitions changed: saved to the data directory (when there is one) before the answer, as a declare's.
   HttpAnswer saved(boost::beast::http::status done);

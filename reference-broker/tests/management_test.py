@@ -447,8 +447,11 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("DELETE", "/api/vhosts/no-such-vhost")[0], 404)
         self.assertEqual(self.call("DELETE", "/api/permissions/other/app")[0], 404)
         self.assertEqual(self.call("POST", "/api/definitions", {"users": {"name": "x"}})[0], 400)
+        status, reply = self.call("POST", "/api/definitions", {"topic_permissions": [{"user": "guest"}]})
+        self.assertEqual((status, reply["reason"]), (400, "'topic_permissions' are not supported by this broker"))
         status, reply = self.call("POST", "/api/definitions", {"operator_policies": [{"name": "p"}]})
-        self.assertEqual((status, reply["reason"]), (400, "'operator_policies' are not supported by this broker"))
+        self.assertEqual((status, reply["reason"]),
+                         (400, 'imported, except: operator_policies entry {"name":"p"}: its vhost is missing;'))
         status, reply = self.call("POST", "/api/definitions", {"policies": [{"name": "p", "vhost": "/", "pattern": "."}]})
         self.assertEqual((status, reply["reason"]),
                          (400, 'imported, except: policies entry {"name":"p","pattern":".","vhost":"/"}: '
@@ -610,6 +613,65 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("PUT", "/api/policies/other/p", {"pattern": ".", "definition": {"max-length": 1}},
                                    user="dev", password="d")[0], 401)
 
+    def test_operator_policies_cap_queues_beside_policies(self):
+        cap = {"pattern": "^opq", "definition": {"max-length": 2, "message-ttl": 60000}, "priority": 1, "apply-to": "queues"}
+        self.assertEqual(self.call("PUT", "/api/operator-policies/%2F/op-cap", cap)[0], 201)
+        self.assertEqual(self.call("PUT", "/api/operator-policies/%2F/op-cap", cap)[0], 204)
+        self.assertEqual(self.call("PUT", "/api/policies/%2F/op-user",
+                                   {"pattern": "^opq", "definition": {"max-length": 5, "expires": 3600000}})[0], 201)
+        self.assertEqual(self.call("GET", "/api/operator-policies/%2F/op-cap")[1], dict(cap, vhost="/", name="op-cap"))
+        self.assertIn("op-cap", [p["name"] for p in self.call("GET", "/api/operator-policies")[1]])
+        self.assertIn("op-cap", [p["name"] for p in self.call("GET", "/api/operator-policies/%2F")[1]])
+        self.assertNotIn("op-cap", [p["name"] for p in self.call("GET", "/api/policies")[1]])
+        # The client asks for 10, the policy says 5, the operator policy 2: the lowest wins.
+        self.call("PUT", "/api/queues/%2F/opq-1", {"arguments": {"x-max-length": 10}})
+        for i in range(4):
+            self.call("POST", "/api/exchanges/%2F/amq.default/publish", {"routing_key": "opq-1", "payload": str(i)})
+        q = self.call("GET", "/api/queues/%2F/opq-1")[1]
+        self.assertEqual((q["messages"], q["policy"], q["operator_policy"]), (2, "op-user", "op-cap"))
+        self.assertEqual(q["effective_policy_definition"], {"max-length": 2, "expires": 3600000, "message-ttl": 60000})
+        # In the definitions, and taken back by an import.
+        exported = self.call("GET", "/api/definitions")[1]["operator_policies"]
+        self.assertIn(dict(cap, vhost="/", name="op-cap"), exported)
+        self.assertEqual(self.call("DELETE", "/api/operator-policies/%2F/op-cap")[0], 204)
+        self.assertEqual(self.call("GET", "/api/operator-policies/%2F/op-cap")[0], 404)
+        self.assertEqual(self.call("GET", "/api/queues/%2F/opq-1")[1]["operator_policy"], "")
+        self.assertEqual(self.call("POST", "/api/definitions", {"operator_policies": exported})[0], 204)
+        self.assertEqual(self.call("GET", "/api/queues/%2F/opq-1")[1]["operator_policy"], "op-cap")
+        # Removed, the policy's 5 holds again.
+        self.assertEqual(self.call("DELETE", "/api/operator-policies/%2F/op-cap")[0], 204)
+        for i in range(4):
+            self.call("POST", "/api/exchanges/%2F/amq.default/publish", {"routing_key": "opq-1", "payload": str(i)})
+        self.assertEqual(self.call("GET", "/api/queues/%2F/opq-1")[1]["messages"], 5)
+        self.call("DELETE", "/api/queues/%2F/opq-1")
+        self.call("DELETE", "/api/policies/%2F/op-user")
+
+    def test_operator_policies_refuse_bad_input_and_users_who_are_not_administrators(self):
+        put = lambda body, path="/api/operator-policies/%2F/op-bad", **kw: self.call("PUT", path, body, **kw)
+        for body, reason in (({"pattern": ".", "apply-to": "exchanges", "definition": {"max-length": 1}},
+                              "operator policies apply to queues only"),
+                             ({"pattern": ".", "definition": {"delivery-limit": 3}}, "not supported by this broker"),
+                             ({"pattern": ".", "definition": {"max-in-memory-length": 3}}, "not supported by this broker"),
+                             ({"pattern": ".", "definition": {"dead-letter-exchange": "x"}},
+                              "is not allowed in an operator policy"),
+                             ({"pattern": ".", "definition": {"max-length": "many"}}, "max-length"),
+                             ({"pattern": "(", "definition": {"max-length": 1}}, "pattern"),
+                             ({"definition": {"max-length": 1}}, "pattern")):
+            status, reply = put(body)
+            self.assertEqual(status, 400, body)
+            self.assertIn(reason, reply["reason"])
+        self.assertEqual(put({"pattern": ".", "definition": {"max-length": 1}}, "/api/operator-policies/no-such/p")[0], 404)
+        self.assertEqual(self.call("DELETE", "/api/operator-policies/%2F/op-none")[0], 404)
+        for user, password in (("watcher", "w"), ("dev", "d")):
+            status, reply = self.call("GET", "/api/operator-policies", user=user, password=password)
+            self.assertEqual((status, reply["reason"]), (401, "Not administrator user"))
+        self.assertEqual(put({"pattern": ".", "definition": {"max-length": 1}}, user="watcher", password="w")[0], 401)
+        status, reply = self.call("POST", "/api/definitions",
+                                  {"operator_policies": [{"vhost": "/", "name": "op-imp", "pattern": ".",
+                                                          "definition": {"delivery-limit": 1}}]})
+        self.assertEqual(status, 400)
+        self.assertIn("delivery-limit", reply["reason"])
+
     def test_a_definitions_import_of_the_wrong_shape_is_refused_and_the_api_goes_on(self):
         # A queue whose name is an object ended the request in the import's limit count (fuzz_management); now the
         # import refuses it with its reason and keeps none of the topology (the accounts come first, as above).
@@ -632,6 +694,8 @@ class ManagementTest(unittest.TestCase):
                                               user="kept-u", password="k")[0], 201)
                 self.assertEqual(admin("DELETE", "/api/users/dev")[0], 204)
                 self.assertEqual(admin("PUT", "/api/policies/kept-v/kept-p", {"pattern": "^kept", "definition": {"max-length": 7}})[0], 201)
+                self.assertEqual(admin("PUT", "/api/operator-policies/kept-v/kept-op",
+                                       {"pattern": "^kept", "definition": {"max-length": 3}})[0], 201)
                 # A deleted vhost stays deleted, with its durable queue and its persistent message.
                 self.assertEqual(admin("PUT", "/api/permissions/other/guest", {"configure": ".*", "write": ".*", "read": ".*"})[0], 204)
                 self.assertEqual(admin("PUT", "/api/queues/other/gone-q", {"durable": True})[0], 201)
@@ -648,7 +712,9 @@ class ManagementTest(unittest.TestCase):
             try:
                 self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="kept-u", password="k")[1]["tags"], ["administrator"])
                 self.assertEqual(self.call_on(broker, "GET", "/api/permissions/kept-v/kept-u")[1]["read"], "^r")
-                self.assertEqual(self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[1]["policy"], "kept-p")
+                kept = self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[1]
+                self.assertEqual((kept["policy"], kept["operator_policy"]), ("kept-p", "kept-op"))
+                self.assertEqual(kept["effective_policy_definition"], {"max-length": 3})
                 self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="dev", password="d")[0], 401)
                 self.assertEqual(self.call_on(broker, "GET", "/api/vhosts/other")[0], 404)
                 self.assertEqual(self.call_on(broker, "PUT", "/api/vhosts/other", {})[0], 201)
@@ -686,6 +752,16 @@ class ManagementTest(unittest.TestCase):
         self.assertIn({"vhost": "other", "value": {"max-queues": 9}}, self.rabbitmqadmin("list", "vhost_limits"))
         self.assertEqual(self.rabbitmqadmin("delete", "vhost_limit", "vhost=other", "name=max-queues"), "vhost_limit deleted")
         self.assertNotIn("other", [v["vhost"] for v in self.rabbitmqadmin("list", "vhost_limits")])
+
+    def test_rabbitmqadmin_declares_lists_and_deletes_operator_policies(self):
+        self.assertEqual(self.rabbitmqadmin("declare", "operator_policy", "name=admin-op", "pattern=^admin-op",
+                                            'definition={"max-length": 3}', "priority=1", "apply-to=queues"),
+                         "operator_policy declared")
+        listed = [p for p in self.rabbitmqadmin("list", "operator_policies") if p["name"] == "admin-op"]
+        self.assertEqual([(p["vhost"], p["pattern"], p["priority"], p["apply-to"], p["definition"]) for p in listed],
+                         [("/", "^admin-op", 1, "queues", {"max-length": 3})])
+        self.assertEqual(self.rabbitmqadmin("delete", "operator_policy", "name=admin-op"), "operator_policy deleted")
+        self.assertNotIn("admin-op", [p["name"] for p in self.rabbitmqadmin("list", "operator_policies")])
 
     # Metrics ----------------------------------------------------------------------------------------------------
 
