@@ -153,6 +153,9 @@ HttpAnswer ManagementApi::administer(const HttpRequest& request, const Route& ro
     if (method == http::verb::delete_) return delete_limit(route);
   }
   if (what == "definitions" && route.size() == 1 && method == http::verb::post) return import_definitions(*body);
+  if (what == "definitions" && route.size() == 2 && method == http::verb::post) {
+    return import_vhost_definitions(route[1], *body);
+  }
   return api_error(http::status::method_not_allowed, "bad_request", "no such route for this method");
 }
 
@@ -303,6 +306,23 @@ HttpAnswer ManagementApi::import_definitions(const Json& body) {
   std::string reason = "imported, except:";
   for (const std::string& p : problems) reason += " " + p + ";";
   return bad_request(reason);
+}
+
+// RabbitMQ's POST /api/definitions/V: the per-vhost kinds of an export (its entries without a "vhost"), all into V.
+HttpAnswer ManagementApi::import_vhost_definitions(const std::string& vhost, const Json& body) {
+  if (!env_.definitions.has_vhost(vhost)) return not_found();
+  Json scoped = Json::object();
+  for (const char* kind : kVhostDefinitionKinds) {
+    const auto entries = body.find(kind);
+    if (entries == body.end()) continue;
+    if (!entries->is_array()) return bad_request("'" + std::string(kind) + "' must be a list");
+    for (Json entry : *entries) {
+      if (!entry.is_object()) return bad_request("a '" + std::string(kind) + "' entry is not an object");
+      entry["vhost"] = vhost;
+      scoped[kind].push_back(std::move(entry));
+    }
+  }
+  return import_definitions(scoped);
 }
 
 HttpAnswer ManagementApi::saved(http::status done) {

@@ -397,7 +397,8 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
     return answer_shaped(query, std::move(**part));
   }
   // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME, /api/nodes/NAME; the others are /api/KIND/VHOST/NAME.
-  const bool named_first = what == "vhosts" || what == "users" || what == "connections" || what == "nodes";
+  const bool named_first =
+      what == "vhosts" || what == "users" || what == "connections" || what == "nodes" || what == "channels";
   const std::optional<std::string> vhost = named_first ? std::nullopt : route.at(1);
   std::optional<std::string> name = named_first ? route.at(1) : route.at(2);
   if (what == "exchanges" && name) name = exchange_name(*name);  // amq.default in paths, "" in the JSON
@@ -423,9 +424,19 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
 
 // The lists RabbitMQ serves below one object: a queue's bindings (/api/queues/V/Q/bindings), an exchange's as
 // source or destination (/api/exchanges/V/X/bindings/source), a vhost's connections and channels
-// (/api/vhosts/V/connections). Nullopt: the route is none of them.
+// (/api/vhosts/V/connections), a vhost's or a user's permissions, a connection's channels. Nullopt: the route is
+// none of them.
 std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& route, const ApiUser& who) const {
   const std::string& what = route[0];
+  if (std::optional<Result<Json, HttpAnswer>> listed = permissions_of(route, who)) return listed;
+  if (what == "connections" && route.size() == 3 && route[2] == "channels") {
+    if (find_connection(route[1]) == nullptr && find_amqp_connection(route[1]) == nullptr) return not_found();
+    Json out = Json::array();
+    for (Json& channel : channels(who)) {
+      if (channel["connection_details"]["name"] == route[1]) out.push_back(std::move(channel));
+    }
+    return out;  // a FireMQ connection has none; another user's AMQP connection shows none to a management user
+  }
   const bool queue_bindings = what == "queues" && route.size() == 4 && route[3] == "bindings";
   const bool exchange_bindings = what == "exchanges" && route.size() == 5 && route[3] == "bindings" &&
                                  (route[4] == "source" || route[4] == "destination");
@@ -451,11 +462,26 @@ std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& rout
   return out;
 }
 
+// RabbitMQ's /api/vhosts/V/permissions and /api/users/U/permissions, for administrators; nullopt: neither route.
+std::optional<Result<Json, HttpAnswer>> ManagementApi::permissions_of(const Route& route, const ApiUser& who) const {
+  const bool of_vhost = route[0] == "vhosts", of_user = route[0] == "users";
+  if (!(of_vhost || of_user) || route.size() != 3 || route[2] != "permissions") return std::nullopt;
+  if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+  const bool exists = of_vhost ? env_.definitions.has_vhost(route[1]) : env_.definitions.find_user(route[1]) != nullptr;
+  if (!exists) return not_found();
+  Json out = Json::array();
+  for (Json& p : permissions()) {
+    if (p[of_vhost ? "vhost" : "user"] == route[1]) out.push_back(std::move(p));
+  }
+  return out;
+}
+
 Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, const ApiUser& who,
                                                    const std::optional<std::string>& vhost,
                                                    const ListQuery& query) const {
   if (what == "overview") return overview(who, query);
   if (what == "whoami") return Json{{"name", who.user->name}, {"tags", who.user->tags}};
+  if (what == "cluster-name") return Json{{"name", kClusterName}};
   if (what == "nodes") return Json::array({node()});
   if (what == "vhosts") return vhosts(who);
   if (what == "users" || what == "permissions") {
@@ -472,7 +498,7 @@ Result<Json, HttpAnswer> ManagementApi::collection(const std::string& what, cons
   if (what == "definitions") {
     // It holds every user's password hash: administrators only, as in RabbitMQ.
     if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
-    return definitions(who);
+    return vhost ? vhost_definitions(who, *vhost) : definitions(who);
   }
   return not_found();
 }
@@ -509,7 +535,7 @@ Json ManagementApi::overview(const ApiUser& who, const ListQuery& query) const {
           {"product_version", kServerVersion},
           {"management_version", kServerVersion},
           {"rabbitmq_version", kServerVersion},
-          {"cluster_name", "firemq"},
+          {"cluster_name", kClusterName},
           {"node", kNodeName},
           {"queue_totals", std::move(queue_totals)},
           {"object_totals",
@@ -775,6 +801,21 @@ std::optional<HttpAnswer> ManagementApi::policy_refusal(const ApiUser& who, Poli
   }
   if (!who.policymaker) return api_error(http::status::unauthorized, "not_authorized", "Not policymaker user");
   return std::nullopt;
+}
+
+Json ManagementApi::vhost_definitions(const ApiUser& who, const std::string& vhost) const {
+  const Json all = definitions(who);
+  Json out{{"firemq_version", kServerVersion}, {"rabbitmq_version", kServerVersion}, {"product_name", "FireMQ"},
+           {"product_version", kServerVersion}};
+  for (const char* kind : kVhostDefinitionKinds) {
+    out[kind] = Json::array();
+    for (Json entry : all.value(kind, Json::array())) {
+      if (entry.value("vhost", "") != vhost) continue;
+      entry.erase("vhost");
+      out[kind].push_back(std::move(entry));
+    }
+  }
+  return out;
 }
 
 Result<Json, HttpAnswer> ManagementApi::policies(const Route& route, const ApiUser& who, PolicyKind kind) const {

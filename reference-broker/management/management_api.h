@@ -104,6 +104,7 @@ class ManagementApi final : public HttpApplication {
                       const std::optional<std::string>& peer_address);
   HttpAnswer read(const Route& route, const ApiUser& who, const ListQuery& query);
   std::optional<Result<nlohmann::json, HttpAnswer>> related(const Route& route, const ApiUser& who) const;
+  std::optional<Result<nlohmann::json, HttpAnswer>> permissions_of(const Route& route, const ApiUser& who) const;
   Result<nlohmann::json, HttpAnswer> collection(const std::string& what, const ApiUser& who,
                                                 const std::optional<std::string>& vhost, const ListQuery& query) const;
   HttpAnswer write(const HttpRequest& request, const Route& route, const ApiUser& who,
@@ -130,6 +131,10 @@ class ManagementApi final : public HttpApplication {
   // Who may not read or set that kind of policy: RabbitMQ's 401 and reason; nullopt when `who` may.
   static std::optional<HttpAnswer> policy_refusal(const ApiUser& who, PolicyKind kind);
   HttpAnswer import_definitions(const nlohmann::json& body);
+  // RabbitMQ's /api/definitions/V: what of the definitions belongs to one vhost, its entries without "vhost".
+  static constexpr const char* kVhostDefinitionKinds[] = {"parameters", "policies", "queues", "exchanges", "bindings"};
+  nlohmann::json vhost_definitions(const ApiUser& who, const std::string& vhost) const;
+  HttpAnswer import_vhost_definitions(const std::string& vhost, const nlohmann::json& body);
   // The definitions changed: saved to the data directory (when there is one) before the answer, as a declare's.
   HttpAnswer saved(boost::beast::http::status done);
   // Closes with 320 every connection, FireMQ's and AMQP's, that `matches` (its user and vhost) picks.
@@ -142,6 +147,7 @@ class ManagementApi final : public HttpApplication {
   Result<nlohmann::json, HttpAnswer> queue(const ApiUser& who, const std::string& vhost, const std::string& name,
                                            const ListQuery& query) const;
   static constexpr const char* kNodeName = "firemq@localhost";
+  static constexpr const char* kClusterName = "firemq";  // RabbitMQ's /api/cluster-name; one node, not renamed
   nlohmann::json node() const;
   nlohmann::json alarms_in_effect() const;
   HttpAnswer alarms_check() const;

@@ -12,7 +12,7 @@ own CLI client, rabbitmqadmin, listing, declaring, publishing, getting and delet
 
 Usage: management_test.py BROKER_EXECUTABLE
 """
-import base64, hashlib, json, os, signal, socket, struct, subprocess, sys, tempfile, time, unittest, urllib.error, urllib.request
+import base64, hashlib, json, os, signal, socket, struct, subprocess, sys, tempfile, time, unittest, urllib.error, urllib.parse, urllib.request
 
 import msgpack
 
@@ -672,6 +672,43 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertIn("delivery-limit", reply["reason"])
 
+    def test_per_vhost_definitions_permissions_and_the_cluster_name(self):
+        self.assertEqual(self.call("GET", "/api/cluster-name")[1], {"name": "firemq"})
+        self.assertEqual(self.call("GET", "/api/overview")[1]["cluster_name"], "firemq")
+        # A vhost's and a user's permissions (administrators only).
+        self.assertEqual(sorted(p["user"] for p in self.call("GET", "/api/vhosts/other/permissions")[1]), ["dev", "guest"])
+        self.assertEqual([(p["vhost"], p["user"]) for p in self.call("GET", "/api/users/dev/permissions")[1]],
+                         [("other", "dev")])
+        self.assertEqual(self.call("GET", "/api/users/no-such/permissions")[0], 404)
+        self.assertEqual(self.call("GET", "/api/vhosts/no-such/permissions")[0], 404)
+        self.assertEqual(self.call("GET", "/api/vhosts/other/permissions", user="watcher", password="w")[0], 401)
+        # A FireMQ connection has no channels; an unknown one is 404.
+        client, welcome = self.client()
+        self.assertEqual(self.call("GET", f"/api/connections/{urllib.parse.quote(welcome['conn_id'], safe='')}/channels")[1], [])
+        self.assertEqual(self.call("GET", "/api/connections/no-such/channels")[0], 404)
+        client.sock.close()
+        # /api/definitions/V: what belongs to V, its entries without "vhost"; POST imports into V.
+        self.call("PUT", "/api/queues/%2F/vdef-root", {})
+        self.call("PUT", "/api/queues/other/vdef-other", {"durable": True})
+        self.call("PUT", "/api/policies/other/vdef-p", {"pattern": "^vdef", "definition": {"max-length": 4}})
+        mine = self.call("GET", "/api/definitions/other")[1]
+        self.assertNotIn("users", mine)
+        self.assertIn({"name": "vdef-other", "durable": True, "auto_delete": False, "arguments": {}}, mine["queues"])
+        self.assertNotIn("vdef-root", [q["name"] for q in mine["queues"]])
+        self.assertIn("vdef-p", [p["name"] for p in mine["policies"]])
+        self.assertTrue(all("vhost" not in e for kind in ("queues", "exchanges", "bindings", "policies") for e in mine[kind]))
+        self.call("DELETE", "/api/queues/other/vdef-other")
+        self.call("DELETE", "/api/policies/other/vdef-p")
+        self.assertEqual(self.call("POST", "/api/definitions/other", mine)[0], 204)
+        q = self.call("GET", "/api/queues/other/vdef-other")[1]
+        self.assertEqual((q["durable"], q["policy"]), (True, "vdef-p"))
+        self.assertEqual(self.call("POST", "/api/definitions/no-such", mine)[0], 404)
+        self.assertEqual(self.call("GET", "/api/definitions/no-such")[0], 404)
+        self.assertEqual(self.call("POST", "/api/definitions/other", {"queues": {"name": "x"}})[0], 400)
+        self.assertEqual(self.call("GET", "/api/definitions/other", user="watcher", password="w")[0], 401)
+        for path in ("/api/queues/%2F/vdef-root", "/api/queues/other/vdef-other", "/api/policies/other/vdef-p"):
+            self.call("DELETE", path)
+
     def test_a_definitions_import_of_the_wrong_shape_is_refused_and_the_api_goes_on(self):
         # A queue whose name is an object ended the request in the import's limit count (fuzz_management); now the
         # import refuses it with its reason and keeps none of the topology (the accounts come first, as above).
@@ -1167,6 +1204,11 @@ class AmqpInManagementTest(unittest.TestCase):
                           first["messages_unacknowledged"], first["prefetch_count"], first["confirm"]),
                          (name + " (1)", name, 1, 2, 3, True))
         self.assertEqual((channels[2]["consumer_count"], channels[2]["confirm"]), (0, False))
+        # One channel by its name, and a connection's channels, as RabbitMQ serves them.
+        enc = lambda text: urllib.parse.quote(text, safe="")
+        self.assertEqual(self.call("GET", f"/api/channels/{enc(name + ' (1)')}")[1], first)
+        self.assertEqual(sorted(c["number"] for c in self.call("GET", f"/api/connections/{enc(name)}/channels")[1]), [1, 2])
+        self.assertEqual(self.call("GET", f"/api/channels/{enc(name + ' (9)')}")[0], 404)
         [consumer] = [c for c in self.call("GET", "/api/consumers/%2F")[1] if c["consumer_tag"] == "amqp-tag"]
         self.assertEqual((consumer["queue"]["name"], consumer["channel_details"]["connection_name"],
                           consumer["channel_details"]["name"], consumer["ack_required"]),
