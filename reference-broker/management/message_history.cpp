@@ -28,19 +28,30 @@ void MessageHistory::record(const std::string& key, std::vector<std::uint64_t> v
       return trim(s);  // unchanged: carried forward when read, no sample stored
     }
   }
+  reserve_one_more(s);
   s.ticks.push_back(tick_);
   s.values.insert(s.values.end(), values.begin(), values.end());
   trim(s);
 }
 
-// Drops the samples older than the oldest collection kept, except the newest of them: it holds the value carried
-// forward to the collections after it.
+// Growth doubles as a vector's would, but never past the bound: a busy series holds kTicks + kTrimBatch samples,
+// not the next power of two.
+void MessageHistory::reserve_one_more(Series& s) {
+  if (s.ticks.size() < s.ticks.capacity()) return;
+  const std::size_t samples = std::min(std::max<std::size_t>(1, 2 * s.ticks.size()), kTicks + kTrimBatch + 1);
+  s.ticks.reserve(samples);
+  s.values.reserve(samples * s.width);
+}
+
+// Drops the samples older than the oldest collection kept, except the newest of them (it holds the value carried
+// forward to the collections after it), once there are kTrimBatch of them.
 void MessageHistory::trim(Series& s) const {
   const std::uint64_t oldest = times_.empty() ? tick_ : times_.front().first;
-  while (s.ticks.size() > 1 && s.ticks[1] <= oldest) {
-    s.ticks.pop_front();
-    s.values.erase(s.values.begin(), s.values.begin() + static_cast<std::ptrdiff_t>(s.width));
-  }
+  std::size_t stale = 0;
+  while (stale + 1 < s.ticks.size() && s.ticks[stale + 1] <= oldest) ++stale;
+  if (stale < kTrimBatch) return;
+  s.ticks.erase(s.ticks.begin(), s.ticks.begin() + static_cast<std::ptrdiff_t>(stale));
+  s.values.erase(s.values.begin(), s.values.begin() + static_cast<std::ptrdiff_t>(stale * s.width));
 }
 
 void MessageHistory::end_tick() {

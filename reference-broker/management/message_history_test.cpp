@@ -59,6 +59,21 @@ TEST(MessageHistory, KeepsOnlyTheLastTicksAndStopsWhereTheSeriesBegan) {
   EXPECT_EQ(points.back().values[0], 300u - MessageHistory::kTicks);
 }
 
+TEST(MessageHistory, ABusySeriesHoldsAtMostTheBoundAndAnIdleOneASample) {
+  MessageHistory history(5000);
+  for (std::uint64_t t = 0; t < 500; ++t) {
+    history.begin_tick(static_cast<std::int64_t>(t) * 5000);
+    history.record("busy", {t}, 1);
+    history.record("idle", {7}, 1);
+    history.end_tick();
+    EXPECT_LE(history.samples_kept("busy"), MessageHistory::kTicks + MessageHistory::kTrimBatch);
+  }
+  EXPECT_GE(history.samples_kept("busy"), MessageHistory::kTicks);
+  EXPECT_EQ(history.samples_kept("idle"), 1u);
+  // The idle series' one sample, from the first collection, is still its value at every time kept.
+  EXPECT_EQ(history.points_at({"idle"}, history.range_times(StatsRange{600'000, 5'000})).size(), MessageHistory::kTicks);
+}
+
 TEST(MessageHistory, ACounterThatWentDownStartsTheSeriesAgain) {
   MessageHistory history = collected({{10, 0}, {20, 0}, {3, 0}});
   const std::vector<StatsPoint> points = history.points_at({"q"}, history.range_times(StatsRange{60'000, 5'000}));
