@@ -153,6 +153,7 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer alarms_check() const;
   // management_health.cpp: GET /api/health/checks/..., RabbitMQ's health checks.
   HttpAnswer health_check(const Route& route) const;
+  HttpAnswer certificate_check(const std::string& within, const std::string& unit) const;
   // management_writes.cpp: GET /api/aliveness-test/VHOST, the one GET that writes, as RabbitMQ's.
   HttpAnswer aliveness_test(const Route& route, const ApiUser& who, const std::optional<std::string>& peer_address);
   nlohmann::json vhosts(const ApiUser& who) const;

@@ -909,6 +909,21 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("GET", "/api/health/checks/port-listener/notaport")[0], 400)
         self.assertEqual(self.call("GET", "/api/health/checks/no-such-check")[0], 404)
 
+    def test_the_certificate_expiration_check_names_the_tls_listeners_whose_certificate_expires(self):
+        # The test's certificate is valid for 2 days (make_certificates): fine within a day, expiring within 3.
+        check = "/api/health/checks/certificate-expiration/"
+        self.assertEqual(self.call("GET", check + "1/days"), (200, {"status": "ok"}))
+        for within in ("3/days", "1/weeks", "1/months", "1/years"):
+            status, failed = self.call("GET", check + within)
+            self.assertEqual((status, failed["status"], failed["reason"]), (503, "failed", "Certificates expiring"), within)
+            self.assertEqual(sorted((e["protocol"], e["port"]) for e in failed["expired"]),
+                             sorted([("fires", self.broker.ports["fires"]), ("wss", self.broker.ports["wss"])]))
+            expires = failed["expired"][0]["expiration_date"]
+            self.assertRegex(expires, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        for bad in ("x/days", "-1/days", "1/fortnights", "1"):
+            self.assertIn(self.call("GET", check + bad)[0], (400, 404), bad)
+        self.assertEqual(self.call("GET", check + "1/fortnights")[0], 400)
+
     def test_nodes_and_rabbitmqadmin_list_nodes(self):
         status, [node] = self.call("GET", "/api/nodes")
         self.assertEqual((status, node["name"], node["running"]), (200, "firemq@localhost", True))
