@@ -634,12 +634,17 @@ Json ManagementApi::vhosts(const ApiUser& who) const {
       ready += q->ready_count();
       unacked += q->unacked_count();
     }
-    out.push_back({{"name", name},
-                   {"messages", ready + unacked},
-                   {"messages_ready", ready},
-                   {"messages_unacknowledged", unacked},
-                   {"tracing", false},
-                   {"limits", firemq::to_json(env_.definitions.vhost_limits(name))}});
+    // As RabbitMQ's vhosts: the vhost's message_stats and depths, each with its rate (from the history).
+    const std::vector<std::uint64_t> values = overview_values(vhost->counters(), ready, unacked);
+    const std::vector<std::string> keys{vhost_key(name)};
+    Json item{{"name", name},
+              {"message_stats", named_values(kOverviewStats, values, 0)},
+              {"tracing", false},
+              {"limits", firemq::to_json(env_.definitions.vhost_limits(name))}};
+    add_stats_details(item["message_stats"], kOverviewStats, 0, history_, keys, std::nullopt);
+    item.update(named_values(kLengths, values, kOverviewStats.size()));
+    add_stats_details(item, kLengths, kOverviewStats.size(), history_, keys, std::nullopt);
+    out.push_back(std::move(item));
   }
   return out;
 }

@@ -113,11 +113,12 @@ class RatesTest(unittest.TestCase):
     def test_without_a_range_the_details_have_the_rate_alone(self):
         self.call("PUT", "/api/queues/%2F/rates-plain", {})
         stop = threading.Event()
-        rates = []
+        rates, vhost_rates = [], []
 
         def read_while_publishing():
             while not stop.is_set():
                 rates.append(self.get("/api/queues/%2F/rates-plain")["message_stats"]["publish_details"]["rate"])
+                vhost_rates.append(self.get("/api/vhosts/%2F")["message_stats"]["publish_details"]["rate"])
                 time.sleep(INTERVAL_S)
         reader = threading.Thread(target=read_while_publishing)
         reader.start()
@@ -127,6 +128,7 @@ class RatesTest(unittest.TestCase):
             stop.set()
             reader.join()
         self.assertTrue(any(r > 0 for r in rates), rates)  # the rate of the last interval, while publishing
+        self.assertTrue(any(r > 0 for r in vhost_rates), vhost_rates)  # the vhost's too, as RabbitMQ's /api/vhosts
         q = self.get("/api/queues/%2F/rates-plain")
         self.assertEqual(set(q["message_stats"]["publish_details"]), {"rate"})
         self.assertEqual(set(q["messages_details"]), {"rate"})
@@ -149,6 +151,10 @@ class RatesTest(unittest.TestCase):
         self.assertEqual(publish[0]["sample"], overview["message_stats"]["publish"])
         self.assertGreaterEqual(publish[0]["sample"] - publish[-1]["sample"], 1)
         self.assertGreaterEqual(overview["message_stats"]["publish"], before + 20)
+        other = self.get("/api/vhosts/other")
+        self.assertGreaterEqual(other["message_stats"]["publish"], 20)
+        self.assertEqual(set(other["message_stats"]["publish_details"]), {"rate"})
+        self.assertEqual((other["messages"], set(other["messages_details"])), (20, {"rate"}))
         for field in ("confirm", "deliver_get", "ack", "redeliver", "return_unroutable", "drop_unroutable"):
             self.check_samples(overview["message_stats"][field + "_details"], time.time())
         ready = self.check_samples(overview["queue_totals"]["messages_ready_details"], time.time())
