@@ -140,6 +140,9 @@ HttpAnswer ManagementApi::administer(const HttpRequest& request, const Route& ro
     if (method == http::verb::put) return put_vhost(route[1]);
     if (method == http::verb::delete_) return delete_vhost(route[1]);
   }
+  if (what == "users" && route.size() == 2 && route[1] == "bulk-delete" && method == http::verb::post) {
+    return delete_users(*body);
+  }
   if (what == "users" && route.size() == 2) {
     if (method == http::verb::put) return put_user(route[1], *body);
     if (method == http::verb::delete_) return delete_user(route[1]);
@@ -189,6 +192,23 @@ HttpAnswer ManagementApi::delete_user(const std::string& name) {
   // As RabbitMQ: a deleted user's connections are closed.
   close_connections([&](const std::string& user, const std::string&) { return user == name; },
                     "user '" + name + "' is deleted");
+  return saved(http::status::no_content);
+}
+
+// RabbitMQ's POST /api/users/bulk-delete {"users": [NAME...]}: each user that exists is deleted as DELETE does;
+// the names are all checked first (a list of strings), and a name that is no user is passed over, as RabbitMQ's.
+HttpAnswer ManagementApi::delete_users(const Json& body) {
+  const auto names = body.find("users");
+  if (names == body.end() || !names->is_array()) return bad_request("'users' must be a list of user names");
+  for (const Json& name : *names) {
+    if (!name.is_string()) return bad_request("'users' must be a list of user names, not " + name.dump());
+  }
+  for (const Json& name : *names) {
+    const std::string user = name.get<std::string>();
+    if (!env_.definitions.remove_user(user)) continue;
+    close_connections([&](const std::string& who, const std::string&) { return who == user; },
+                      "user '" + user + "' is deleted");
+  }
   return saved(http::status::no_content);
 }
 

@@ -429,6 +429,16 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
 std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& route, const ApiUser& who) const {
   const std::string& what = route[0];
   if (std::optional<Result<Json, HttpAnswer>> listed = permissions_of(route, who)) return listed;
+  if (what == "users" && route.size() == 2 && route[1] == "without-permissions") {
+    if (!who.administrator) return api_error(http::status::unauthorized, "not_authorized", "Not administrator user");
+    Json out = Json::array();
+    const Json granted = permissions();
+    for (Json& user : users()) {
+      const bool has_any = std::any_of(granted.begin(), granted.end(), [&](const Json& p) { return p["user"] == user["name"]; });
+      if (!has_any) out.push_back(std::move(user));
+    }
+    return out;
+  }
   if (what == "connections" && route.size() == 3 && route[2] == "channels") {
     if (find_connection(route[1]) == nullptr && find_amqp_connection(route[1]) == nullptr) return not_found();
     Json out = Json::array();

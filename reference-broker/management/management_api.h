@@ -116,6 +116,7 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer delete_vhost(const std::string& name);
   HttpAnswer put_user(const std::string& name, const nlohmann::json& body);
   HttpAnswer delete_user(const std::string& name);
+  HttpAnswer delete_users(const nlohmann::json& body);
   HttpAnswer put_permission(const std::string& vhost, const std::string& user, const nlohmann::json& body);
   HttpAnswer delete_permission(const std::string& vhost, const std::string& user);
   // RabbitMQ's /api/vhost-limits[/V] and /api/user-limits[/U]: the limits that are set, as [{"vhost" or "user",

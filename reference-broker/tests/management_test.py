@@ -682,6 +682,18 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("GET", "/api/users/no-such/permissions")[0], 404)
         self.assertEqual(self.call("GET", "/api/vhosts/no-such/permissions")[0], 404)
         self.assertEqual(self.call("GET", "/api/vhosts/other/permissions", user="watcher", password="w")[0], 401)
+        # Users without permissions, and RabbitMQ's bulk delete (a name that is no user passed over).
+        for name in ("bulk-a", "bulk-b"):
+            self.assertEqual(self.call("PUT", f"/api/users/{name}", {"password": "p", "tags": ""})[0], 201)
+        lonely = [u["name"] for u in self.call("GET", "/api/users/without-permissions")[1]]
+        self.assertIn("bulk-a", lonely)
+        self.assertNotIn("guest", lonely)
+        self.assertEqual(self.call("GET", "/api/users/without-permissions", user="watcher", password="w")[0], 401)
+        self.assertEqual(self.call("POST", "/api/users/bulk-delete", {"users": "bulk-a"})[0], 400)
+        self.assertEqual(self.call("POST", "/api/users/bulk-delete", {"users": ["bulk-a", 5]})[0], 400)
+        self.assertEqual(self.call("GET", "/api/users/bulk-a")[0], 200)  # a bad list deleted none
+        self.assertEqual(self.call("POST", "/api/users/bulk-delete", {"users": ["bulk-a", "bulk-b", "no-such"]})[0], 204)
+        self.assertEqual([self.call("GET", f"/api/users/{n}")[0] for n in ("bulk-a", "bulk-b")], [404, 404])
         # A FireMQ connection has no channels; an unknown one is 404.
         client, welcome = self.client()
         self.assertEqual(self.call("GET", f"/api/connections/{urllib.parse.quote(welcome['conn_id'], safe='')}/channels")[1], [])
