@@ -139,6 +139,7 @@ int Broker::run() {
   });
   for (const auto& listener : listeners_) listener->start();
   asio::co_spawn(io_, tick_loop(), asio::detached);
+  asio::co_spawn(io_, statistics_loop(), asio::detached);
   io_.run();
   if (store_) store_->write_out();  // what the last connections did is written before the store's final fsync
   return 0;
@@ -167,6 +168,18 @@ awaitable<void> Broker::tick_loop() {
       registry_.set_alarm(alarms_.active());
       amqp_registry_.set_alarm(alarms_.active());
     }
+  }
+}
+
+awaitable<void> Broker::statistics_loop() {
+  // The management API's history of message rates (message_history.h): a timer of its own, not the 20 ms tick, and
+  // nothing on the publish and deliver paths; the first sample at once, so that a rate exists one interval later.
+  asio::steady_timer timer(io_);
+  while (!shutting_down_) {
+    management_.collect_statistics(static_cast<std::int64_t>(time_.unix_ms()));
+    timer.expires_after(config_.statistics_interval);
+    error_code ec;
+    co_await timer.async_wait(asio::redirect_error(use_awaitable, ec));
   }
 }
 

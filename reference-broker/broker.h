@@ -43,6 +43,7 @@ class Broker {
   void start_connection(std::unique_ptr<Transport> transport);
   void start_amqp_connection(asio::ip::tcp::socket socket);
   awaitable<void> tick_loop();
+  awaitable<void> statistics_loop();
   void begin_shutdown();
   awaitable<void> finish_shutdown();
   Status write_port_file() const;

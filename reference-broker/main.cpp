@@ -18,6 +18,7 @@ namespace {
 // The flags whose values main() checks after parsing.
 struct RawFlags {
   std::uint64_t handshake_ms = 0;
+  std::uint64_t statistics_interval_ms = 0;
   std::string fire_port = "5673", fires_port = "5674", ws_port = "15672", wss_port = "15671";
   std::string amqp_port = "5672";
   std::string loopback_users = "guest";
@@ -120,6 +121,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "the server's heartbeat interval in seconds; 0 lets the client's value stand")
       ("max-frame", po::value(&c.max_frame)->default_value(c.max_frame),
        "largest frame accepted after welcome, in bytes (welcome.max_frame)")
+      ("collect-statistics-interval-ms",
+       po::value(&raw.statistics_interval_ms)->default_value(raw.statistics_interval_ms),
+       "how often the management API samples message rates and queue depths for its history (RabbitMQ's "
+       "collect_statistics_interval; at least 100); it keeps the last 120 samples")
       ("handshake-timeout-ms", po::value(&raw.handshake_ms)->default_value(raw.handshake_ms),
        "close a connection that has not finished TLS, the WebSocket upgrade and hello within this time")
       ("memory-high-watermark", po::value(&c.alarms.memory_high_watermark)->default_value(0),
@@ -274,6 +279,7 @@ int main(int argc, char** argv) {
   firemq::BrokerConfig config;
   RawFlags raw;
   raw.handshake_ms = static_cast<std::uint64_t>(config.handshake_timeout.count());
+  raw.statistics_interval_ms = static_cast<std::uint64_t>(config.statistics_interval.count());
   const po::options_description flags = describe_flags(config, raw);
   po::variables_map vm;
   try {
@@ -298,6 +304,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   config.handshake_timeout = std::chrono::milliseconds(raw.handshake_ms);
+  if (raw.statistics_interval_ms < 100) {
+    std::cerr << "firemq-broker: --collect-statistics-interval-ms must be at least 100\n";
+    return 2;
+  }
+  config.statistics_interval = std::chrono::milliseconds(raw.statistics_interval_ms);
   if (auto applied = apply_listener_flags(raw, config); !applied) {
     std::cerr << "firemq-broker: " << applied.error() << "\n";
     return 2;

@@ -92,6 +92,8 @@ struct BrokerConfig {
   std::size_t max_frame = kDefaultMaxFrame;                 // welcome.max_frame
   std::chrono::milliseconds handshake_timeout{10'000};      // FMQ1 + hello must arrive within this
   std::chrono::milliseconds shutdown_grace{5'000};          // SIGTERM: time to flush the close frames
+  // How often the management API samples its message rates (RabbitMQ's collect_statistics_interval).
+  std::chrono::milliseconds statistics_interval{5'000};
   AlarmLimits alarms;                                       // flow control
   // Bodies of queued messages leave memory past this share of the memory high watermark (paging.h; RabbitMQ's
   // vm_memory_high_watermark_paging_ratio).

@@ -1,6 +1,7 @@
 #include "reference-broker/core/policy.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace firemq {
 namespace {
@@ -71,18 +72,41 @@ class DefinitionReader {
   std::optional<std::string> error_;
 };
 
-constexpr const char* kKnownKeys[] = {"max-length",       "max-length-bytes",     "message-ttl",
-                                      "expires",          "overflow",             "dead-letter-exchange",
-                                      "dead-letter-routing-key", "alternate-exchange"};
+const std::vector<std::string> kKnownKeys = {"max-length",       "max-length-bytes",     "message-ttl",
+                                              "expires",          "overflow",             "dead-letter-exchange",
+                                              "dead-letter-routing-key", "alternate-exchange"};
+// RabbitMQ's operator policy keys that this broker has; its others (max-in-memory-length, max-in-memory-bytes,
+// delivery-limit) are refused as keys this broker does not support.
+const std::vector<std::string> kOperatorKeys = {"expires", "message-ttl", "max-length", "max-length-bytes", "overflow"};
+const std::vector<std::string> kOperatorOnlyElsewhere = {"max-in-memory-length", "max-in-memory-bytes", "delivery-limit"};
 
-Result<PolicyDefinition, std::string> parse_definition(const Json& definition) {
+bool listed(const std::vector<std::string>& keys, const std::string& key) {
+  return std::find(keys.begin(), keys.end(), key) != keys.end();
+}
+std::string joined(const std::vector<std::string>& keys) {
+  std::string out;
+  for (const std::string& k : keys) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+// A key the kind of policy cannot have: why, or nullopt when it may.
+std::optional<std::string> refused_key(const std::string& key, PolicyKind kind) {
+  if (kind == PolicyKind::user) {
+    if (listed(kKnownKeys, key)) return std::nullopt;
+    return "definition key '" + key + "' is not supported by this broker (supported: " + joined(kKnownKeys) + ")";
+  }
+  if (listed(kOperatorKeys, key)) return std::nullopt;
+  if (listed(kOperatorOnlyElsewhere, key)) {
+    return "definition key '" + key + "' is not supported by this broker (operator policies here: " +
+           joined(kOperatorKeys) + ")";
+  }
+  return "definition key '" + key + "' is not allowed in an operator policy (allowed: " + joined(kOperatorKeys) + ")";
+}
+
+Result<PolicyDefinition, std::string> parse_definition(const Json& definition, PolicyKind kind) {
   if (!definition.is_object() || definition.empty()) return std::string("'definition' must be a non-empty object");
   for (const auto& [key, value] : definition.items()) {
-    if (std::find(std::begin(kKnownKeys), std::end(kKnownKeys), key) == std::end(kKnownKeys)) {
-      std::string known;
-      for (const char* k : kKnownKeys) known += (known.empty() ? "" : ", ") + std::string(k);
-      return "definition key '" + key + "' is not supported by this broker (supported: " + known + ")";
-    }
+    if (std::optional<std::string> why = refused_key(key, kind)) return *why;
   }
   DefinitionReader read(definition);
   PolicyDefinition d;
@@ -106,15 +130,17 @@ std::optional<std::uint64_t> lower(std::optional<std::uint64_t> argument, std::o
 
 }  // namespace
 
-bool Policy::matches(PolicyTarget kind, const std::string& object_name) const {
-  if (apply_to != PolicyTarget::all && apply_to != kind) return false;
+bool Policy::matches(PolicyTarget target, const std::string& object_name) const {
+  if (apply_to != PolicyTarget::all && apply_to != target) return false;
   return std::regex_search(object_name, regex);
 }
 
-Result<Policy, std::string> parse_policy(const std::string& vhost, const std::string& name, const Json& body) {
+Result<Policy, std::string> parse_policy(const std::string& vhost, const std::string& name, const Json& body,
+                                         PolicyKind kind) {
   if (!body.is_object()) return std::string("a policy must be a JSON object");
   if (name.empty()) return std::string("a policy needs a name");
   Policy p;
+  p.kind = kind;
   p.vhost = vhost;
   p.name = name;
   const auto pattern = body.find("pattern");
@@ -133,6 +159,9 @@ Result<Policy, std::string> parse_policy(const std::string& vhost, const std::st
     const auto known = target->is_string() ? targets().find(target->get<std::string>()) : targets().end();
     if (known == targets().end()) return "'apply-to' must be queues, exchanges or all, not " + target->dump();
     p.apply_to = known->second;
+    if (kind == PolicyKind::operator_policy && p.apply_to == PolicyTarget::exchanges) {
+      return std::string("'apply-to': operator policies apply to queues only");
+    }
   }
   if (const auto priority = body.find("priority"); priority != body.end()) {
     if (!priority->is_number_integer()) return "'priority' must be an integer, not " + priority->dump();
@@ -140,7 +169,7 @@ Result<Policy, std::string> parse_policy(const std::string& vhost, const std::st
   }
   const auto definition = body.find("definition");
   if (definition == body.end()) return std::string("'definition' is required");
-  Result<PolicyDefinition, std::string> parsed = parse_definition(*definition);
+  Result<PolicyDefinition, std::string> parsed = parse_definition(*definition, kind);
   if (!parsed) return parsed.error();
   p.parsed = std::move(*parsed);
   p.definition = *definition;
@@ -163,9 +192,35 @@ const Policy* policy_for(const std::map<std::string, Policy>& policies, PolicyTa
   return best;
 }
 
-QueueArguments effective_arguments(const QueueArguments& declared, const Map& args, const Policy* policy) {
-  if (policy == nullptr) return declared;
-  const PolicyDefinition& d = policy->parsed;
+// The policy's definition with the operator policy's keys merged in (rabbit_policies:merge_policy_value): the
+// lower of a numeric key, the operator's overflow.
+PolicyDefinition merged_definition(const Policy* policy, const Policy* operator_policy) {
+  PolicyDefinition d = policy ? policy->parsed : PolicyDefinition{};
+  if (operator_policy == nullptr) return d;
+  const PolicyDefinition& o = operator_policy->parsed;
+  d.max_length = lower(d.max_length, o.max_length);
+  d.max_length_bytes = lower(d.max_length_bytes, o.max_length_bytes);
+  d.message_ttl_ms = lower(d.message_ttl_ms, o.message_ttl_ms);
+  d.expires_ms = lower(d.expires_ms, o.expires_ms);
+  if (o.overflow) d.overflow = o.overflow;
+  return d;
+}
+
+Json effective_definition(const Policy* policy, const Policy* operator_policy) {
+  Json out = policy ? policy->definition : Json::object();
+  if (operator_policy == nullptr) return out;
+  for (const auto& [key, value] : operator_policy->definition.items()) {
+    // Every operator key but overflow is a non-negative integer (parse_definition checked it).
+    const bool keep_lower = key != "overflow" && out.contains(key);
+    out[key] = keep_lower ? Json(std::min(out[key].get<std::uint64_t>(), value.get<std::uint64_t>())) : value;
+  }
+  return out;
+}
+
+QueueArguments effective_arguments(const QueueArguments& declared, const Map& args, const Policy* policy,
+                                   const Policy* operator_policy) {
+  if (policy == nullptr && operator_policy == nullptr) return declared;
+  const PolicyDefinition d = merged_definition(policy, operator_policy);
   QueueArguments a = declared;
   a.max_length = lower(declared.max_length, d.max_length);
   a.max_length_bytes = lower(declared.max_length_bytes, d.max_length_bytes);

@@ -151,5 +151,76 @@ TEST_F(VhostPolicies, APolicysAlternateExchangeTakesUnroutablesUnlessTheArgument
   EXPECT_TRUE(vhost_.route("own-ae", "k", {})->queues.empty());  // the argument's AE wins, and is missing
 }
 
+Policy operator_policy(const std::string& name, Json body) {
+  Result<Policy, std::string> p = parse_policy("/", name, body, PolicyKind::operator_policy);
+  EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error());
+  return std::move(*p);
+}
+
+std::string operator_refusal(Json body) {
+  Result<Policy, std::string> p = parse_policy("/", "op", body, PolicyKind::operator_policy);
+  return p.ok() ? "accepted" : p.error();
+}
+
+TEST(OperatorPolicyParse, TakesTheOperatorKeysForQueuesOnly) {
+  Policy p = operator_policy("cap", {{"pattern", "."}, {"definition", {{"max-length", 5}, {"overflow", "reject-publish"},
+                                                                       {"expires", 1000}, {"message-ttl", 10},
+                                                                       {"max-length-bytes", 99}}}});
+  EXPECT_EQ(p.kind, PolicyKind::operator_policy);
+  EXPECT_EQ(p.parsed.max_length, 5u);
+  EXPECT_EQ(operator_refusal({{"pattern", "."}, {"apply-to", "exchanges"}, {"definition", {{"max-length", 1}}}}),
+            "'apply-to': operator policies apply to queues only");
+  EXPECT_EQ(operator_refusal({{"pattern", "."}, {"definition", {{"dead-letter-exchange", "x"}}}}),
+            "definition key 'dead-letter-exchange' is not allowed in an operator policy (allowed: expires, "
+            "message-ttl, max-length, max-length-bytes, overflow)");
+  for (const char* key : {"delivery-limit", "max-in-memory-length", "max-in-memory-bytes"}) {
+    EXPECT_NE(operator_refusal({{"pattern", "."}, {"definition", {{key, 1}}}}).find("is not supported by this broker"),
+              std::string::npos) << key;
+  }
+  EXPECT_NE(operator_refusal({{"pattern", "."}, {"definition", {{"max-length", -1}}}}).find("max-length"),
+            std::string::npos);
+}
+
+TEST(OperatorPolicyArguments, TheLowestOfArgumentPolicyAndOperatorPolicyWinsAndTheOperatorsOverflow) {
+  const Map args{{Value("x-max-length"), Value(10)}, {Value("x-message-ttl"), Value(100)}};
+  const QueueArguments declared = *parse_queue_arguments(args, "q", "/");
+  Policy user = policy("p", {{"pattern", "."}, {"definition", {{"max-length", 8}, {"expires", 500},
+                                                               {"overflow", "reject-publish"}}}});
+  Policy op = operator_policy("op", {{"pattern", "."}, {"definition", {{"max-length", 20}, {"message-ttl", 30},
+                                                                       {"expires", 9000}, {"max-length-bytes", 64},
+                                                                       {"overflow", "drop-head"}}}});
+  const QueueArguments a = effective_arguments(declared, args, &user, &op);
+  EXPECT_EQ(a.max_length, 8u);          // the policy's, lowest of 10, 8 and 20
+  EXPECT_EQ(a.message_ttl_ms, 30u);     // the operator policy's, below the argument's 100
+  EXPECT_EQ(a.expires_ms, 500u);
+  EXPECT_EQ(a.max_length_bytes, 64u);
+  EXPECT_EQ(a.overflow, Overflow::drop_head);  // the operator's over the policy's
+  EXPECT_EQ(effective_arguments(declared, args, nullptr, &op).max_length, 10u);
+  EXPECT_EQ(effective_definition(&user, &op),
+            (Json{{"max-length", 8}, {"expires", 500}, {"overflow", "drop-head"}, {"message-ttl", 30},
+                  {"max-length-bytes", 64}}));
+  EXPECT_EQ(effective_definition(nullptr, nullptr), Json::object());
+}
+
+TEST_F(VhostPolicies, AnOperatorPolicyCapsExistingAndNewQueuesBesideThePolicy) {
+  Queue& old = declare("jobs-old");
+  for (const char* body : {"1", "2", "3", "4"}) old.enqueue(message(body));
+  vhost_.set_policy(policy("loose", {{"pattern", "^jobs"}, {"priority", 5}, {"definition", {{"max-length", 3}}}}));
+  vhost_.set_policy(operator_policy("cap", {{"pattern", "^jobs"}, {"definition", {{"max-length", 2}}}}));
+  EXPECT_EQ(old.ready_count(), 2u);
+  EXPECT_EQ(old.policy_name(), "loose");
+  EXPECT_EQ(old.operator_policy_name(), "cap");
+  EXPECT_EQ(vhost_.policies(PolicyKind::operator_policy).size(), 1u);
+  EXPECT_EQ(vhost_.policies().size(), 1u);
+  Queue& later = declare("jobs-new");
+  for (const char* body : {"1", "2", "3"}) later.enqueue(message(body));
+  EXPECT_EQ(later.ready_count(), 2u);
+  EXPECT_FALSE(vhost_.delete_policy("cap"));  // not a policy: an operator policy
+  ASSERT_TRUE(vhost_.delete_policy("cap", PolicyKind::operator_policy));
+  later.enqueue(message("4"));
+  EXPECT_EQ(later.ready_count(), 3u);  // the policy's 3 again
+  EXPECT_EQ(later.operator_policy_name(), "");
+}
+
 }  // namespace
 }  // namespace firemq

@@ -90,9 +90,10 @@ Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_
       pager_(pager),
       last_used_ms_(time.now_ms()) {}
 
-void Queue::apply_policy(const Policy* policy) {
+void Queue::apply_policy(const Policy* policy, const Policy* operator_policy) {
   policy_name_ = policy ? policy->name : std::string();
-  settings_.arguments = effective_arguments(declared_, settings_.args, policy);
+  operator_policy_name_ = operator_policy ? operator_policy->name : std::string();
+  settings_.arguments = effective_arguments(declared_, settings_.args, policy, operator_policy);
   expire_messages();
   if (settings_.arguments.overflow == Overflow::drop_head) drop_head_while_over_limits();
 }

@@ -139,8 +139,10 @@ class Queue : public std::enable_shared_from_this<Queue> {
   const QueueSettings& settings() const { return settings_; }
   // policy.h: the policy that applies now (null: none), effective at once: a lower max-length drops from the head
   // (drop-head), a lower message-ttl applies to the messages enqueued from now on, as RabbitMQ's.
-  void apply_policy(const Policy* policy);
+  // The operator policy (may be null) caps it beside the policy (policy.h).
+  void apply_policy(const Policy* policy, const Policy* operator_policy = nullptr);
   const std::string& policy_name() const { return policy_name_; }
+  const std::string& operator_policy_name() const { return operator_policy_name_; }
   const std::string& name() const { return settings_.name; }
   const std::string& store_key() const { return store_key_; }  // queue_store_key(vhost, name)
   bool exclusive() const { return !settings_.exclusive_owner.empty(); }
@@ -213,6 +215,7 @@ class Queue : public std::enable_shared_from_this<Queue> {
   QueueSettings settings_;
   QueueArguments declared_;  // parsed from settings_.args, before any policy
   std::string policy_name_;
+  std::string operator_policy_name_;
   std::string store_key_;
   const TimeSource& time_;
   DeadLetterer* dead_letterer_;

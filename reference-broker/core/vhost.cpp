@@ -224,7 +224,7 @@ Result<op::Ok> Vhost::create_queue(const op::DeclareQueue& r, const std::string&
   // What the store holds for a durable queue of this name comes back into it (at start, and after a restart
   // that could not declare it: docs/durability.md).
   if (kept && journal_ != nullptr) journal_->restore_into(*queue);
-  queue->apply_policy(policy_for(policies_, PolicyTarget::queues, name));
+  apply_policies(*queue);
   const std::uint64_t messages = queue->ready_count();
   queues_.emplace(name, std::move(queue));
   count(&ChurnCounters::queues_created);
@@ -504,12 +504,12 @@ const std::string* Exchange::alternate_exchange() const {
 
 void Vhost::set_policy(Policy policy) {
   std::string name = policy.name;
-  policies_.insert_or_assign(std::move(name), std::move(policy));
+  (policy.kind == PolicyKind::user ? policies_ : operator_policies_).insert_or_assign(std::move(name), std::move(policy));
   apply_policies();
 }
 
-bool Vhost::delete_policy(const std::string& name) {
-  if (policies_.erase(name) == 0) return false;
+bool Vhost::delete_policy(const std::string& name, PolicyKind kind) {
+  if ((kind == PolicyKind::user ? policies_ : operator_policies_).erase(name) == 0) return false;
   apply_policies();
   return true;
 }
@@ -517,7 +517,12 @@ bool Vhost::delete_policy(const std::string& name) {
 void Vhost::apply_policies() {
   for (auto& [name, exchange] : exchanges_) apply_policy(exchange);
   // A lower max-length may dead-letter into other queues of this vhost; no queue is added or removed meanwhile.
-  for (auto& [name, queue] : queues_) queue->apply_policy(policy_for(policies_, PolicyTarget::queues, name));
+  for (auto& [name, queue] : queues_) apply_policies(*queue);
+}
+
+void Vhost::apply_policies(Queue& queue) const {
+  queue.apply_policy(policy_for(policies_, PolicyTarget::queues, queue.name()),
+                     policy_for(operator_policies_, PolicyTarget::queues, queue.name()));
 }
 
 void Vhost::apply_policy(Exchange& exchange) const {

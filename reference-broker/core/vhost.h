@@ -117,11 +117,14 @@ class Vhost : private DeadLetterer {
   // The save after a change failed: the next request or tick tries again.
   void keep_durable_change() { durable_changed_ = true; }
 
-  // Policies (policy.h), by name: one set replaces the one of its name; either way every queue and exchange of
-  // the vhost is given the policy that now applies to it. The caller saves the definitions.
+  // Policies and operator policies (policy.h, by policy.kind), by name: one set replaces the one of its name of its
+  // kind; either way every queue and exchange of the vhost is given the policies that now apply to it. The caller
+  // saves the definitions.
   void set_policy(Policy policy);
-  bool delete_policy(const std::string& name);
-  const std::map<std::string, Policy>& policies() const { return policies_; }
+  bool delete_policy(const std::string& name, PolicyKind kind = PolicyKind::user);
+  const std::map<std::string, Policy>& policies(PolicyKind kind = PolicyKind::user) const {
+    return kind == PolicyKind::user ? policies_ : operator_policies_;
+  }
 
   const std::map<std::string, Exchange>& exchanges() const { return exchanges_; }
   const std::map<std::string, std::shared_ptr<Queue>>& queues() const { return queues_; }
@@ -143,6 +146,7 @@ class Vhost : private DeadLetterer {
   Result<op::Ok> create_queue(const op::DeclareQueue& r, const std::string& name, const std::string& conn_id);
   void note_change(bool durable) { durable_changed_ = durable_changed_ || durable; }
   void apply_policies();
+  void apply_policies(Queue& queue) const;
   void apply_policy(Exchange& exchange) const;
   void count(std::uint64_t ChurnCounters::*what) {
     if (churn_ != nullptr) ++(churn_->*what);
@@ -153,6 +157,7 @@ class Vhost : private DeadLetterer {
   const TimeSource& time_;
   std::map<std::string, Exchange> exchanges_;
   std::map<std::string, Policy> policies_;
+  std::map<std::string, Policy> operator_policies_;
   // Shared so that unacknowledged deliveries can refer to their queue weakly: a deleted queue is gone for them too.
   std::map<std::string, std::shared_ptr<Queue>> queues_;
   std::mt19937_64 random_{std::random_device{}()};

@@ -62,12 +62,12 @@ Result<Json, std::string> user_entry(const std::string& name, const Json& body) 
 
 // What of an import this broker cannot honour: refused by name rather than dropped without a word.
 std::optional<std::string> unsupported_part(const Json& body) {
-  for (const char* kind : {"topic_permissions", "operator_policies"}) {
+  for (const char* kind : {"topic_permissions"}) {
     if (body.contains(kind) && !(body[kind].is_array() && body[kind].empty())) {
       return "'" + std::string(kind) + "' are not supported by this broker";
     }
   }
-  for (const char* kind : {"users", "vhosts", "permissions", "parameters", "policies", "exchanges", "queues",
+  for (const char* kind : {"users", "vhosts", "permissions", "parameters", "policies", "operator_policies", "exchanges", "queues",
                            "bindings"}) {
     if (body.contains(kind) && !body[kind].is_array()) return "'" + std::string(kind) + "' must be a list";
   }
@@ -140,6 +140,9 @@ HttpAnswer ManagementApi::administer(const HttpRequest& request, const Route& ro
     if (method == http::verb::put) return put_vhost(route[1]);
     if (method == http::verb::delete_) return delete_vhost(route[1]);
   }
+  if (what == "users" && route.size() == 2 && route[1] == "bulk-delete" && method == http::verb::post) {
+    return delete_users(*body);
+  }
   if (what == "users" && route.size() == 2) {
     if (method == http::verb::put) return put_user(route[1], *body);
     if (method == http::verb::delete_) return delete_user(route[1]);
@@ -153,6 +156,9 @@ HttpAnswer ManagementApi::administer(const HttpRequest& request, const Route& ro
     if (method == http::verb::delete_) return delete_limit(route);
   }
   if (what == "definitions" && route.size() == 1 && method == http::verb::post) return import_definitions(*body);
+  if (what == "definitions" && route.size() == 2 && method == http::verb::post) {
+    return import_vhost_definitions(route[1], *body);
+  }
   return api_error(http::status::method_not_allowed, "bad_request", "no such route for this method");
 }
 
@@ -186,6 +192,23 @@ HttpAnswer ManagementApi::delete_user(const std::string& name) {
   // As RabbitMQ: a deleted user's connections are closed.
   close_connections([&](const std::string& user, const std::string&) { return user == name; },
                     "user '" + name + "' is deleted");
+  return saved(http::status::no_content);
+}
+
+// RabbitMQ's POST /api/users/bulk-delete {"users": [NAME...]}: each user that exists is deleted as DELETE does;
+// the names are all checked first (a list of strings), and a name that is no user is passed over, as RabbitMQ's.
+HttpAnswer ManagementApi::delete_users(const Json& body) {
+  const auto names = body.find("users");
+  if (names == body.end() || !names->is_array()) return bad_request("'users' must be a list of user names");
+  for (const Json& name : *names) {
+    if (!name.is_string()) return bad_request("'users' must be a list of user names, not " + name.dump());
+  }
+  for (const Json& name : *names) {
+    const std::string user = name.get<std::string>();
+    if (!env_.definitions.remove_user(user)) continue;
+    close_connections([&](const std::string& who, const std::string&) { return who == user; },
+                      "user '" + user + "' is deleted");
+  }
   return saved(http::status::no_content);
 }
 
@@ -303,6 +326,23 @@ HttpAnswer ManagementApi::import_definitions(const Json& body) {
   std::string reason = "imported, except:";
   for (const std::string& p : problems) reason += " " + p + ";";
   return bad_request(reason);
+}
+
+// RabbitMQ's POST /api/definitions/V: the per-vhost kinds of an export (its entries without a "vhost"), all into V.
+HttpAnswer ManagementApi::import_vhost_definitions(const std::string& vhost, const Json& body) {
+  if (!env_.definitions.has_vhost(vhost)) return not_found();
+  Json scoped = Json::object();
+  for (const char* kind : kVhostDefinitionKinds) {
+    const auto entries = body.find(kind);
+    if (entries == body.end()) continue;
+    if (!entries->is_array()) return bad_request("'" + std::string(kind) + "' must be a list");
+    for (Json entry : *entries) {
+      if (!entry.is_object()) return bad_request("a '" + std::string(kind) + "' entry is not an object");
+      entry["vhost"] = vhost;
+      scoped[kind].push_back(std::move(entry));
+    }
+  }
+  return import_definitions(scoped);
 }
 
 HttpAnswer ManagementApi::saved(http::status done) {

@@ -27,6 +27,7 @@
 #include "reference-broker/access/definitions.h"
 #include "reference-broker/net/http_routes.h"
 #include "reference-broker/net/http_server.h"
+#include "reference-broker/management/message_history.h"
 
 namespace firemq {
 
@@ -80,11 +81,14 @@ struct ApiUser {
 
 class ManagementApi final : public HttpApplication {
  public:
-  explicit ManagementApi(ManagementEnv env) : env_(std::move(env)) {}
+  explicit ManagementApi(ManagementEnv env)
+      : env_(std::move(env)), history_(env_.config.statistics_interval.count()) {}
 
   // Whether a request target is the API's: /api/..., /metrics and /metrics/detailed.
   bool serves(std::string_view target) const override;
   HttpAnswer handle(const HttpRequest& request, const std::optional<std::string>& peer_address) override;
+  // One collection of the message rates' history (message_history.h), every config.statistics_interval.
+  void collect_statistics(std::int64_t now_ms);
 
  private:
   // The request's path after /api/, split at '/' and percent-decoded: {"queues", "/", "orders"}.
@@ -100,8 +104,9 @@ class ManagementApi final : public HttpApplication {
                       const std::optional<std::string>& peer_address);
   HttpAnswer read(const Route& route, const ApiUser& who, const ListQuery& query);
   std::optional<Result<nlohmann::json, HttpAnswer>> related(const Route& route, const ApiUser& who) const;
+  std::optional<Result<nlohmann::json, HttpAnswer>> permissions_of(const Route& route, const ApiUser& who) const;
   Result<nlohmann::json, HttpAnswer> collection(const std::string& what, const ApiUser& who,
-                                                const std::optional<std::string>& vhost) const;
+                                                const std::optional<std::string>& vhost, const ListQuery& query) const;
   HttpAnswer write(const HttpRequest& request, const Route& route, const ApiUser& who,
                    const std::optional<std::string>& peer_address);
 
@@ -111,6 +116,7 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer delete_vhost(const std::string& name);
   HttpAnswer put_user(const std::string& name, const nlohmann::json& body);
   HttpAnswer delete_user(const std::string& name);
+  HttpAnswer delete_users(const nlohmann::json& body);
   HttpAnswer put_permission(const std::string& vhost, const std::string& user, const nlohmann::json& body);
   HttpAnswer delete_permission(const std::string& vhost, const std::string& user);
   // RabbitMQ's /api/vhost-limits[/V] and /api/user-limits[/U]: the limits that are set, as [{"vhost" or "user",
@@ -120,9 +126,16 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer delete_limit(const Route& route);
   // RabbitMQ's /api/policies[/V[/NAME]] (policy.h): GET lists, PUT .../V/NAME sets, DELETE removes; for
   // administrators and policymakers with permissions on V, as RabbitMQ's.
-  Result<nlohmann::json, HttpAnswer> policies(const Route& route, const ApiUser& who) const;
-  HttpAnswer write_policy(const HttpRequest& request, const Route& route, const ApiUser& who);
+  // And RabbitMQ's /api/operator-policies[/V[/NAME]] the same way, for administrators only, as RabbitMQ's.
+  Result<nlohmann::json, HttpAnswer> policies(const Route& route, const ApiUser& who, PolicyKind kind) const;
+  HttpAnswer write_policy(const HttpRequest& request, const Route& route, const ApiUser& who, PolicyKind kind);
+  // Who may not read or set that kind of policy: RabbitMQ's 401 and reason; nullopt when `who` may.
+  static std::optional<HttpAnswer> policy_refusal(const ApiUser& who, PolicyKind kind);
   HttpAnswer import_definitions(const nlohmann::json& body);
+  // RabbitMQ's /api/definitions/V: what of the definitions belongs to one vhost, its entries without "vhost".
+  static constexpr const char* kVhostDefinitionKinds[] = {"parameters", "policies", "queues", "exchanges", "bindings"};
+  nlohmann::json vhost_definitions(const ApiUser& who, const std::string& vhost) const;
+  HttpAnswer import_vhost_definitions(const std::string& vhost, const nlohmann::json& body);
   // The definitions changed: saved to the data directory (when there is one) before the answer, as a declare's.
   HttpAnswer saved(boost::beast::http::status done);
   // Closes with 320 every connection, FireMQ's and AMQP's, that `matches` (its user and vhost) picks.
@@ -131,13 +144,17 @@ class ManagementApi final : public HttpApplication {
 
   // management_api.cpp: the JSON of what the broker holds, limited to what `who` may see.
   bool may_see(const ApiUser& who, const std::string& vhost) const;
-  nlohmann::json overview(const ApiUser& who) const;
+  nlohmann::json overview(const ApiUser& who, const ListQuery& query) const;
+  Result<nlohmann::json, HttpAnswer> queue(const ApiUser& who, const std::string& vhost, const std::string& name,
+                                           const ListQuery& query) const;
   static constexpr const char* kNodeName = "firemq@localhost";
+  static constexpr const char* kClusterName = "firemq";  // RabbitMQ's /api/cluster-name; one node, not renamed
   nlohmann::json node() const;
   nlohmann::json alarms_in_effect() const;
   HttpAnswer alarms_check() const;
   // management_health.cpp: GET /api/health/checks/..., RabbitMQ's health checks.
   HttpAnswer health_check(const Route& route) const;
+  HttpAnswer certificate_check(const std::string& within, const std::string& unit) const;
   // management_writes.cpp: GET /api/aliveness-test/VHOST, the one GET that writes, as RabbitMQ's.
   HttpAnswer aliveness_test(const Route& route, const ApiUser& who, const std::optional<std::string>& peer_address);
   nlohmann::json vhosts(const ApiUser& who) const;
@@ -163,6 +180,7 @@ class ManagementApi final : public HttpApplication {
   HttpAnswer metrics_answer(const HttpRequest& request, std::string_view path, std::string_view query) const;
 
   ManagementEnv env_;
+  MessageHistory history_;
 };
 
 }  // namespace firemq

@@ -5,6 +5,14 @@
 #include "reference-broker/management/management_api.h"
 
 #include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <map>
+#include <memory>
+
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 namespace firemq {
 namespace {
@@ -27,7 +35,58 @@ std::string listener_scheme(const std::string& protocol) {
   return protocol;
 }
 
+// A certificate file's notAfter, in seconds since the epoch; the error says why it cannot be read.
+Result<std::int64_t, std::string> certificate_expiry(const std::string& path) {
+  const std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "r"), &std::fclose);
+  if (!file) return "cannot open " + path;
+  const std::unique_ptr<X509, void (*)(X509*)> cert(PEM_read_X509(file.get(), nullptr, nullptr, nullptr), &X509_free);
+  std::tm expiry{};
+  if (!cert || ASN1_TIME_to_tm(X509_get0_notAfter(cert.get()), &expiry) != 1) return path + " holds no certificate";
+  return static_cast<std::int64_t>(timegm(&expiry));
+}
+
+// RabbitMQ's WITHIN/UNIT of certificate-expiration, in seconds (a month taken as 30 days, a year as 365).
+std::optional<std::int64_t> within_seconds(const std::string& within, const std::string& unit) {
+  static const std::map<std::string, std::int64_t> kUnits = {
+      {"days", 86'400}, {"weeks", 7 * 86'400}, {"months", 30 * 86'400}, {"years", 365 * 86'400}};
+  std::int64_t n = -1;
+  auto [end, ec] = std::from_chars(within.data(), within.data() + within.size(), n);
+  const auto u = kUnits.find(unit);
+  if (ec != std::errc() || end != within.data() + within.size() || n < 0 || n > 1000 || u == kUnits.end()) {
+    return std::nullopt;
+  }
+  return n * u->second;
+}
+
 }  // namespace
+
+// RabbitMQ's GET /api/health/checks/certificate-expiration/WITHIN/UNIT: 503 naming the TLS listeners (fires, wss)
+// whose certificate expires within that time, as Kubernetes probes and monitoring ask it.
+HttpAnswer ManagementApi::certificate_check(const std::string& within, const std::string& unit) const {
+  const std::optional<std::int64_t> seconds = within_seconds(within, unit);
+  if (!seconds) {
+    return api_error(http::status::bad_request, "bad_request",
+                     "certificate-expiration/WITHIN/UNIT: WITHIN a whole number from 0 to 1000, UNIT days, weeks, "
+                     "months or years");
+  }
+  const std::string& path = env_.config.tls.certificate;
+  Json expiring = Json::array();
+  for (const ListenerInfo& l : env_.listeners()) {
+    if (l.protocol != "fires" && l.protocol != "wss") continue;  // the listeners that present the certificate
+    Result<std::int64_t, std::string> expiry = certificate_expiry(path);
+    if (!expiry) return failed("Certificate unreadable: " + expiry.error());
+    const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch()).count();
+    if (*expiry > now + *seconds) continue;
+    char date[32];
+    const std::time_t at = *expiry;
+    std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&at));
+    expiring.push_back({{"node", kNodeName}, {"protocol", l.protocol}, {"port", l.port}, {"certfile", path},
+                        {"expiration_date", date}});
+  }
+  if (expiring.empty()) return ok();
+  return failed("Certificates expiring", {{"expired", expiring}});
+}
 
 HttpAnswer ManagementApi::health_check(const Route& route) const {
   if (route.size() < 3 || route[1] != "checks") return not_found();
@@ -51,6 +110,7 @@ HttpAnswer ManagementApi::health_check(const Route& route) const {
     }
     return failed("No active listener", {{"missing", port}, {"ports", ports}});
   }
+  if (route.size() == 5 && check == "certificate-expiration") return certificate_check(route[3], route[4]);
   if (route.size() == 4 && check == "protocol-listener") {
     Json protocols = Json::array();
     for (const ListenerInfo& l : listeners) {

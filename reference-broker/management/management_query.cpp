@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <map>
 #include <regex>
 
 #include "protocol/url.h"
@@ -75,11 +76,29 @@ bool name_matches(const ListQuery& query, const std::regex* pattern, const Json&
   return lower(name).find(lower(*query.name)) != std::string::npos;
 }
 
+// RabbitMQ's PREFIX_age and PREFIX_incr, in seconds; nullopt without both, as RabbitMQ's no_range. Whole seconds
+// above 0, at most kMaxRangePoints increments in the age; anything else is refused with the reason.
+Result<std::optional<StatsRange>, HttpAnswer> stats_range(const std::string& prefix,
+                                                          const std::optional<std::string>& age,
+                                                          const std::optional<std::string>& incr) {
+  if (!age && !incr) return std::optional<StatsRange>();
+  const std::optional<std::uint64_t> a = age ? positive(*age) : std::nullopt;
+  const std::optional<std::uint64_t> i = incr ? positive(*incr) : std::nullopt;
+  if (!a || !i || *a > 86'400 || *a / *i > static_cast<std::uint64_t>(ListQuery::kMaxRangePoints)) {
+    return api_error(http::status::bad_request, "bad_request",
+                     "Invalid range: " + prefix + "_age and " + prefix + "_incr must both be whole seconds above 0, "
+                     "at most 86400 and " + std::to_string(ListQuery::kMaxRangePoints) + " increments");
+  }
+  return std::optional<StatsRange>(StatsRange{static_cast<std::int64_t>(*a) * 1000,
+                                              static_cast<std::int64_t>(*i) * 1000});
+}
+
 }  // namespace
 
 Result<ListQuery, HttpAnswer> list_query(std::string_view query) {
   ListQuery out;
   std::optional<std::string> page, page_size;
+  std::map<std::string, std::string> ranges;  // msg_rates_age and the like, checked once all are read
   while (!query.empty()) {
     const std::string_view pair = query.substr(0, query.find('&'));
     query.remove_prefix(std::min(query.size(), pair.size() + 1));
@@ -104,9 +123,21 @@ Result<ListQuery, HttpAnswer> list_query(std::string_view query) {
       page = value;
     } else if (key == "page_size") {
       page_size = value;
+    } else if (key.starts_with("msg_rates_") || key.starts_with("lengths_")) {
+      ranges[key] = value;
     }
-    // Anything else (RabbitMQ's lengths_age, msg_rates_age, disable_stats, ...) is tolerated and ignored.
+    // Anything else (RabbitMQ's data_rates_age, disable_stats, ...) is tolerated and ignored.
   }
+  auto given = [&](const std::string& key) {
+    const auto found = ranges.find(key);
+    return found == ranges.end() ? std::optional<std::string>() : found->second;
+  };
+  auto msg_rates = stats_range("msg_rates", given("msg_rates_age"), given("msg_rates_incr"));
+  if (!msg_rates) return msg_rates.error();
+  auto lengths = stats_range("lengths", given("lengths_age"), given("lengths_incr"));
+  if (!lengths) return lengths.error();
+  out.msg_rates = *msg_rates;
+  out.lengths = *lengths;
   if (page) {
     out.page = positive(*page);
     const std::optional<std::uint64_t> size = page_size ? positive(*page_size) : std::optional<std::uint64_t>(100);

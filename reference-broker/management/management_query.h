@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/error.h"
+#include "reference-broker/management/message_history.h"
 #include "reference-broker/net/http_routes.h"
 
 namespace firemq {
@@ -25,6 +26,11 @@ struct ListQuery {
   std::optional<std::uint64_t> page;              // 1-based; unset: the whole list, not paged
   std::uint64_t page_size = 100;                  // RabbitMQ's default; at most kMaxPageSize
   static constexpr std::uint64_t kMaxPageSize = 500;  // RabbitMQ's bound on one page
+  // RabbitMQ's msg_rates_age and _incr (message_stats), lengths_age and _incr (messages, messages_ready,
+  // messages_unacknowledged): with both of a pair, the *_details carry samples (message_history.h).
+  std::optional<StatsRange> msg_rates;
+  std::optional<StatsRange> lengths;
+  static constexpr std::int64_t kMaxRangePoints = 1000;  // age / incr: a longer range is refused
 };
 
 // The options of a query string ("a=1&b=2", without the '?'); a bad page, page_size or regex is a 400.

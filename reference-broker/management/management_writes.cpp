@@ -375,7 +375,8 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
       what == "vhost-limits" || what == "user-limits") {
     return administer(request, route, who);
   }
-  if (what == "policies") return write_policy(request, route, who);
+  if (what == "policies") return write_policy(request, route, who, PolicyKind::user);
+  if (what == "operator-policies") return write_policy(request, route, who, PolicyKind::operator_policy);
   if (route.size() < 3 || !env_.core.vhost(route[1])) return not_found();
   auto body = api_body(request);
   if (!body) return body.error();
@@ -448,13 +449,14 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
   return api_error(http::status::method_not_allowed, "bad_request", "no such route for this method");
 }
 
-HttpAnswer ManagementApi::write_policy(const HttpRequest& request, const Route& route, const ApiUser& who) {
-  if (!who.policymaker) return api_error(http::status::unauthorized, "not_authorized", "Not policymaker user");
+HttpAnswer ManagementApi::write_policy(const HttpRequest& request, const Route& route, const ApiUser& who,
+                                       PolicyKind kind) {
+  if (std::optional<HttpAnswer> refused = policy_refusal(who, kind)) return *refused;
   Vhost* vhost = route.size() == 3 ? env_.core.vhost(route[1]) : nullptr;
   if (vhost == nullptr || !may_see(who, route[1])) return not_found();
   const http::verb method = request.method();
   if (method == http::verb::delete_) {
-    if (!vhost->delete_policy(route[2])) return not_found();
+    if (!vhost->delete_policy(route[2], kind)) return not_found();
     return saved(http::status::no_content);
   }
   if (method != http::verb::put) return api_error(http::status::method_not_allowed, "bad_request", "PUT or DELETE");
@@ -466,9 +468,9 @@ HttpAnswer ManagementApi::write_policy(const HttpRequest& request, const Route& 
     if (!number) return number.error();
     *p = *number;
   }
-  Result<Policy, std::string> policy = parse_policy(route[1], route[2], *body);
+  Result<Policy, std::string> policy = parse_policy(route[1], route[2], *body, kind);
   if (!policy) return api_error(http::status::bad_request, "bad_request", policy.error());
-  const bool existed = vhost->policies().count(route[2]) > 0;
+  const bool existed = vhost->policies(kind).count(route[2]) > 0;
   vhost->set_policy(std::move(*policy));
   return saved(existed ? http::status::no_content : http::status::created);
 }

@@ -37,23 +37,24 @@ bool binding_kept(const Vhost& vhost, const Binding& b) {
 
 std::string describe(const Error& e) { return std::to_string(e.code) + " " + e.msg; }
 
-// The "policies" entries, in RabbitMQ's shape ({"vhost", "name", "pattern", "apply-to", "priority",
-// "definition"}), each set in its vhost; what cannot be is a problem that names the entry.
-void restore_policies(const Json& stored, Core& core, std::vector<std::string>& problems) {
+// The "policies" (or "operator_policies") entries, in RabbitMQ's shape ({"vhost", "name", "pattern", "apply-to",
+// "priority", "definition"}), each set in its vhost; what cannot be is a problem that names the entry.
+void restore_policies(const Json& stored, Core& core, PolicyKind kind, std::vector<std::string>& problems) {
+  const char* list = kind == PolicyKind::user ? "policies" : "operator_policies";
   const auto text = [](const Json& entry, const char* key) {
     const auto it = entry.is_object() ? entry.find(key) : entry.end();
     return entry.is_object() && it != entry.end() && it->is_string() ? it->get<std::string>() : std::string();
   };
-  const auto it = stored.find("policies");
+  const auto it = stored.find(list);
   if (it == stored.end()) return;
-  if (!it->is_array()) return problems.push_back("policies is not a list");
+  if (!it->is_array()) return problems.push_back(std::string(list) + " is not a list");
   for (const Json& entry : *it) {
     Vhost* vhost = core.vhost(text(entry, "vhost"));
-    Result<Policy, std::string> policy = parse_policy(text(entry, "vhost"), text(entry, "name"), entry);
+    Result<Policy, std::string> policy = parse_policy(text(entry, "vhost"), text(entry, "name"), entry, kind);
     if (vhost != nullptr && policy) {
       vhost->set_policy(std::move(*policy));
     } else {
-      problems.push_back("policies entry " + entry.dump() + ": " + (vhost ? policy.error() : "its vhost is missing"));
+      problems.push_back(std::string(list) + " entry " + entry.dump() + ": " + (vhost ? policy.error() : "its vhost is missing"));
     }
   }
 }
@@ -66,8 +67,12 @@ Json DurableTopology::snapshot() const {
   root["queues"] = Json::array();
   root["bindings"] = Json::array();
   root["policies"] = Json::array();
+  root["operator_policies"] = Json::array();
   for (const auto& [vhost_name, vhost] : core_.vhosts()) {
     for (const auto& [name, policy] : vhost->policies()) root["policies"].push_back(to_json(policy));
+    for (const auto& [name, policy] : vhost->policies(PolicyKind::operator_policy)) {
+      root["operator_policies"].push_back(to_json(policy));
+    }
     for (const auto& [name, e] : vhost->exchanges()) {
       if (!e.durable) continue;
       if (!e.builtin) {
@@ -137,7 +142,9 @@ std::vector<std::string> DurableTopology::restore(const Json& stored, Core& core
       if (!problem.empty()) problems.push_back(std::string(kind) + " entry " + item.dump() + ": " + problem);
     }
   };
-  restore_policies(stored, core, problems);  // first: the queues and exchanges declared next are given theirs
+  // First: the queues and exchanges declared next are given theirs.
+  restore_policies(stored, core, PolicyKind::user, problems);
+  restore_policies(stored, core, PolicyKind::operator_policy, problems);
   each("exchanges", [](Vhost& vhost, const Json& e, const Map& args) {
     op::DeclareExchange r;
     r.name = e.at("name").get<std::string>();

@@ -12,7 +12,7 @@ own CLI client, rabbitmqadmin, listing, declaring, publishing, getting and delet
 
 Usage: management_test.py BROKER_EXECUTABLE
 """
-import base64, hashlib, json, os, signal, socket, struct, subprocess, sys, tempfile, time, unittest, urllib.error, urllib.request
+import base64, hashlib, json, os, signal, socket, struct, subprocess, sys, tempfile, time, unittest, urllib.error, urllib.parse, urllib.request
 
 import msgpack
 
@@ -447,8 +447,11 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("DELETE", "/api/vhosts/no-such-vhost")[0], 404)
         self.assertEqual(self.call("DELETE", "/api/permissions/other/app")[0], 404)
         self.assertEqual(self.call("POST", "/api/definitions", {"users": {"name": "x"}})[0], 400)
+        status, reply = self.call("POST", "/api/definitions", {"topic_permissions": [{"user": "guest"}]})
+        self.assertEqual((status, reply["reason"]), (400, "'topic_permissions' are not supported by this broker"))
         status, reply = self.call("POST", "/api/definitions", {"operator_policies": [{"name": "p"}]})
-        self.assertEqual((status, reply["reason"]), (400, "'operator_policies' are not supported by this broker"))
+        self.assertEqual((status, reply["reason"]),
+                         (400, 'imported, except: operator_policies entry {"name":"p"}: its vhost is missing;'))
         status, reply = self.call("POST", "/api/definitions", {"policies": [{"name": "p", "vhost": "/", "pattern": "."}]})
         self.assertEqual((status, reply["reason"]),
                          (400, 'imported, except: policies entry {"name":"p","pattern":".","vhost":"/"}: '
@@ -573,7 +576,8 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual([m["payload"] for m in got], ["3", "4"])
         # The queue's own counters (message_stats): 4 published, 2 delivered by the get and acked.
         stats = self.call("GET", "/api/queues/%2F/mgmt-pol-q")[1]["message_stats"]
-        self.assertEqual(stats, {"publish": 4, "deliver_get": 2, "redeliver": 0, "ack": 2})
+        self.assertEqual({k: v for k, v in stats.items() if not k.endswith("_details")},
+                         {"publish": 4, "deliver_get": 2, "redeliver": 0, "ack": 2})
         self.assertEqual(self.call("GET", "/api/policies/%2F/mgmt-cap")[1],
                          dict(policy, vhost="/", name="mgmt-cap"))
         self.assertIn("mgmt-cap", [p["name"] for p in self.call("GET", "/api/policies")[1]])
@@ -609,6 +613,114 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("PUT", "/api/policies/other/p", {"pattern": ".", "definition": {"max-length": 1}},
                                    user="dev", password="d")[0], 401)
 
+    def test_operator_policies_cap_queues_beside_policies(self):
+        cap = {"pattern": "^opq", "definition": {"max-length": 2, "message-ttl": 60000}, "priority": 1, "apply-to": "queues"}
+        self.assertEqual(self.call("PUT", "/api/operator-policies/%2F/op-cap", cap)[0], 201)
+        self.assertEqual(self.call("PUT", "/api/operator-policies/%2F/op-cap", cap)[0], 204)
+        self.assertEqual(self.call("PUT", "/api/policies/%2F/op-user",
+                                   {"pattern": "^opq", "definition": {"max-length": 5, "expires": 3600000}})[0], 201)
+        self.assertEqual(self.call("GET", "/api/operator-policies/%2F/op-cap")[1], dict(cap, vhost="/", name="op-cap"))
+        self.assertIn("op-cap", [p["name"] for p in self.call("GET", "/api/operator-policies")[1]])
+        self.assertIn("op-cap", [p["name"] for p in self.call("GET", "/api/operator-policies/%2F")[1]])
+        self.assertNotIn("op-cap", [p["name"] for p in self.call("GET", "/api/policies")[1]])
+        # The client asks for 10, the policy says 5, the operator policy 2: the lowest wins.
+        self.call("PUT", "/api/queues/%2F/opq-1", {"arguments": {"x-max-length": 10}})
+        for i in range(4):
+            self.call("POST", "/api/exchanges/%2F/amq.default/publish", {"routing_key": "opq-1", "payload": str(i)})
+        q = self.call("GET", "/api/queues/%2F/opq-1")[1]
+        self.assertEqual((q["messages"], q["policy"], q["operator_policy"]), (2, "op-user", "op-cap"))
+        self.assertEqual(q["effective_policy_definition"], {"max-length": 2, "expires": 3600000, "message-ttl": 60000})
+        # In the definitions, and taken back by an import.
+        exported = self.call("GET", "/api/definitions")[1]["operator_policies"]
+        self.assertIn(dict(cap, vhost="/", name="op-cap"), exported)
+        self.assertEqual(self.call("DELETE", "/api/operator-policies/%2F/op-cap")[0], 204)
+        self.assertEqual(self.call("GET", "/api/operator-policies/%2F/op-cap")[0], 404)
+        self.assertEqual(self.call("GET", "/api/queues/%2F/opq-1")[1]["operator_policy"], "")
+        self.assertEqual(self.call("POST", "/api/definitions", {"operator_policies": exported})[0], 204)
+        self.assertEqual(self.call("GET", "/api/queues/%2F/opq-1")[1]["operator_policy"], "op-cap")
+        # Removed, the policy's 5 holds again.
+        self.assertEqual(self.call("DELETE", "/api/operator-policies/%2F/op-cap")[0], 204)
+        for i in range(4):
+            self.call("POST", "/api/exchanges/%2F/amq.default/publish", {"routing_key": "opq-1", "payload": str(i)})
+        self.assertEqual(self.call("GET", "/api/queues/%2F/opq-1")[1]["messages"], 5)
+        self.call("DELETE", "/api/queues/%2F/opq-1")
+        self.call("DELETE", "/api/policies/%2F/op-user")
+
+    def test_operator_policies_refuse_bad_input_and_users_who_are_not_administrators(self):
+        put = lambda body, path="/api/operator-policies/%2F/op-bad", **kw: self.call("PUT", path, body, **kw)
+        for body, reason in (({"pattern": ".", "apply-to": "exchanges", "definition": {"max-length": 1}},
+                              "operator policies apply to queues only"),
+                             ({"pattern": ".", "definition": {"delivery-limit": 3}}, "not supported by this broker"),
+                             ({"pattern": ".", "definition": {"max-in-memory-length": 3}}, "not supported by this broker"),
+                             ({"pattern": ".", "definition": {"dead-letter-exchange": "x"}},
+                              "is not allowed in an operator policy"),
+                             ({"pattern": ".", "definition": {"max-length": "many"}}, "max-length"),
+                             ({"pattern": "(", "definition": {"max-length": 1}}, "pattern"),
+                             ({"definition": {"max-length": 1}}, "pattern")):
+            status, reply = put(body)
+            self.assertEqual(status, 400, body)
+            self.assertIn(reason, reply["reason"])
+        self.assertEqual(put({"pattern": ".", "definition": {"max-length": 1}}, "/api/operator-policies/no-such/p")[0], 404)
+        self.assertEqual(self.call("DELETE", "/api/operator-policies/%2F/op-none")[0], 404)
+        for user, password in (("watcher", "w"), ("dev", "d")):
+            status, reply = self.call("GET", "/api/operator-policies", user=user, password=password)
+            self.assertEqual((status, reply["reason"]), (401, "Not administrator user"))
+        self.assertEqual(put({"pattern": ".", "definition": {"max-length": 1}}, user="watcher", password="w")[0], 401)
+        status, reply = self.call("POST", "/api/definitions",
+                                  {"operator_policies": [{"vhost": "/", "name": "op-imp", "pattern": ".",
+                                                          "definition": {"delivery-limit": 1}}]})
+        self.assertEqual(status, 400)
+        self.assertIn("delivery-limit", reply["reason"])
+
+    def test_per_vhost_definitions_permissions_and_the_cluster_name(self):
+        self.assertEqual(self.call("GET", "/api/cluster-name")[1], {"name": "firemq"})
+        self.assertEqual(self.call("GET", "/api/overview")[1]["cluster_name"], "firemq")
+        # A vhost's and a user's permissions (administrators only).
+        self.assertEqual(sorted(p["user"] for p in self.call("GET", "/api/vhosts/other/permissions")[1]), ["dev", "guest"])
+        self.assertEqual([(p["vhost"], p["user"]) for p in self.call("GET", "/api/users/dev/permissions")[1]],
+                         [("other", "dev")])
+        self.assertEqual(self.call("GET", "/api/users/no-such/permissions")[0], 404)
+        self.assertEqual(self.call("GET", "/api/vhosts/no-such/permissions")[0], 404)
+        self.assertEqual(self.call("GET", "/api/vhosts/other/permissions", user="watcher", password="w")[0], 401)
+        # Users without permissions, and RabbitMQ's bulk delete (a name that is no user passed over).
+        for name in ("bulk-a", "bulk-b"):
+            self.assertEqual(self.call("PUT", f"/api/users/{name}", {"password": "p", "tags": ""})[0], 201)
+        lonely = [u["name"] for u in self.call("GET", "/api/users/without-permissions")[1]]
+        self.assertIn("bulk-a", lonely)
+        self.assertNotIn("guest", lonely)
+        self.assertEqual(self.call("GET", "/api/users/without-permissions", user="watcher", password="w")[0], 401)
+        self.assertEqual(self.call("POST", "/api/users/bulk-delete", {"users": "bulk-a"})[0], 400)
+        self.assertEqual(self.call("POST", "/api/users/bulk-delete", {"users": ["bulk-a", 5]})[0], 400)
+        self.assertEqual(self.call("GET", "/api/users/bulk-a")[0], 200)  # a bad list deleted none
+        self.assertEqual(self.call("POST", "/api/users/bulk-delete", {"users": ["bulk-a", "bulk-b", "no-such"]})[0], 204)
+        self.assertEqual([self.call("GET", f"/api/users/{n}")[0] for n in ("bulk-a", "bulk-b")], [404, 404])
+        # A FireMQ connection has no channels; an unknown one is 404.
+        client, welcome = self.client()
+        self.assertEqual(self.call("GET", f"/api/connections/{urllib.parse.quote(welcome['conn_id'], safe='')}/channels")[1], [])
+        self.assertEqual(self.call("GET", "/api/connections/no-such/channels")[0], 404)
+        client.sock.close()
+        # /api/definitions/V: what belongs to V, its entries without "vhost"; POST imports into V.
+        self.call("PUT", "/api/queues/%2F/vdef-root", {})
+        self.call("PUT", "/api/queues/other/vdef-other", {"durable": True})
+        self.call("PUT", "/api/policies/other/vdef-p", {"pattern": "^vdef", "definition": {"max-length": 4}})
+        mine = self.call("GET", "/api/definitions/other")[1]
+        self.assertNotIn("users", mine)
+        self.assertIn({"name": "vdef-other", "durable": True, "auto_delete": False, "arguments": {}}, mine["queues"])
+        self.assertNotIn("vdef-root", [q["name"] for q in mine["queues"]])
+        self.assertIn("vdef-p", [p["name"] for p in mine["policies"]])
+        self.assertTrue(all("vhost" not in e for kind in ("queues", "exchanges", "bindings", "policies") for e in mine[kind]))
+        self.call("DELETE", "/api/queues/other/vdef-other")
+        self.call("DELETE", "/api/policies/other/vdef-p")
+        self.assertEqual(self.call("POST", "/api/definitions/other", mine)[0], 204)
+        q = self.call("GET", "/api/queues/other/vdef-other")[1]
+        self.assertEqual((q["durable"], q["policy"]), (True, "vdef-p"))
+        self.assertEqual(self.call("POST", "/api/definitions/no-such", mine)[0], 404)
+        self.assertEqual(self.call("GET", "/api/definitions/no-such")[0], 404)
+        self.assertEqual(self.call("POST", "/api/definitions/other", {"queues": {"name": "x"}})[0], 400)
+        self.assertEqual(self.call("GET", "/api/definitions/other", user="watcher", password="w")[0], 401)
+        for path in ("/api/queues/%2F/vdef-root", "/api/queues/other/vdef-other", "/api/policies/other/vdef-p"):
+            self.call("DELETE", path)
+
     def test_a_definitions_import_of_the_wrong_shape_is_refused_and_the_api_goes_on(self):
         # A queue whose name is an object ended the request in the import's limit count (fuzz_management); now the
         # import refuses it with its reason and keeps none of the topology (the accounts come first, as above).
@@ -631,6 +743,8 @@ class ManagementTest(unittest.TestCase):
                                               user="kept-u", password="k")[0], 201)
                 self.assertEqual(admin("DELETE", "/api/users/dev")[0], 204)
                 self.assertEqual(admin("PUT", "/api/policies/kept-v/kept-p", {"pattern": "^kept", "definition": {"max-length": 7}})[0], 201)
+                self.assertEqual(admin("PUT", "/api/operator-policies/kept-v/kept-op",
+                                       {"pattern": "^kept", "definition": {"max-length": 3}})[0], 201)
                 # A deleted vhost stays deleted, with its durable queue and its persistent message.
                 self.assertEqual(admin("PUT", "/api/permissions/other/guest", {"configure": ".*", "write": ".*", "read": ".*"})[0], 204)
                 self.assertEqual(admin("PUT", "/api/queues/other/gone-q", {"durable": True})[0], 201)
@@ -647,7 +761,9 @@ class ManagementTest(unittest.TestCase):
             try:
                 self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="kept-u", password="k")[1]["tags"], ["administrator"])
                 self.assertEqual(self.call_on(broker, "GET", "/api/permissions/kept-v/kept-u")[1]["read"], "^r")
-                self.assertEqual(self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[1]["policy"], "kept-p")
+                kept = self.call_on(broker, "GET", "/api/queues/kept-v/kept-q")[1]
+                self.assertEqual((kept["policy"], kept["operator_policy"]), ("kept-p", "kept-op"))
+                self.assertEqual(kept["effective_policy_definition"], {"max-length": 3})
                 self.assertEqual(self.call_on(broker, "GET", "/api/whoami", user="dev", password="d")[0], 401)
                 self.assertEqual(self.call_on(broker, "GET", "/api/vhosts/other")[0], 404)
                 self.assertEqual(self.call_on(broker, "PUT", "/api/vhosts/other", {})[0], 201)
@@ -685,6 +801,16 @@ class ManagementTest(unittest.TestCase):
         self.assertIn({"vhost": "other", "value": {"max-queues": 9}}, self.rabbitmqadmin("list", "vhost_limits"))
         self.assertEqual(self.rabbitmqadmin("delete", "vhost_limit", "vhost=other", "name=max-queues"), "vhost_limit deleted")
         self.assertNotIn("other", [v["vhost"] for v in self.rabbitmqadmin("list", "vhost_limits")])
+
+    def test_rabbitmqadmin_declares_lists_and_deletes_operator_policies(self):
+        self.assertEqual(self.rabbitmqadmin("declare", "operator_policy", "name=admin-op", "pattern=^admin-op",
+                                            'definition={"max-length": 3}', "priority=1", "apply-to=queues"),
+                         "operator_policy declared")
+        listed = [p for p in self.rabbitmqadmin("list", "operator_policies") if p["name"] == "admin-op"]
+        self.assertEqual([(p["vhost"], p["pattern"], p["priority"], p["apply-to"], p["definition"]) for p in listed],
+                         [("/", "^admin-op", 1, "queues", {"max-length": 3})])
+        self.assertEqual(self.rabbitmqadmin("delete", "operator_policy", "name=admin-op"), "operator_policy deleted")
+        self.assertNotIn("admin-op", [p["name"] for p in self.rabbitmqadmin("list", "operator_policies")])
 
     # Metrics ----------------------------------------------------------------------------------------------------
 
@@ -795,6 +921,21 @@ class ManagementTest(unittest.TestCase):
         self.assertEqual(self.call("GET", "/api/health/checks/port-listener/notaport")[0], 400)
         self.assertEqual(self.call("GET", "/api/health/checks/no-such-check")[0], 404)
 
+    def test_the_certificate_expiration_check_names_the_tls_listeners_whose_certificate_expires(self):
+        # The test's certificate is valid for 2 days (make_certificates): fine within a day, expiring within 3.
+        check = "/api/health/checks/certificate-expiration/"
+        self.assertEqual(self.call("GET", check + "1/days"), (200, {"status": "ok"}))
+        for within in ("3/days", "1/weeks", "1/months", "1/years"):
+            status, failed = self.call("GET", check + within)
+            self.assertEqual((status, failed["status"], failed["reason"]), (503, "failed", "Certificates expiring"), within)
+            self.assertEqual(sorted((e["protocol"], e["port"]) for e in failed["expired"]),
+                             sorted([("fires", self.broker.ports["fires"]), ("wss", self.broker.ports["wss"])]))
+            expires = failed["expired"][0]["expiration_date"]
+            self.assertRegex(expires, r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
+        for bad in ("x/days", "-1/days", "1/fortnights", "1"):
+            self.assertIn(self.call("GET", check + bad)[0], (400, 404), bad)
+        self.assertEqual(self.call("GET", check + "1/fortnights")[0], 400)
+
     def test_nodes_and_rabbitmqadmin_list_nodes(self):
         status, [node] = self.call("GET", "/api/nodes")
         self.assertEqual((status, node["name"], node["running"]), (200, "firemq@localhost", True))
@@ -888,13 +1029,66 @@ class ManagementTest(unittest.TestCase):
             self.assertEqual(self.call("DELETE", f"/api/queues/other/page-{i}")[0], 204)
         self.assertEqual(self.call("DELETE", "/api/queues/other/unpaged")[0], 204)
 
-    def rabbitmqadmin(self, *args):
-        """rabbitmqadmin (from Debian's rabbitmq-server) against this broker; its output as JSON when it lists."""
-        done = subprocess.run(["rabbitmqadmin", "-H", "127.0.0.1", "-P", str(self.broker.ports["ws"]),
+    def rabbitmqadmin(self, *args, broker=None):
+        """rabbitmqadmin (from Debian's rabbitmq-server) against this broker (or `broker`); its output as JSON when it
+        lists."""
+        done = subprocess.run(["rabbitmqadmin", "-H", "127.0.0.1", "-P", str((broker or self.broker).ports["ws"]),
                                "-u", "guest", "-p", "guest", "-f", "raw_json", *args],
                               capture_output=True, text=True, timeout=30)
         self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
         return json.loads(done.stdout) if done.stdout.startswith("[") else done.stdout.strip()
+
+    def test_rabbitmqadmin_exports_and_imports_definitions_into_a_fresh_broker(self):
+        admin = self.rabbitmqadmin
+        admin("declare", "vhost", "name=exp-v")
+        admin("declare", "user", "name=exp-u", "password=exp-pw", "tags=monitoring")
+        admin("declare", "permission", "vhost=exp-v", "user=exp-u", "configure=^exp", "write=.*", "read=^r")
+        admin("declare", "permission", "vhost=exp-v", "user=guest", "configure=.*", "write=.*", "read=.*")
+        admin("-V", "exp-v", "declare", "queue", "name=exp-q", "durable=true", 'arguments={"x-max-length": 10}')
+        admin("-V", "exp-v", "declare", "exchange", "name=exp-x", "type=topic")
+        admin("-V", "exp-v", "declare", "binding", "source=exp-x", "destination=exp-q", "routing_key=a.#")
+        admin("-V", "exp-v", "declare", "binding", "source=exp-x", "destination=amq.fanout", "destination_type=exchange",
+              "routing_key=b")
+        admin("-V", "exp-v", "declare", "policy", "name=exp-p", "pattern=^exp-q$", 'definition={"message-ttl": 60000}',
+              "priority=3", "apply-to=queues")
+        admin("declare", "vhost_limit", "vhost=exp-v", "name=max-connections", "value=4")
+        self.assertEqual(self.call("PUT", "/api/user-limits/exp-u/max-connections", {"value": 2})[0], 204)
+        with tempfile.TemporaryDirectory() as temp:
+            exported = os.path.join(temp, "definitions.json")
+            self.assertIn("Exported definitions", admin("export", exported))
+            # A fresh broker (guest/guest on "/" only) takes the file whole.
+            fresh = DataDirBroker(temp)
+            on = lambda path, **kw: self.call_on(fresh, "GET", path, **kw)
+            try:
+                self.assertEqual(on("/api/vhosts/exp-v")[0], 404)
+                self.assertIn("Uploaded definitions", admin("import", exported, broker=fresh))
+                self.assertEqual(on("/api/whoami", user="exp-u", password="exp-pw")[1],
+                                 {"name": "exp-u", "tags": ["monitoring"]})  # the hash came with the user
+                self.assertEqual({k: v for k, v in on("/api/permissions/exp-v/exp-u")[1].items()},
+                                 {"user": "exp-u", "vhost": "exp-v", "configure": "^exp", "write": ".*", "read": "^r"})
+                q = on("/api/queues/exp-v/exp-q")[1]
+                self.assertEqual((q["durable"], q["arguments"], q["policy"]), (True, {"x-max-length": 10}, "exp-p"))
+                self.assertEqual(on("/api/exchanges/exp-v/exp-x")[1]["type"], "topic")
+                self.assertEqual(sorted((b["destination"], b["routing_key"]) for b in on("/api/exchanges/exp-v/exp-x/bindings/source")[1]),
+                                 [("amq.fanout", "b"), ("exp-q", "a.#")])
+                self.assertEqual(on("/api/policies/exp-v/exp-p")[1],
+                                 {"vhost": "exp-v", "name": "exp-p", "pattern": "^exp-q$", "apply-to": "queues",
+                                  "priority": 3, "definition": {"message-ttl": 60000}})
+                self.assertEqual(on("/api/vhost-limits/exp-v")[1], [{"vhost": "exp-v", "value": {"max-connections": 4}}])
+                self.assertEqual(on("/api/user-limits/exp-u")[1], [{"user": "exp-u", "value": {"max-connections": 2}}])
+                # And the fresh broker's own export is the same file: nothing lost or changed on the way.
+                again = os.path.join(temp, "again.json")
+                admin("export", again, broker=fresh)
+                first, second = json.load(open(exported)), json.load(open(again))
+                for kind in ("users", "vhosts", "permissions", "queues", "exchanges", "bindings", "policies", "parameters"):
+                    mine = lambda d: sorted(json.dumps(x, sort_keys=True) for x in d.get(kind, []) if "exp-" in json.dumps(x))
+                    self.assertEqual(mine(second), mine(first), kind)
+                    self.assertTrue(mine(first), kind)
+                self.assertEqual([n["name"] for n in admin("list", "nodes", broker=fresh)], ["firemq@localhost"])
+            finally:
+                fresh.stop()
+        admin("delete", "vhost", "name=exp-v")
+        admin("delete", "user", "name=exp-u")
 
     def test_rabbitmqadmin_lists_declares_publishes_gets_and_deletes(self):
         self.assertEqual(self.rabbitmqadmin("declare", "queue", "name=admin-q", "durable=false",
@@ -1037,6 +1231,11 @@ class AmqpInManagementTest(unittest.TestCase):
                           first["messages_unacknowledged"], first["prefetch_count"], first["confirm"]),
                          (name + " (1)", name, 1, 2, 3, True))
         self.assertEqual((channels[2]["consumer_count"], channels[2]["confirm"]), (0, False))
+        # One channel by its name, and a connection's channels, as RabbitMQ serves them.
+        enc = lambda text: urllib.parse.quote(text, safe="")
+        self.assertEqual(self.call("GET", f"/api/channels/{enc(name + ' (1)')}")[1], first)
+        self.assertEqual(sorted(c["number"] for c in self.call("GET", f"/api/connections/{enc(name)}/channels")[1]), [1, 2])
+        self.assertEqual(self.call("GET", f"/api/channels/{enc(name + ' (9)')}")[0], 404)
         [consumer] = [c for c in self.call("GET", "/api/consumers/%2F")[1] if c["consumer_tag"] == "amqp-tag"]
         self.assertEqual((consumer["queue"]["name"], consumer["channel_details"]["connection_name"],
                           consumer["channel_details"]["name"], consumer["ack_required"]),

@@ -123,6 +123,13 @@ class ManagementUiAdminTest(BrowserTest):
         self.api("DELETE", "/api/vhosts/ui-lim")
         self.api("DELETE", "/api/users/ui-carol")
 
+    def refused_policy(self, form, path, name, key, value, reason):
+        """The policy form sent with a key the API refuses: its reason shown, and no policy `name` at `path`."""
+        self.fill(form, {"name": name})
+        self.add_argument(form, "definition", key, value)
+        self.submit(form, reason, ok=False)
+        self.assertEqual(self.call("GET", path + name)[0], 404)
+
     def test_policies_are_set_apply_to_queues_and_are_deleted(self):
         self.api("PUT", "/api/queues/%2F/ui-pol-q", {})
         self.go_admin("policies")
@@ -138,10 +145,7 @@ class ManagementUiAdminTest(BrowserTest):
         self.wait_for_text("#policies-table", "ui-cap")
         self.screenshot("admin-policies")
         # A key this broker does not have: the API's reason, shown.
-        self.fill(form, {"name": "ui-bad"})
-        self.add_argument(form, "definition", "ha-mode", "all")
-        self.submit(form, "ha-mode", ok=False)
-        self.assertEqual(self.call("GET", "/api/policies/%2F/ui-bad")[0], 404)
+        self.refused_policy(form, "/api/policies/%2F/", "ui-bad", "ha-mode", "all", "ha-mode")
         delete = "button[data-action=delete-policy][data-name=ui-cap]"
         self.click(delete)
         self.accept_confirmation(accept=False)
@@ -150,6 +154,28 @@ class ManagementUiAdminTest(BrowserTest):
         self.assertEqual(self.call("GET", "/api/policies/%2F/ui-cap")[0], 404)
         self.assertEqual(self.api("GET", "/api/queues/%2F/ui-pol-q")["policy"], "")
         self.api("DELETE", "/api/queues/%2F/ui-pol-q")
+
+    def test_operator_policies_are_set_cap_queues_and_are_deleted(self):
+        self.api("PUT", "/api/queues/%2F/ui-op-q", {"arguments": {"x-max-length": 10}})
+        self.go_admin("operator-policies")
+        form = "form[data-form=policy][data-kind=operator-policies]"
+        self.fill(form, {"vhost": "/", "name": "ui-op-cap", "pattern": "^ui-op", "priority": "1"})
+        self.add_argument(form, "definition", "max-length", "4", hint="max-length")
+        self.submit(form, "Operator policy ui-op-cap set in /.")
+        policy = self.api("GET", "/api/operator-policies/%2F/ui-op-cap")
+        self.assertEqual((policy["pattern"], policy["apply-to"], policy["definition"]), ("^ui-op", "queues", {"max-length": 4}))
+        queue = self.api("GET", "/api/queues/%2F/ui-op-q")
+        self.assertEqual((queue["operator_policy"], queue["effective_policy_definition"]), ("ui-op-cap", {"max-length": 4}))
+        self.wait_for_text("#operator-policies-table", "ui-op-cap")
+        self.screenshot("admin-operator-policies")
+        # A key an operator policy may not have: the API's reason, shown.
+        self.refused_policy(form, "/api/operator-policies/%2F/", "ui-op-bad", "alternate-exchange", "x",
+                            "not allowed in an operator policy")
+        delete = "button[data-action=delete-policy][data-kind=operator-policies][data-name=ui-op-cap]"
+        self.notice_after(lambda: (self.click(delete), self.accept_confirmation()), "Operator policy ui-op-cap deleted.")
+        self.assertEqual(self.call("GET", "/api/operator-policies/%2F/ui-op-cap")[0], 404)
+        self.assertEqual(self.api("GET", "/api/queues/%2F/ui-op-q")["operator_policy"], "")
+        self.api("DELETE", "/api/queues/%2F/ui-op-q")
 
     def test_definitions_are_exported_and_imported(self):
         self.api("PUT", "/api/users/ui-exported", {"password": "e", "tags": "monitoring"})
