@@ -113,7 +113,8 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("amqp-fault", po::value<std::string>(),
        "testing: break the AMQP side one way (drop-delivery-mode, decimal-ignores-scale, crossing-close-ends-channel, "
        "nack-refused-publishes, global-qos-per-consumer, lossy-header-types, empty-queue-name-as-given, "
-       "tx-routes-at-commit, properties-before-exchange or empty-headers-dropped)")
+       "tx-routes-at-commit, properties-before-exchange, empty-headers-dropped, system-exchange-delete-as-fire, "
+       "exclusive-consume-on-sac, exclusive-consumer-conflict-405, reject-publish-closes or tx-unknown-tag-at-commit)")
       ("storage-fault", po::value<std::string>(),
        "testing: fail the Nth write or fsync of the data directory with EIO or ENOSPC (write:N or fsync:N, then "
        "optionally :eio or :enospc)")
@@ -181,6 +182,11 @@ firemq::Result<firemq::AmqpFaults, std::string> parse_amqp_fault(const std::stri
       {"tx-routes-at-commit", &firemq::AmqpFaults::tx_routes_at_commit},
       {"properties-before-exchange", &firemq::AmqpFaults::properties_before_exchange},
       {"empty-headers-dropped", &firemq::AmqpFaults::empty_headers_dropped},
+      {"system-exchange-delete-as-fire", &firemq::AmqpFaults::system_exchange_delete_as_fire},
+      {"exclusive-consume-on-sac", &firemq::AmqpFaults::exclusive_consume_on_sac},
+      {"exclusive-consumer-conflict-405", &firemq::AmqpFaults::exclusive_consumer_conflict_405},
+      {"reject-publish-closes", &firemq::AmqpFaults::reject_publish_closes},
+      {"tx-unknown-tag-at-commit", &firemq::AmqpFaults::tx_unknown_tag_at_commit},
   };
   std::string names;
   for (const auto& [known_name, flag] : known) {

@@ -233,8 +233,9 @@ void AmqpChannel::on_exchange_declare(const Method& method) {
 void AmqpChannel::on_exchange_delete(const Method& method) {
   // FireMQ refuses this with 530, a connection error in AMQP; RabbitMQ's is a channel error, 403.
   const std::string& name = method.text("exchange");
-  if (name.empty()) return close_channel(amqp::kAccessRefused, "operation not permitted on the default exchange", method.id());
-  if (name.starts_with("amq.")) {
+  const bool refused_here = !faults_.system_exchange_delete_as_fire;
+  if (refused_here && name.empty()) return close_channel(amqp::kAccessRefused, "operation not permitted on the default exchange", method.id());
+  if (refused_here && name.starts_with("amq.")) {
     return close_channel(amqp::kAccessRefused, "deletion of system exchange '" + name + "' not allowed", method.id());
   }
   op::DeleteExchange r{request(method, {}), name, method.flag("if_unused")};
@@ -323,7 +324,8 @@ void AmqpChannel::on_basic_consume(const Method& method) {
   }
   auto queue = queue_of(method);
   if (!queue) return;
-  if (method.flag("exclusive") && session_ && session_->single_active_consumer_queue(*queue)) {
+  if (method.flag("exclusive") && !faults_.exclusive_consume_on_sac && session_ &&
+      session_->single_active_consumer_queue(*queue)) {
     // RabbitMQ: an exclusive consumer would stop the single active consumer's hand-over.
     return close_channel(amqp::kAccessRefused,
                          "queue '" + *queue + "' in vhost '" + session_->vhost() + "' " + std::string(kInExclusiveUse) +
@@ -521,7 +523,9 @@ void AmqpChannel::settle(std::uint64_t tag, bool multiple, std::optional<bool> r
   if (tx_ && current_ != m::kTxCommit) {
     // An unknown tag is refused at once, as outside a transaction (RabbitMQ), not at tx.commit.
     const bool known = (tag == 0 && multiple) || (unsettled_.count(tag) != 0 && !held_in_transaction(tag));
-    if (!known) return close_channel(amqp::kPreconditionFailed, "unknown delivery tag " + std::to_string(tag), current_);
+    if (!known && !faults_.tx_unknown_tag_at_commit) {
+      return close_channel(amqp::kPreconditionFailed, "unknown delivery tag " + std::to_string(tag), current_);
+    }
     return hold(Settlement{tag, multiple, requeue}, 0);
   }
   settle_now(tag, multiple, requeue);
@@ -617,9 +621,11 @@ void AmqpChannel::on_error(const op::Error& error) {
   std::uint16_t code = static_cast<std::uint16_t>(error.code);
   // A full reject-publish queue drops a publish that wants no confirm, silently, in RabbitMQ: a FireMQ error
   // frame, but no AMQP error (506 would close the whole connection).
-  if (method == m::kBasicPublish && code == amqp::kResourceError && !error.fatal) return;
+  if (method == m::kBasicPublish && code == amqp::kResourceError && !error.fatal && !faults_.reject_publish_closes) {
+    return;
+  }
   // A consumer refused for an exclusive consumer: 405 on FireMQ, 403 access-refused in AMQP (RabbitMQ).
-  if (method == m::kBasicConsume && code == amqp::kResourceLocked &&
+  if (method == m::kBasicConsume && code == amqp::kResourceLocked && !faults_.exclusive_consumer_conflict_405 &&
       error.msg.find(kInExclusiveUse) != std::string::npos) {
     code = amqp::kAccessRefused;
   }

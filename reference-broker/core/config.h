@@ -50,6 +50,11 @@ struct AmqpFaults {
   bool tx_routes_at_commit = false;          // a transaction's publish is routed at tx.commit, not when it arrives
   bool properties_before_exchange = false;   // a bad expiration is refused (406) before a missing exchange (404)
   bool empty_headers_dropped = false;        // an empty headers table is delivered as no headers property
+  bool system_exchange_delete_as_fire = false;  // deleting "" or amq.* gets FireMQ's answer (530), not 403
+  bool exclusive_consume_on_sac = false;        // an exclusive consume on a single-active-consumer queue is allowed
+  bool exclusive_consumer_conflict_405 = false;  // a consume beside an exclusive consumer is 405, not 403
+  bool reject_publish_closes = false;  // a full reject-publish queue's refusal of an unconfirmed publish is a 506
+  bool tx_unknown_tag_at_commit = false;  // in tx mode an ack of an unknown tag is refused at tx.commit
 };
 
 // The listeners, by the URL scheme clients use, on the spec's default ports. No value: that listener is off.
