@@ -109,6 +109,8 @@ class ManagementApi final : public HttpApplication {
                                                 const std::optional<std::string>& vhost, const ListQuery& query) const;
   HttpAnswer write(const HttpRequest& request, const Route& route, const ApiUser& who,
                    const std::optional<std::string>& peer_address);
+  // DELETE /api/connections/NAME: closes it, as an operator's close (320).
+  HttpAnswer close_connection(const HttpRequest& request, const Route& route, const ApiUser& who);
 
   // management_admin.cpp: vhosts, users, permissions and the definitions import, for administrators.
   HttpAnswer administer(const HttpRequest& request, const Route& route, const ApiUser& who);

@@ -354,23 +354,116 @@ HttpAnswer bind_or_unbind(ApiSession& session, const std::vector<std::string>& r
 
 }  // namespace
 
+namespace {
+
+// A write to a queue or an exchange (/api/queues/V/NAME[/ACTION], /api/exchanges/V/NAME[/ACTION]), as the
+// route table below hands it to its handler: through a session of the API user's, as a client's would go.
+struct ObjectWrite {
+  ApiSession& session;
+  const std::string& name;  // as the route gives it (exchange_name() turns "amq.default" into "")
+  const Json& body;
+  http::status created;     // for a declare: 201, or 204 when it already existed (RabbitMQ's answers)
+  bool alarm_in_effect;     // a memory or disk alarm: publishing is paused
+};
+
+HttpAnswer declare_queue(ObjectWrite& w) {
+  op::DeclareQueue r{1, w.name, false, false, false, false, {}};
+  auto durable = field<bool>(w.body, "durable", false);
+  auto auto_delete = field<bool>(w.body, "auto_delete", false);
+  auto args = arguments_of(w.body);
+  if (!durable) return durable.error();
+  if (!auto_delete) return auto_delete.error();
+  if (!args) return args.error();
+  r.durable = *durable;
+  r.auto_delete = *auto_delete;
+  r.args = std::move(*args);
+  return answer_of(w.session.request(r), w.created);
+}
+
+HttpAnswer delete_queue(ObjectWrite& w) {
+  return answer_of(w.session.request(op::DeleteQueue{1, w.name, false, false}), http::status::no_content);
+}
+
+HttpAnswer purge_queue(ObjectWrite& w) {
+  return answer_of(w.session.request(op::PurgeQueue{1, w.name}), http::status::no_content);
+}
+
+HttpAnswer get_from_queue(ObjectWrite& w) { return get_messages(w.session, w.name, w.body); }
+
+HttpAnswer declare_exchange(ObjectWrite& w) {
+  op::DeclareExchange r;
+  r.rid = 1;
+  r.name = w.name;
+  auto type = field<std::string>(w.body, "type", "direct");
+  auto durable = field<bool>(w.body, "durable", false);
+  auto auto_delete = field<bool>(w.body, "auto_delete", false);
+  auto internal = field<bool>(w.body, "internal", false);
+  auto args = arguments_of(w.body);
+  if (!type) return type.error();
+  if (!durable) return durable.error();
+  if (!auto_delete) return auto_delete.error();
+  if (!internal) return internal.error();
+  if (!args) return args.error();
+  r.type = *type;
+  r.durable = *durable;
+  r.auto_delete = *auto_delete;
+  r.internal = *internal;
+  r.args = std::move(*args);
+  return answer_of(w.session.request(r), w.created);
+}
+
+HttpAnswer delete_exchange(ObjectWrite& w) {
+  return answer_of(w.session.request(op::DeleteExchange{1, exchange_name(w.name), false}), http::status::no_content);
+}
+
+HttpAnswer publish_to_exchange(ObjectWrite& w) {
+  // Flow control holds for the API as for any publisher: while an alarm is in effect, nothing is taken in.
+  if (w.alarm_in_effect) {
+    return api_error(http::status::service_unavailable, "service_unavailable",
+                     "a memory or disk alarm is in effect: publishing is paused");
+  }
+  return publish(w.session, exchange_name(w.name), w.body);
+}
+
+// RabbitMQ's write routes on queues and exchanges: the kind, what follows the name ("" for the object itself),
+// the method, and the handler.
+struct ObjectWriteRoute {
+  std::string_view kind;
+  std::string_view action;
+  http::verb method;
+  HttpAnswer (*handle)(ObjectWrite&);
+};
+const ObjectWriteRoute kObjectWrites[] = {
+    {"queues", "", http::verb::put, declare_queue},
+    {"queues", "", http::verb::delete_, delete_queue},
+    {"queues", "contents", http::verb::delete_, purge_queue},
+    {"queues", "get", http::verb::post, get_from_queue},
+    {"exchanges", "", http::verb::put, declare_exchange},
+    {"exchanges", "", http::verb::delete_, delete_exchange},
+    {"exchanges", "publish", http::verb::post, publish_to_exchange},
+};
+
+const ObjectWriteRoute* object_write_route(const std::vector<std::string>& route, http::verb method) {
+  if (route.size() != 3 && route.size() != 4) return nullptr;
+  const std::string_view action = route.size() == 4 ? std::string_view(route[3]) : std::string_view();
+  for (const ObjectWriteRoute& r : kObjectWrites) {
+    if (r.kind == route[0] && r.action == action && r.method == method) return &r;
+  }
+  return nullptr;
+}
+
+HttpAnswer no_such_route() {
+  return api_error(http::status::method_not_allowed, "bad_request", "no such route for this method");
+}
+
+}  // namespace
+
+// The writes, by the route's first part: closing a connection, the administrator's objects, policies, then
+// queues, exchanges and bindings in a vhost (kObjectWrites, bind_or_unbind).
 HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, const ApiUser& who,
                                 const std::optional<std::string>& peer_address) {
   const std::string& what = route[0];
-  const http::verb method = request.method();
-  if (what == "connections" && route.size() == 2 && method == http::verb::delete_) {
-    // RabbitMQ's words for the same close; an AMQP client gets connection.close 320 with them.
-    const std::string reason = "Closed via management plugin";
-    Connection* c = find_connection(route[1]);
-    AmqpConnection* amqp = c == nullptr ? find_amqp_connection(route[1]) : nullptr;
-    const std::string owner = c ? c->session().user() : amqp ? amqp->core().login().auth.user : std::string();
-    if ((c == nullptr && amqp == nullptr) || (!who.administrator && owner != who.user->name)) return not_found();
-    if (c) c->close_by_operator(reason);
-    if (amqp) amqp->close_by_operator(reason);
-    HttpAnswer answer;
-    answer.status = http::status::no_content;
-    return answer;
-  }
+  if (what == "connections") return close_connection(request, route, who);
   if (what == "vhosts" || what == "users" || what == "permissions" || what == "definitions" ||
       what == "vhost-limits" || what == "user-limits") {
     return administer(request, route, who);
@@ -382,71 +475,31 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
   if (!body) return body.error();
   ApiSession session(env_, who, route[1], peer_address);
   if (auto refusal = session.refusal()) return refused(*refusal);
+  if (what == "bindings") return bind_or_unbind(session, route.parts, request.method(), *body, bindings(who, route[1]));
+  const ObjectWriteRoute* handler = object_write_route(route.parts, request.method());
+  if (handler == nullptr) return no_such_route();
   const std::string& name = route[2];
-  const bool existed = (what == "queues" || what == "exchanges") &&
-                       exists(env_.core, route[1], what, what == "exchanges" ? exchange_name(name) : name);
-  const http::status created = existed ? http::status::no_content : http::status::created;
+  const bool existed = exists(env_.core, route[1], what, what == "exchanges" ? exchange_name(name) : name);
   // As RabbitMQ: deleting what is not there is 404 (a client's delete of a missing queue is fine on the wire).
-  if ((what == "queues" || what == "exchanges") && route.size() == 3 && method == http::verb::delete_ && !existed) {
-    return not_found();
-  }
+  if (route.size() == 3 && request.method() == http::verb::delete_ && !existed) return not_found();
+  ObjectWrite w{session, name, *body, existed ? http::status::no_content : http::status::created,
+                env_.alarms.active()};
+  return handler->handle(w);
+}
 
-  if (what == "queues" && route.size() == 3 && method == http::verb::put) {
-    op::DeclareQueue r{1, name, false, false, false, false, {}};
-    auto durable = field<bool>(*body, "durable", false);
-    auto auto_delete = field<bool>(*body, "auto_delete", false);
-    auto args = arguments_of(*body);
-    if (!durable) return durable.error();
-    if (!auto_delete) return auto_delete.error();
-    if (!args) return args.error();
-    r.durable = *durable;
-    r.auto_delete = *auto_delete;
-    r.args = std::move(*args);
-    return answer_of(session.request(r), created);
-  }
-  if (what == "queues" && route.size() == 3 && method == http::verb::delete_) {
-    return answer_of(session.request(op::DeleteQueue{1, name, false, false}), http::status::no_content);
-  }
-  if (what == "queues" && route.size() == 4 && route[3] == "contents" && method == http::verb::delete_) {
-    return answer_of(session.request(op::PurgeQueue{1, name}), http::status::no_content);
-  }
-  if (what == "queues" && route.size() == 4 && route[3] == "get" && method == http::verb::post) {
-    return get_messages(session, name, *body);
-  }
-  if (what == "exchanges" && route.size() == 3 && method == http::verb::put) {
-    op::DeclareExchange r;
-    r.rid = 1;
-    r.name = name;
-    auto type = field<std::string>(*body, "type", "direct");
-    auto durable = field<bool>(*body, "durable", false);
-    auto auto_delete = field<bool>(*body, "auto_delete", false);
-    auto internal = field<bool>(*body, "internal", false);
-    auto args = arguments_of(*body);
-    if (!type) return type.error();
-    if (!durable) return durable.error();
-    if (!auto_delete) return auto_delete.error();
-    if (!internal) return internal.error();
-    if (!args) return args.error();
-    r.type = *type;
-    r.durable = *durable;
-    r.auto_delete = *auto_delete;
-    r.internal = *internal;
-    r.args = std::move(*args);
-    return answer_of(session.request(r), created);
-  }
-  if (what == "exchanges" && route.size() == 3 && method == http::verb::delete_) {
-    return answer_of(session.request(op::DeleteExchange{1, exchange_name(name), false}), http::status::no_content);
-  }
-  if (what == "exchanges" && route.size() == 4 && route[3] == "publish" && method == http::verb::post) {
-    // Flow control holds for the API as for any publisher: while an alarm is in effect, nothing is taken in.
-    if (env_.alarms.active()) {
-      return api_error(http::status::service_unavailable, "service_unavailable",
-                       "a memory or disk alarm is in effect: publishing is paused");
-    }
-    return publish(session, exchange_name(name), *body);
-  }
-  if (what == "bindings") return bind_or_unbind(session, route.parts, method, *body, bindings(who, route[1]));
-  return api_error(http::status::method_not_allowed, "bad_request", "no such route for this method");
+HttpAnswer ManagementApi::close_connection(const HttpRequest& request, const Route& route, const ApiUser& who) {
+  if (route.size() != 2 || request.method() != http::verb::delete_) return not_found();
+  // RabbitMQ's words for the same close; an AMQP client gets connection.close 320 with them.
+  const std::string reason = "Closed via management plugin";
+  Connection* c = find_connection(route[1]);
+  AmqpConnection* amqp = c == nullptr ? find_amqp_connection(route[1]) : nullptr;
+  const std::string owner = c ? c->session().user() : amqp ? amqp->core().login().auth.user : std::string();
+  if ((c == nullptr && amqp == nullptr) || (!who.administrator && owner != who.user->name)) return not_found();
+  if (c) c->close_by_operator(reason);
+  if (amqp) amqp->close_by_operator(reason);
+  HttpAnswer answer;
+  answer.status = http::status::no_content;
+  return answer;
 }
 
 HttpAnswer ManagementApi::write_policy(const HttpRequest& request, const Route& route, const ApiUser& who,
