@@ -224,17 +224,22 @@ void Queue::acknowledge(const QueuedMessage& message) {
 }
 
 void Queue::requeue(QueuedMessage message) {
-  std::vector<QueuedMessage> one;
-  one.push_back(std::move(message));
-  requeue(std::move(one));
+  take_back(std::move(message));
+  dispatch_after_requeue();
 }
 
 void Queue::requeue(std::vector<QueuedMessage> messages) {
-  for (QueuedMessage& message : messages) {
-    count_settled();
-    message.redelivered = true;
-    insert_ready(std::move(message));
-  }
+  for (QueuedMessage& message : messages) take_back(std::move(message));
+  dispatch_after_requeue();
+}
+
+void Queue::take_back(QueuedMessage message) {
+  count_settled();
+  message.redelivered = true;
+  insert_ready(std::move(message));
+}
+
+void Queue::dispatch_after_requeue() {
   // A requeued message counts against x-max-length again, as RabbitMQ's: with drop-head the head goes (most
   // likely the requeued message itself, back at its position); reject-publish refuses only publishes.
   if (settings_.arguments.overflow == Overflow::drop_head) drop_head_while_over_limits();

@@ -193,6 +193,9 @@ class Queue : public std::enable_shared_from_this<Queue> {
 
  private:
   void insert_ready(QueuedMessage message);
+  // requeue: a message back at its position, redelivered; then the limits and a dispatch, once per batch.
+  void take_back(QueuedMessage message);
+  void dispatch_after_requeue();
   QueuedMessage pop_head();
   std::optional<QueuedMessage> pop_for_delivery();
   void dispatch_ready();

@@ -230,6 +230,10 @@ void Session::on_nack(const op::Nack& r) {
 // when the channel closes; each batch is dispatched before the next arrives. A message whose queue was deleted
 // went with it.
 void Session::requeue_in_batches(std::vector<Unacked> settled, bool per_consumer) {
+  if (settled.size() == 1) {  // the usual nack or reject: one message, one batch
+    if (std::shared_ptr<Queue> q = settled.front().queue.lock()) q->requeue(std::move(settled.front().message));
+    return;
+  }
   // By tag, then queue; each batch in the order of the delivery tags.
   std::map<std::pair<std::string, Queue*>, std::vector<QueuedMessage>> batches;
   std::map<Queue*, std::shared_ptr<Queue>> alive;  // kept alive until each has its batch
