@@ -229,27 +229,7 @@ func ready(t *testing.T, ch *amqp.Channel, queue string) int {
 // its own, so that the message is queued (and handed to any consumer that can take it) when it returns.
 func publish(t *testing.T, c *client, queue string, msgs ...amqp.Publishing) {
 	t.Helper()
-	ch := c.channel()
-	defer ch.Close()
-	if err := ch.Confirm(false); err != nil {
-		t.Fatalf("confirm.select: %v", err)
-	}
-	confirms := ch.NotifyPublish(make(chan amqp.Confirmation, len(msgs)))
-	for _, msg := range msgs {
-		if err := ch.Publish("", queue, false, false, msg); err != nil {
-			t.Fatalf("basic.publish: %v", err)
-		}
-	}
-	for range msgs {
-		select {
-		case confirm := <-confirms:
-			if !confirm.Ack {
-				t.Fatalf("publish %d to %s was nacked", confirm.DeliveryTag, queue)
-			}
-		case <-time.After(deadline):
-			t.Fatalf("no confirm within %v", deadline)
-		}
-	}
+	publishVia(t, c, "", queue, msgs...)
 }
 
 func body(s string) amqp.Publishing { return amqp.Publishing{Body: []byte(s)} }
