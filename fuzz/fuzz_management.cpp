@@ -69,9 +69,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   firemq::ManualTime time;
   firemq::Core core(accounts, time);
   firemq::ConnectionRegistry connections(config.bounds.handshakes);
-  firemq::AmqpConnectionRegistry amqp_connections(connections);
   firemq::Alarms alarms(firemq::AlarmLimits{});
-  firemq::ManagementApi api(firemq::ManagementEnv{config, accounts, core, connections, amqp_connections, alarms,
+  firemq::ManagementApi api(firemq::ManagementEnv{config, accounts, core, connections, alarms,
                                                   [] { return std::vector<firemq::ListenerInfo>{}; }});
   const firemq::HttpAnswer answer = api.handle(request, std::string("127.0.0.1"));
   if (!documented(answer.status)) std::abort();

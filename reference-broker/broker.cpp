@@ -60,7 +60,7 @@ void Broker::report_unclaimed_messages() const {
 Result<bool, std::string> Broker::listen() {
   const ListenerPorts& ports = config_.ports;
   http_env_ = {config_.handshake_timeout, config_.websocket_faults,
-               [this](std::unique_ptr<Transport> t) { start_connection(std::move(t)); }, &management_, &registry_,
+               [this](std::unique_ptr<Transport> t) { start_connection<FireProtocol>(std::move(t)); }, &management_, &registry_,
                &config_.trusted_origins};
   if (!config_.tls.certificate.empty()) {
     auto tls = make_tls_context(config_.tls);
@@ -69,15 +69,19 @@ Result<bool, std::string> Broker::listen() {
   } else if (ports.fires || ports.wss) {
     std::cout << "firemq-broker: no TLS certificate (--tls-cert, --tls-key): fires:// and wss:// are off" << std::endl;
   }
-  auto tcp = [this](asio::ip::tcp::socket s) { start_connection(make_tcp_transport(std::move(s))); };
-  auto tls = [this](asio::ip::tcp::socket s) { start_connection(make_tls_transport(std::move(s), *tls_)); };
+  auto tcp = [this](asio::ip::tcp::socket s) { start_connection<FireProtocol>(make_tcp_transport(std::move(s))); };
+  auto tls = [this](asio::ip::tcp::socket s) {
+    start_connection<FireProtocol>(make_tls_transport(std::move(s), *tls_));
+  };
   auto ws = [this](asio::ip::tcp::socket s) { serve_http(std::move(s), http_env_); };
   auto wss = [this](asio::ip::tcp::socket s) { serve_https(std::move(s), *tls_, http_env_); };
   if (auto bound = add_listener(ports.fire, "fire", tcp); !bound) return bound;
   if (auto bound = add_listener(tls_ ? ports.fires : std::nullopt, "fires", tls); !bound) return bound;
   if (auto bound = add_listener(ports.ws, "ws", ws); !bound) return bound;
   if (auto bound = add_listener(tls_ ? ports.wss : std::nullopt, "wss", wss); !bound) return bound;
-  auto amqp = [this](asio::ip::tcp::socket s) { start_amqp_connection(std::move(s)); };
+  auto amqp = [this](asio::ip::tcp::socket s) {
+    start_connection<AmqpProtocol>(make_tcp_transport(std::move(s), "amqp"));
+  };
   if (auto bound = add_listener(ports.amqp, "amqp", amqp); !bound) return bound;
   if (listeners_.empty()) return std::string("every listener is off: nothing to serve");
   if (Status bad = write_port_file()) return bad->msg;
@@ -100,18 +104,12 @@ Result<bool, std::string> Broker::add_listener(std::optional<std::uint16_t> port
   return true;
 }
 
+template <class Protocol>
 void Broker::start_connection(std::unique_ptr<Transport> transport) {
   if (shutting_down_) return transport->abort();  // an upgrade that completed after SIGTERM
-  auto connection = std::make_shared<Connection>(std::move(transport), SessionEnv{config_, definitions_, core_},
-                                                 registry_, io_.get_executor());
-  connection->start();
-}
-
-void Broker::start_amqp_connection(asio::ip::tcp::socket socket) {
-  if (shutting_down_) return;
-  auto connection =
-      std::make_shared<AmqpConnection>(std::move(socket), SessionEnv{config_, definitions_, core_}, amqp_registry_);
-  connection->start();
+  make_connection<Protocol>(std::move(transport), SessionEnv{config_, definitions_, core_}, registry_,
+                            io_.get_executor())
+      ->start();
 }
 
 Status Broker::write_port_file() const {
@@ -166,7 +164,6 @@ awaitable<void> Broker::tick_loop() {
       std::cout << "firemq-broker: " << (alarms_.active() ? "alarm: " + alarms_.describe() : "alarms cleared")
                 << std::endl;
       registry_.set_alarm(alarms_.active());
-      amqp_registry_.set_alarm(alarms_.active());
     }
   }
 }
@@ -189,7 +186,6 @@ void Broker::begin_shutdown() {
   std::cout << "firemq-broker: shutting down" << std::endl;
   for (const auto& listener : listeners_) listener->close();
   registry_.shutdown_all();
-  amqp_registry_.shutdown_all();
   asio::co_spawn(io_, finish_shutdown(), asio::detached);
 }
 
@@ -197,7 +193,7 @@ awaitable<void> Broker::finish_shutdown() {
   // Each connection closes once its close 320 is written; give them the grace period, then stop regardless.
   asio::steady_timer poll(io_);
   const auto deadline = Clock::now() + config_.shutdown_grace;
-  while (!(registry_.empty() && amqp_registry_.empty()) && Clock::now() < deadline) {
+  while (!registry_.empty() && Clock::now() < deadline) {
     poll.expires_after(std::chrono::milliseconds(20));
     error_code ec;
     co_await poll.async_wait(asio::redirect_error(use_awaitable, ec));

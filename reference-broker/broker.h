@@ -8,10 +8,11 @@
 #include <vector>
 
 #include "protocol/error.h"
-#include "reference-broker/net/amqp_connection.h"
+#include "reference-broker/net/amqp_protocol.h"
 #include "reference-broker/net/asio.h"
 #include "reference-broker/core/config.h"
 #include "reference-broker/net/connection.h"
+#include "reference-broker/net/fire_protocol.h"
 #include "reference-broker/core/core.h"
 #include "reference-broker/access/definitions.h"
 #include "reference-broker/store/durable_topology.h"
@@ -40,8 +41,9 @@ class Broker {
  private:
   Result<bool, std::string> add_listener(std::optional<std::uint16_t> port, std::string scheme,
                                          Listener::OnAccept on_accept);
+  // A connection speaking `Protocol` (FireProtocol, AmqpProtocol) over `transport`.
+  template <class Protocol>
   void start_connection(std::unique_ptr<Transport> transport);
-  void start_amqp_connection(asio::ip::tcp::socket socket);
   awaitable<void> tick_loop();
   awaitable<void> statistics_loop();
   void begin_shutdown();
@@ -60,11 +62,10 @@ class Broker {
   // Before io_, so that they outlive it: the coroutines io_ destroys last (an HTTP connection waiting for a
   // request) leave the handshake list as they go.
   ConnectionRegistry registry_{config_.bounds.handshakes};
-  AmqpConnectionRegistry amqp_registry_{registry_};  // shares registry_'s handshake bound
   asio::io_context io_{1};
   std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires and wss listeners
   // The management API on the HTTP listeners; it lists the listeners that are bound.
-  ManagementApi management_{ManagementEnv{config_, definitions_, core_, registry_, amqp_registry_, alarms_, [this] {
+  ManagementApi management_{ManagementEnv{config_, definitions_, core_, registry_, alarms_, [this] {
     std::vector<ListenerInfo> out;
     for (const auto& l : listeners_) out.push_back({l->scheme(), l->port()});
     return out;

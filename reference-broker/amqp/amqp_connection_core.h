@@ -2,7 +2,8 @@
 // handshake (protocol header, start/start-ok, tune/tune-ok, open, as the 0-9-1 spec's section 2.2.4 and RabbitMQ
 // do it) and hands each channel's frames to its AmqpChannel, which maps the channel onto a core Session.
 // Connection exceptions (connection.close with RabbitMQ's reply codes and the failing class and method) are
-// decided here. The I/O around it (reads, the bounded write queue, timers) is amqp_connection.h.
+// decided here. The I/O around it (reads, the bounded write queue, timers) is the connection engine
+// (net/connection.h), which drives it through net/amqp_protocol.h.
 //
 // Runs on the broker thread only.
 #pragma once

@@ -110,7 +110,7 @@ struct BrokerConfig {
 // stops reading from it until the queue drains (a peer that sends but never reads meets this limit).
 inline constexpr std::size_t kMaxPendingBytes = 8 * 1024 * 1024;
 
-// The close, in every connection engine (FireMQ's connection.cpp, AMQP's amqp_connection.cpp). After the last
+// The close, in the connection engine (net/connection.cpp), for both protocols. After the last
 // frame of a closing connection, how long to wait for the peer's end of the conversation before closing anyway:
 // closing with unread input would send a TCP reset, which can destroy the error or close frame in flight.
 inline constexpr std::chrono::milliseconds kLingerAfterClose{2000};

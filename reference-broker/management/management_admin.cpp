@@ -357,17 +357,9 @@ HttpAnswer ManagementApi::saved(http::status done) {
 void ManagementApi::close_connections(const std::function<bool(const std::string&, const std::string&)>& matches,
                                       const std::string& reason) {
   // Copied first: a connection may leave its registry while it closes.
-  const std::vector<Connection*> fire(env_.connections.all().begin(), env_.connections.all().end());
-  for (Connection* c : fire) {
-    const Session& s = c->session();
-    if (s.state() == Session::State::open && matches(s.user(), s.vhost())) c->close_by_operator(reason);
-  }
-  const std::vector<AmqpConnection*> amqp(env_.amqp_connections.all().begin(), env_.amqp_connections.all().end());
-  for (AmqpConnection* c : amqp) {
-    const AmqpConnectionCore& core = c->core();
-    if (core.state() == AmqpConnectionCore::State::open && matches(core.login().auth.user, core.login().vhost)) {
-      c->close_by_operator(reason);
-    }
+  const std::vector<Connection*> all(env_.connections.all().begin(), env_.connections.all().end());
+  for (Connection* c : all) {
+    if (auto owner = connection_owner(*c); owner && matches(owner->user, owner->vhost)) c->close_by_operator(reason);
   }
 }
 

@@ -122,16 +122,16 @@ Json queue_json(const std::string& vhost, const Vhost& in, const Queue& q, const
 }
 
 // An AMQP connection as RabbitMQ shows it; its name is RabbitMQ's too ("peer:port -> local:port").
-Json amqp_connection_json(const AmqpConnection& c) {
-  const AmqpConnectionCore& core = c.core();
+Json amqp_connection_json(const Connection& c) {
+  const AmqpConnectionCore& core = *c.amqp_core();
   const std::string peer_host = core.hints().peer_address.value_or("");
   const std::uint64_t peer_port = peer_port_of(core.name());
   return {{"name", core.name()},
           {"user", core.login().auth.user},
           {"vhost", core.login().vhost},
           {"protocol", "AMQP 0-9-1"},
-          {"transport", "amqp"},
-          {"ssl", false},
+          {"transport", c.transport().scheme()},
+          {"ssl", c.transport().scheme() == "amqps"},
           {"peer_host", peer_host},
           {"peer_port", peer_port},
           {"client_properties", plain_json(core.login().client)},
@@ -440,7 +440,7 @@ std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& rout
     return out;
   }
   if (what == "connections" && route.size() == 3 && route[2] == "channels") {
-    if (find_connection(route[1]) == nullptr && find_amqp_connection(route[1]) == nullptr) return not_found();
+    if (find_connection(route[1]) == nullptr) return not_found();
     Json out = Json::array();
     for (Json& channel : channels(who)) {
       if (channel["connection_details"]["name"] == route[1]) out.push_back(std::move(channel));
@@ -669,7 +669,8 @@ Json ManagementApi::permissions() const { return env_.definitions.to_json()["per
 Json ManagementApi::connections(const ApiUser& who) const {
   Json out = Json::array();
   for (const Connection* c : env_.connections.all()) {
-    const Session& s = c->session();
+    if (c->fire_session() == nullptr) continue;  // AMQP's: below
+    const Session& s = *c->fire_session();
     if (s.state() != Session::State::open) continue;  // in its handshake, or closing: not a client yet
     if (!who.sees_everything && s.user() != who.user->name) continue;
     const std::string peer_host = s.transport_hints().peer_address.value_or("");
@@ -691,14 +692,15 @@ Json ManagementApi::connections(const ApiUser& who) const {
                    {"type", "network"},
                    {"node", "firemq@localhost"}});
   }
-  for (const AmqpConnection* c : amqp_connections(who)) out.push_back(amqp_connection_json(*c));
+  for (const Connection* c : amqp_connections(who)) out.push_back(amqp_connection_json(*c));
   return out;
 }
 
-std::vector<const AmqpConnection*> ManagementApi::amqp_connections(const ApiUser& who) const {
-  std::vector<const AmqpConnection*> out;
-  for (const AmqpConnection* c : env_.amqp_connections.all()) {
-    const AmqpConnectionCore& core = c->core();
+std::vector<const Connection*> ManagementApi::amqp_connections(const ApiUser& who) const {
+  std::vector<const Connection*> out;
+  for (const Connection* c : env_.connections.all()) {
+    if (c->amqp_core() == nullptr) continue;
+    const AmqpConnectionCore& core = *c->amqp_core();
     if (core.state() != AmqpConnectionCore::State::open) continue;  // in its handshake, or closing
     if (!who.sees_everything && core.login().auth.user != who.user->name) continue;
     out.push_back(c);
@@ -709,9 +711,9 @@ std::vector<const AmqpConnection*> ManagementApi::amqp_connections(const ApiUser
 Json ManagementApi::channels(const ApiUser& who) const {
   // FireMQ connections have no channels; AMQP's are listed as RabbitMQ lists them.
   Json out = Json::array();
-  for (const AmqpConnection* c : amqp_connections(who)) {
-    for (const auto& [number, channel] : c->core().channels()) {
-      if (channel->state() == AmqpChannel::State::open) out.push_back(amqp_channel_json(c->core(), *channel));
+  for (const Connection* c : amqp_connections(who)) {
+    for (const auto& [number, channel] : c->amqp_core()->channels()) {
+      if (channel->state() == AmqpChannel::State::open) out.push_back(amqp_channel_json(*c->amqp_core(), *channel));
     }
   }
   return out;
@@ -755,15 +757,16 @@ Json ManagementApi::bindings(const ApiUser& who, const std::optional<std::string
 Json ManagementApi::consumers(const ApiUser& who, const std::optional<std::string>& only) const {
   Json out = Json::array();
   for (const Connection* c : env_.connections.all()) {
-    const Session& s = c->session();
+    if (c->fire_session() == nullptr) continue;  // AMQP's: below
+    const Session& s = *c->fire_session();
     if (s.state() != Session::State::open || !may_see(who, s.vhost()) || (only && *only != s.vhost())) continue;
     const Json details{{"connection_name", s.conn_id()}, {"name", s.conn_id() + " (1)"}, {"user", s.user()}};
     for (const auto& [sub, subscription] : s.subscriptions()) {
       out.push_back(consumer_json(*subscription, s.vhost(), details, subscription->credit()));  // the credit left
     }
   }
-  for (const AmqpConnection* c : amqp_connections(who)) {
-    const AmqpConnectionCore& core = c->core();
+  for (const Connection* c : amqp_connections(who)) {
+    const AmqpConnectionCore& core = *c->amqp_core();
     if (!may_see(who, core.login().vhost) || (only && *only != core.login().vhost)) continue;
     for (const auto& [number, channel] : core.channels()) {
       const Session* s = channel->session();
@@ -851,16 +854,19 @@ Result<Json, HttpAnswer> ManagementApi::policies(const Route& route, const ApiUs
   return not_found();
 }
 
-AmqpConnection* ManagementApi::find_amqp_connection(const std::string& name) const {
-  for (AmqpConnection* c : env_.amqp_connections.all()) {
-    if (c->core().state() == AmqpConnectionCore::State::open && c->core().name() == name) return c;
+std::optional<ConnectionOwner> connection_owner(const Connection& c) {
+  if (const Session* s = c.fire_session(); s != nullptr && s->state() == Session::State::open) {
+    return ConnectionOwner{s->conn_id(), s->user(), s->vhost()};
   }
-  return nullptr;
+  if (const AmqpConnectionCore* core = c.amqp_core(); core != nullptr && core->state() == AmqpConnectionCore::State::open) {
+    return ConnectionOwner{core->name(), core->login().auth.user, core->login().vhost};
+  }
+  return std::nullopt;
 }
 
 Connection* ManagementApi::find_connection(const std::string& name) const {
   for (Connection* c : env_.connections.all()) {
-    if (c->session().conn_id() == name) return c;
+    if (auto owner = connection_owner(*c); owner && owner->name == name) return c;
   }
   return nullptr;
 }

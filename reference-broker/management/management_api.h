@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "reference-broker/core/alarms.h"
-#include "reference-broker/net/amqp_connection.h"
+#include "reference-broker/amqp/amqp_connection_core.h"
 #include "reference-broker/core/config.h"
 #include "reference-broker/net/connection.h"
 #include "reference-broker/core/core.h"
@@ -43,8 +43,7 @@ struct ManagementEnv {
   const BrokerConfig& config;
   Definitions& definitions;  // changed by the administrator's writes (management_admin.cpp)
   Core& core;
-  ConnectionRegistry& connections;
-  AmqpConnectionRegistry& amqp_connections;
+  ConnectionRegistry& connections;  // both protocols'
   const Alarms& alarms;  // flow control: the memory watermark and the disk free limit, and whether they fired
   std::function<std::vector<ListenerInfo>()> listeners;
 };
@@ -78,6 +77,15 @@ struct ApiUser {
   bool policymaker = false;      // administrator or policymaker: may see and set policies (of the vhosts it may use)
   std::string password;          // for the request's own session (management_writes.cpp), then forgotten
 };
+
+// Who an open connection of either protocol belongs to: its name (as RabbitMQ names connections), user and vhost.
+struct ConnectionOwner {
+  std::string name;
+  std::string user;
+  std::string vhost;
+};
+// Nullopt while it is in its handshake or closing: not a client yet, or no more.
+std::optional<ConnectionOwner> connection_owner(const Connection& c);
 
 class ManagementApi final : public HttpApplication {
  public:
@@ -164,7 +172,7 @@ class ManagementApi final : public HttpApplication {
   nlohmann::json permissions() const;
   nlohmann::json connections(const ApiUser& who) const;
   // AMQP connections past connection.open-ok that `who` may see (their own unless they see everything).
-  std::vector<const AmqpConnection*> amqp_connections(const ApiUser& who) const;
+  std::vector<const Connection*> amqp_connections(const ApiUser& who) const;
   nlohmann::json channels(const ApiUser& who) const;
   nlohmann::json exchanges(const ApiUser& who, const std::optional<std::string>& vhost) const;
   nlohmann::json queues(const ApiUser& who, const std::optional<std::string>& vhost) const;
@@ -172,7 +180,6 @@ class ManagementApi final : public HttpApplication {
   nlohmann::json consumers(const ApiUser& who, const std::optional<std::string>& vhost) const;
   nlohmann::json definitions(const ApiUser& who) const;
   Connection* find_connection(const std::string& name) const;
-  AmqpConnection* find_amqp_connection(const std::string& name) const;
 
   // management_metrics.cpp: GET /metrics, Prometheus's text exposition format, aggregated; and GET
   // /metrics/detailed?family=F&vhost=V (each repeatable), the families asked for, per queue of those vhosts (all

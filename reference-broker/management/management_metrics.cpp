@@ -119,15 +119,15 @@ OpenFigures open_figures(const ManagementEnv& env) {
     }
   }
   for (const Connection* c : env.connections.all()) {
-    if (c->session().state() != Session::State::open) continue;
+    if (!connection_owner(*c)) continue;  // in its handshake, or closing
     ++f.connections;
-    f.add_channel(c->session());  // a FireMQ connection is one channel
-  }
-  for (const AmqpConnection* c : env.amqp_connections.all()) {
-    if (c->core().state() != AmqpConnectionCore::State::open) continue;
-    ++f.connections;
-    for (const auto& [number, channel] : c->core().channels()) {
-      if (channel->state() == AmqpChannel::State::open && channel->session() != nullptr) f.add_channel(*channel->session());
+    if (const Session* s = c->fire_session()) f.add_channel(*s);  // a FireMQ connection is one channel
+    if (const AmqpConnectionCore* core = c->amqp_core()) {
+      for (const auto& [number, channel] : core->channels()) {
+        if (channel->state() == AmqpChannel::State::open && channel->session() != nullptr) {
+          f.add_channel(*channel->session());
+        }
+      }
     }
   }
   return f;

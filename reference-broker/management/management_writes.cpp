@@ -492,11 +492,8 @@ HttpAnswer ManagementApi::close_connection(const HttpRequest& request, const Rou
   // RabbitMQ's words for the same close; an AMQP client gets connection.close 320 with them.
   const std::string reason = "Closed via management plugin";
   Connection* c = find_connection(route[1]);
-  AmqpConnection* amqp = c == nullptr ? find_amqp_connection(route[1]) : nullptr;
-  const std::string owner = c ? c->session().user() : amqp ? amqp->core().login().auth.user : std::string();
-  if ((c == nullptr && amqp == nullptr) || (!who.administrator && owner != who.user->name)) return not_found();
-  if (c) c->close_by_operator(reason);
-  if (amqp) amqp->close_by_operator(reason);
+  if (c == nullptr || (!who.administrator && connection_owner(*c)->user != who.user->name)) return not_found();
+  c->close_by_operator(reason);
   HttpAnswer answer;
   answer.status = http::status::no_content;
   return answer;

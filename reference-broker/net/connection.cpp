@@ -1,7 +1,5 @@
 #include "reference-broker/net/connection.h"
 
-#include <iostream>
-
 #include "reference-broker/core/log.h"
 #include "reference-broker/core/memory_account.h"
 
@@ -9,17 +7,9 @@ namespace firemq {
 namespace {
 
 using boost::system::error_code;
-// kLingerAfterClose and kMaxClosingTime (config.h) are shared with the AMQP engine.
+// kLingerAfterClose, kMaxClosingTime and kMaxPendingBytes are config.h's.
 // How long a batch of frames may stay open for bytes that are already waiting (Transport::has_buffered_input).
 constexpr std::chrono::milliseconds kMaxBatchHold{1};
-// Fairness between connections: a publisher's 64 KiB read holds up to some 1,600 publishes of 16 B. Processed in
-// one go, a consumer of the same queue on another connection gets one credit window of deliveries per such read
-// and falls ever further behind. So at most this many frames of a read are processed per turn of the event
-// loop; between two turns the other connections read their credit and write their deliveries. Counted in frames,
-// not bytes as the AMQP engine's kFeedSlice: what a consumer takes per turn is a number of messages (its credit),
-// and 1 KiB messages cut into 2 KiB slices cost more turns than they gave. 16 and 32 frames did best in every row
-// of firemq-bench, 64 and more let the consumer fall behind again (docs/benchmarks.md, issue 15).
-constexpr std::size_t kFramesPerTurn = 16;
 
 // Waits until `timer` is cancelled (a wake-up) or expires.
 awaitable<void> wait(asio::steady_timer& timer) {
@@ -59,12 +49,12 @@ void ConnectionRegistry::set_alarm(bool active) {
   for (Connection* c : connections_) c->on_alarm_changed();
 }
 
-Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, ConnectionRegistry& registry,
-                       asio::any_io_executor executor)
+Connection::Connection(std::unique_ptr<Transport> transport, const MakeProtocol& make_protocol, SessionEnv env,
+                       ConnectionRegistry& registry, asio::any_io_executor executor)
     : transport_(std::move(transport)),
       registry_(registry),
       env_core_(env.core),
-      session_(env, *this, transport_->describe(), transport_->hints()),
+      protocol_(make_protocol(*this, *transport_)),
       writer_wakeup_(executor),
       reader_wakeup_(executor),
       heartbeat_timer_(executor),
@@ -72,7 +62,7 @@ Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, Con
       linger_timer_(executor),
       closing_deadline_(executor),
       batch_timer_(executor) {
-  // The deadline covers the transport's own handshake (TLS, the WebSocket upgrade) as well as FMQ1 and hello:
+  // The deadline covers the transport's own handshake (TLS, the WebSocket upgrade) as well as the protocol's:
   // a client that opens connections and never finishes them cannot hold them for long.
   handshake_timer_.expires_after(env.config.handshake_timeout);
   connected_at_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -80,8 +70,7 @@ Connection::Connection(std::unique_ptr<Transport> transport, SessionEnv env, Con
 }
 
 void Connection::close_by_operator(const std::string& reason) {
-  if (!opened_ || session_.state() == Session::State::awaiting_hello) return stop();
-  session_.close_forced(reason);
+  if (!opened_ || !protocol_->close_by_operator(reason)) stop();
 }
 
 void Connection::start() {
@@ -97,9 +86,9 @@ void Connection::spawn(awaitable<void> (Connection::*coroutine)(), const char* w
 }
 
 void Connection::shutdown() {
-  // SIGTERM before the transport's handshake finished: there is no FireMQ conversation to close yet.
+  // SIGTERM before the transport's handshake finished: there is no conversation to close yet.
   if (!opened_) return stop();
-  session_.on_shutdown();
+  protocol_->on_shutdown();
 }
 
 awaitable<void> Connection::reader() {
@@ -128,8 +117,8 @@ awaitable<void> Connection::reader() {
     // A read already under way when an alarm fired completes; its bytes (one chunk at most) wait unprocessed.
     co_await wait_until_readable();
     if (stopped_) co_return;
-    if (session_.state() == Session::State::closing) continue;
-    while (consume_frames(kFramesPerTurn)) {
+    if (closing()) continue;
+    while (take_input()) {
       // The rest of the read is already here: like bytes waiting in the transport, it belongs to this batch.
       hold_batch();
       co_await asio::post(handshake_timer_.get_executor(), use_awaitable);  // the other connections' turn
@@ -137,6 +126,7 @@ awaitable<void> Connection::reader() {
       if (stopped_) co_return;
     }
     if (stopped_) co_return;
+    if (!heartbeat_started_ && protocol_->phase() == ConnectionProtocol::Phase::open) start_heartbeat();
     if (transport_->has_buffered_input()) {
       hold_batch();  // more frames are already here: one confirm for them all
     } else {
@@ -149,8 +139,8 @@ void Connection::end_batch() {
   batch_held_ = false;
   batch_timer_.cancel();
   write_out_journal();  // the records of this batch's publishes go to the OS and the fsync starts
-  session_.flush();     // one confirm {upto} for everything this batch brought
-  tell_flow();          // a connection that just published during an alarm is paused now
+  protocol_->end_batch();                 // one confirm for everything this batch brought
+  protocol_->tell_alarm(registry_.alarm());  // a connection that just published during an alarm is paused now
 }
 
 void Connection::hold_batch() {
@@ -169,7 +159,7 @@ awaitable<void> Connection::wait_until_readable() {
   // holds, a publishing connection is not read either ("throttled by the server no longer reading its socket").
   // A closing connection is drained regardless.
   auto gated = [this] {
-    return !stopped_ && session_.state() != Session::State::closing &&
+    return !stopped_ && !closing() &&
            (pending_bytes_ > kMaxPendingBytes || paused_by_alarm());
   };
   while (gated()) {
@@ -178,22 +168,9 @@ awaitable<void> Connection::wait_until_readable() {
   }
 }
 
-bool Connection::consume_frames(std::size_t max_frames) {
-  std::size_t taken = 0;
-  while (!stopped_ && session_.state() != Session::State::closing) {
-    if (taken == max_frames) return true;
-    // The limit changes with the session's state (65,536 before welcome, max_frame after), frame by frame.
-    NextFrame next = transport_->next_frame(session_.max_frame());
-    if (next.kind == NextFrame::Kind::need_more) return false;
-    if (next.kind == NextFrame::Kind::error) {
-      session_.on_framing_error(next.error);
-      return false;
-    }
-    ++taken;
-    session_.on_frame(next.frame);
-    if (!heartbeat_started_ && session_.state() == Session::State::open) start_heartbeat();
-  }
-  return false;
+bool Connection::take_input() {
+  // Stops as soon as the protocol has closed or failed: what follows a close is not acted on.
+  return !stopped_ && !closing() && protocol_->take_input(*transport_);
 }
 
 void Connection::drop_in_handshake() {
@@ -206,7 +183,7 @@ void Connection::start_heartbeat() {
   heartbeat_started_ = true;
   handshake_timer_.cancel();
   registry_.handshake_done(this);
-  heartbeat_.start(session_.heartbeat(), Clock::now());
+  heartbeat_.start(protocol_->heartbeat(), Clock::now());
   if (!heartbeat_.enabled()) return;
   spawn(&Connection::heartbeat, "heartbeat");
 }
@@ -259,12 +236,12 @@ awaitable<void> Connection::heartbeat() {
   while (!stopped_) {
     heartbeat_timer_.expires_at(heartbeat_.next_due());
     co_await wait(heartbeat_timer_);
-    if (stopped_ || session_.state() == Session::State::closing) co_return;
+    if (stopped_ || closing()) co_return;
     // A connection paused by an alarm is not read, so its heartbeats cannot be seen: it is not counted dead.
     if (paused_by_alarm()) heartbeat_.on_received(Clock::now());
     switch (heartbeat_.due(Clock::now())) {
       case HeartbeatMonitor::Due::send_ping:
-        send(op::Ping{}, {});
+        protocol_->send_heartbeat();
         heartbeat_.on_sent(Clock::now());  // queued now; a full socket must not cause a ping per tick
         break;
       case HeartbeatMonitor::Due::peer_dead:
@@ -280,43 +257,18 @@ awaitable<void> Connection::heartbeat() {
 awaitable<void> Connection::handshake_deadline() {
   error_code ec;
   co_await handshake_timer_.async_wait(asio::redirect_error(use_awaitable, ec));
-  if (!ec && session_.state() == Session::State::awaiting_hello) stop();
+  if (!ec && protocol_->phase() == ConnectionProtocol::Phase::handshake) stop();
 }
 
 void Connection::on_alarm_changed() {
-  tell_flow();
+  if (!stopped_) protocol_->tell_alarm(registry_.alarm());
   reader_wakeup_.cancel();  // re-check the gate in reader()
 }
 
-void Connection::tell_flow() {
-  if (stopped_ || session_.state() != Session::State::open) return;
-  // "The server sends pause: true when a memory or disk alarm fires ... pause: false" when they clear.
-  if (paused_by_alarm() && !told_pause_) {
-    send(op::Flow{true}, {});
-    told_pause_ = true;
-  } else if (!registry_.alarm() && told_pause_) {
-    send(op::Flow{false}, {});
-    told_pause_ = false;
-  }
-}
-
-template <class Append>
-void Connection::queue_frame(Append&& append) {
-  if (stopped_) return;
-  const std::size_t before = outbound_.size();
-  append(outbound_);  // the stream form; a WebSocket transport leaves len out
-  const std::size_t size = outbound_.size() - before;
-  pending_bytes_ += size;
-  MemoryAccount::add(size);  // frames waiting to be written count for the memory watermark
+void Connection::queued(std::size_t bytes) {
+  pending_bytes_ += bytes;
+  MemoryAccount::add(bytes);  // frames waiting to be written count for the memory watermark
   writer_wakeup_.cancel();
-}
-
-void Connection::send(const Message& message, ByteView payload) {
-  queue_frame([&](Bytes& out) { append_frame(out, message, payload); });
-}
-
-void Connection::send_deliver(const DeliverView& deliver, ByteView body, const MessageExtras& /*no FireMQ field*/) {
-  queue_frame([&](Bytes& out) { append_frame(out, deliver, body); });
 }
 
 void Connection::close_after_flush() {
@@ -334,7 +286,7 @@ void Connection::close_after_flush() {
 void Connection::stop() {
   if (stopped_) return;
   stopped_ = true;
-  session_.on_connection_lost();  // requeue what it held before anything else is delivered to it
+  protocol_->on_connection_lost();  // requeue what it held before anything else is delivered to it
   transport_->abort();
   writer_wakeup_.cancel();
   reader_wakeup_.cancel();

@@ -1,25 +1,28 @@
-// The connection engine: one client connection around one Session, over any Transport (TCP, TLS, WebSocket,
-// WSS). It owns the policy every transport shares: the handshake deadline, the bounded outbound queue and its
+// The connection engine: one client connection, of either protocol, over any Transport (TCP, TLS, WebSocket,
+// WSS). It owns the policy every connection shares: the handshake deadline, the bounded outbound queue and its
 // memory accounting, the flow-control pause, heartbeats, the message store's write-out before frames leave, and
-// the close after a close or a fatal error. Coroutines on the broker thread: reader() feeds the transport's
-// frames to the session, writer() drains the session's outbound queue, heartbeat() sends pings and notices a
-// dead peer. Only the transport touches the socket.
+// the close after a close or a fatal error. What the protocol decides is a ConnectionProtocol
+// (connection_protocol.h): FireMQ's (fire_protocol.h) or AMQP 0-9-1's (amqp_protocol.h). Coroutines on the broker
+// thread: reader() hands what the transport read to the protocol, writer() drains the outbound buffer the
+// protocol encodes frames into, heartbeat() sends heartbeats and notices a dead peer. Only the transport touches
+// the socket.
 //
 // Runs on the broker thread only. Each coroutine holds a shared_ptr to the Connection, so it lives until the
 // last of them ends; the ConnectionRegistry holds plain pointers and is told in stop().
 #pragma once
 
+#include <functional>
 #include <list>
 #include <memory>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
-#include "protocol/frame.h"
 #include "reference-broker/net/asio.h"
+#include "reference-broker/net/connection_protocol.h"
+#include "reference-broker/net/transport.h"
 #include "reference-broker/session/heartbeat.h"
 #include "reference-broker/session/session.h"
-#include "reference-broker/net/transport.h"
 
 namespace firemq {
 
@@ -33,15 +36,15 @@ class InHandshake {
   virtual void drop_in_handshake() = 0;
 };
 
-// Every open connection, for graceful shutdown (as Asio's connection_manager::stop_all), and those still in their
-// handshake (accepted, no welcome yet), which are bounded.
+// Every open connection of either protocol, for graceful shutdown (as Asio's connection_manager::stop_all), the
+// alarms and the management API, and those still in their handshake (accepted, not yet open), which are bounded.
 class ConnectionRegistry {
  public:
   // ClientBounds::handshakes: at most this many connections may be in their handshake at once.
   explicit ConnectionRegistry(std::size_t max_handshakes) : max_handshakes_(max_handshakes) {}
   // A new connection, in its handshake (begin_handshake).
   void add(Connection* c);
-  // A connection in its handshake, FireMQ's or (through AmqpConnectionRegistry) AMQP's: one bound for the broker.
+  // A connection in its handshake (of either protocol, or an HTTP connection before its request): one bound.
   // Past the bound, the one that has waited longest is dropped: a flood of connections that never finish cannot
   // hold descriptors and memory, and a real client, whose handshake takes milliseconds, is not the one dropped.
   void begin_handshake(InHandshake* c);
@@ -66,17 +69,22 @@ class ConnectionRegistry {
   bool alarm_ = false;
 };
 
-class Connection : public std::enable_shared_from_this<Connection>, public InHandshake, private Outbox {
+class Connection : public std::enable_shared_from_this<Connection>, public InHandshake, private ConnectionOutput {
  public:
-  Connection(std::unique_ptr<Transport> transport, SessionEnv env, ConnectionRegistry& registry,
-             asio::any_io_executor executor);
+  // Makes the protocol the connection speaks, once the engine (its output) and the transport exist.
+  using MakeProtocol = std::function<std::unique_ptr<ConnectionProtocol>(ConnectionOutput&, const Transport&)>;
+
+  Connection(std::unique_ptr<Transport> transport, const MakeProtocol& make_protocol, SessionEnv env,
+             ConnectionRegistry& registry, asio::any_io_executor executor);
 
   void start();
   void shutdown();
   void on_alarm_changed();
   void drop_in_handshake() override;
   const Transport& transport() const { return *transport_; }
-  const Session& session() const { return session_; }
+  // The FireMQ session or the AMQP connection this engine carries: the other is nullptr.
+  const Session* fire_session() const { return protocol_->fire_session(); }
+  const AmqpConnectionCore* amqp_core() const { return protocol_->amqp_core(); }
   // When it was accepted (ms since the epoch), as the management API's connected_at.
   std::int64_t connected_at_ms() const { return connected_at_ms_; }
   // DELETE /api/connections/NAME: close 320 with the operator's reason (before the handshake: closed at once).
@@ -91,29 +99,26 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   awaitable<void> handshake_deadline();
   awaitable<void> lingering_close();
   awaitable<void> wait_until_readable();
-  // Hands the transport's frames to the session until it needs more bytes, or `max_frames` were taken: true
-  // in the second case (frames may remain; kFramesPerTurn).
-  bool consume_frames(std::size_t max_frames);
+  // Hands the protocol one turn's worth of what the transport read: true when more is waiting (kFramesPerTurn).
+  bool take_input();
   void end_batch();
   void hold_batch();
   void start_heartbeat();
-  bool paused_by_alarm() const { return registry_.alarm() && session_.has_published(); }
-  void tell_flow();
+  bool paused_by_alarm() const { return registry_.alarm() && protocol_->has_published(); }
+  bool closing() const { return protocol_->phase() == ConnectionProtocol::Phase::closing; }
   void write_out_journal() {
     if (Journal* journal = env_core_.journal()) journal->write_out();
   }
-  void send(const Message& message, ByteView payload) override;
-  void send_deliver(const DeliverView& deliver, ByteView body, const MessageExtras& extras) override;
+  // ConnectionOutput
+  Bytes* outbound() override { return stopped_ ? nullptr : &outbound_; }
+  void queued(std::size_t bytes) override;
   void close_after_flush() override;
-  // Both sends: the frame `append` puts on the end of the outbound buffer is counted and the writer woken.
-  template <class Append>
-  void queue_frame(Append&& append);
   void stop();
 
   std::unique_ptr<Transport> transport_;
   ConnectionRegistry& registry_;
   Core& env_core_;  // for the message store
-  Session session_;
+  std::unique_ptr<ConnectionProtocol> protocol_;
   HeartbeatMonitor heartbeat_;
   bool heartbeat_started_ = false;
 
@@ -122,7 +127,6 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   Bytes outbound_;
   std::size_t pending_bytes_ = 0;  // bounded by kMaxPendingBytes: see reader()
   bool close_after_flush_ = false;
-  bool told_pause_ = false;        // flow {pause: true} was sent and not yet lifted
   bool opened_ = false;           // the transport's handshake is done: frames may be written
   bool stopped_ = false;
   asio::steady_timer writer_wakeup_;
@@ -135,5 +139,15 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   bool batch_held_ = false;
   std::int64_t connected_at_ms_;
 };
+
+// A connection speaking `Protocol` (FireProtocol, AmqpProtocol) over `transport`, not started yet.
+template <class Protocol>
+std::shared_ptr<Connection> make_connection(std::unique_ptr<Transport> transport, SessionEnv env,
+                                            ConnectionRegistry& registry, asio::any_io_executor executor) {
+  auto speak = [env](ConnectionOutput& output, const Transport& t) -> std::unique_ptr<ConnectionProtocol> {
+    return std::make_unique<Protocol>(env, output, t);
+  };
+  return std::make_shared<Connection>(std::move(transport), speak, env, registry, std::move(executor));
+}
 
 }  // namespace firemq

@@ -1,5 +1,6 @@
 #include "reference-broker/net/stream_transport.h"
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <type_traits>
@@ -47,14 +48,14 @@ class StreamTransport final : public Transport {
   static constexpr bool kTls = std::is_same_v<Stream, TlsStream>;
 
  public:
-  explicit StreamTransport(Stream stream) : stream_(std::move(stream)) {
+  StreamTransport(Stream stream, std::string_view scheme) : stream_(std::move(stream)), scheme_(scheme) {
     error_code ec;
     stream_.lowest_layer().set_option(asio::ip::tcp::no_delay(true), ec);
     if constexpr (!kTls) stream_.non_blocking(true, ec);  // read_when_ready() reads without waiting
   }
   ~StreamTransport() override { ReadBuffers::give_back(std::move(chunk_)); }
 
-  std::string_view scheme() const override { return kTls ? "fires" : "fire"; }
+  std::string_view scheme() const override { return scheme_; }
   std::string describe() const override { return describe_endpoints(stream_.lowest_layer()); }
   TransportHints hints() const override {
     return {std::nullopt, peer_address_of(stream_.lowest_layer()), std::nullopt};
@@ -98,6 +99,17 @@ class StreamTransport final : public Transport {
     }
     ReadBuffers::give_back(std::move(chunk_));  // every byte is taken (a partial frame is the decoder's copy)
     return {};
+  }
+
+  ByteView next_bytes(std::size_t max) override {
+    if (unread_.empty()) {
+      // The bytes given last are taken: AMQP's decoder keeps its own copy of a partial frame.
+      ReadBuffers::give_back(std::move(chunk_));
+      return {};
+    }
+    const ByteView bytes = unread_.first(std::min(max, unread_.size()));
+    unread_ = unread_.subspan(bytes.size());
+    return bytes;
   }
 
   awaitable<bool> write(ByteView frames) override {
@@ -160,6 +172,7 @@ class StreamTransport final : public Transport {
   }
 
   Stream stream_;
+  std::string_view scheme_;  // "fire", "fires" or "amqp": a literal
   FrameDecoder decoder_{StreamSide::server};
   ReadBuffers::Buffer chunk_;  // held only while it has bytes the decoder has not taken (ReadBuffers)
   ByteView unread_;  // the part of chunk_ the decoder has not taken yet
@@ -184,12 +197,13 @@ std::string peer_address_of(const asio::basic_socket<asio::ip::tcp>& socket) {
   return ec ? std::string("unknown") : peer.address().to_string();
 }
 
-std::unique_ptr<Transport> make_tcp_transport(asio::ip::tcp::socket socket) {
-  return std::make_unique<StreamTransport<asio::ip::tcp::socket>>(std::move(socket));
+std::unique_ptr<Transport> make_tcp_transport(asio::ip::tcp::socket socket, std::string_view scheme) {
+  return std::make_unique<StreamTransport<asio::ip::tcp::socket>>(std::move(socket), scheme);
 }
 
-std::unique_ptr<Transport> make_tls_transport(asio::ip::tcp::socket socket, asio::ssl::context& tls) {
-  return std::make_unique<StreamTransport<TlsStream>>(TlsStream(std::move(socket), tls));
+std::unique_ptr<Transport> make_tls_transport(asio::ip::tcp::socket socket, asio::ssl::context& tls,
+                                              std::string_view scheme) {
+  return std::make_unique<StreamTransport<TlsStream>>(TlsStream(std::move(socket), tls), scheme);
 }
 
 }  // namespace firemq

@@ -1,6 +1,7 @@
 // The stream transports of the spec's "Transports" table: TCP (fire://, port 5673) and TLS (fires://, port 5674,
 // "As TCP, inside TLS"). The client sends FMQ1, then length-prefixed frames; FrameDecoder cuts them. Over TLS the
-// preamble is sent inside TLS (docs/spec-notes.md, "FMQ1 over TLS").
+// preamble is sent inside TLS (docs/spec-notes.md, "FMQ1 over TLS"). AMQP 0-9-1 (amqp://, port 5672) is a TCP
+// stream too: its bytes go to AMQP's own decoder (Transport::next_bytes).
 #pragma once
 
 #include <memory>
@@ -11,9 +12,11 @@
 
 namespace firemq {
 
-std::unique_ptr<Transport> make_tcp_transport(asio::ip::tcp::socket socket);
+// `scheme` names what is spoken over it (Transport::scheme): a string literal.
+std::unique_ptr<Transport> make_tcp_transport(asio::ip::tcp::socket socket, std::string_view scheme = "fire");
 // The TLS handshake is the transport's open(), under the engine's handshake deadline.
-std::unique_ptr<Transport> make_tls_transport(asio::ip::tcp::socket socket, asio::ssl::context& tls);
+std::unique_ptr<Transport> make_tls_transport(asio::ip::tcp::socket socket, asio::ssl::context& tls,
+                                              std::string_view scheme = "fires");
 
 // "peer:port -> local:port", as RabbitMQ names connections.
 std::string describe_endpoints(const asio::basic_socket<asio::ip::tcp>& socket);

@@ -1,6 +1,6 @@
-// The seam between the connection engine (connection.h) and a wire. A Transport reads the peer's bytes and cuts
-// them into frames, writes frames, and ends the conversation in its own way; that is all that differs between
-// TCP, TLS, WebSocket and WSS. Every policy (the bounded outbound queue, the alarm pause, heartbeats, the
+// The seam between the connection engine (connection.h) and a wire. A Transport reads the peer's bytes and gives
+// them to the protocol (cut into FireMQ frames, or as bytes for AMQP's own decoder), writes frames, and ends the
+// conversation in its own way; that is all that differs between TCP, TLS, WebSocket and WSS. Every policy (the bounded outbound queue, the alarm pause, heartbeats, the
 // handshake deadline, close after an error) is the engine's, written once.
 //
 // Adapters: stream_transport.h (fire, fires: FMQ1 then length-prefixed frames, plain or inside TLS) and
@@ -37,7 +37,7 @@ class Transport {
  public:
   virtual ~Transport() = default;
 
-  // The URL scheme clients use to reach this transport: "fire", "fires", "ws" or "wss".
+  // The URL scheme clients use to reach this transport: "fire", "fires", "ws", "wss" or "amqp".
   virtual std::string_view scheme() const = 0;
   // "peer:port -> local:port", as RabbitMQ names connections (welcome.conn_id).
   virtual std::string describe() const = 0;
@@ -51,6 +51,10 @@ class Transport {
   virtual awaitable<bool> read() = 0;
   // The next frame in what read() brought, checked against `max_frame` (4 + len, docs/spec-notes.md).
   virtual NextFrame next_frame(std::size_t max_frame) = 0;
+  // The next bytes of what read() brought, at most `max`, for a protocol that cuts its own frames (AMQP 0-9-1):
+  // valid until the next call, which may give the read buffer back. Empty: every byte is taken. Only the stream
+  // transports carry AMQP; a WebSocket transport has no byte stream to give and gives nothing.
+  virtual ByteView next_bytes(std::size_t /*max*/) { return {}; }
   // Whether the peer's next bytes are already here, once next_frame() has said need-more: the engine then
   // holds back what it coalesces per read (the confirm {upto}) for the next read, a moment at most. A TCP read
   // takes everything waiting, so only a transport whose read brings less (one WebSocket message) says yes.
