@@ -66,8 +66,9 @@ Result<bool, std::string> Broker::listen() {
     auto tls = make_tls_context(config_.tls);
     if (!tls) return tls.error();
     tls_ = std::move(*tls);
-  } else if (ports.fires || ports.wss) {
-    std::cout << "firemq-broker: no TLS certificate (--tls-cert, --tls-key): fires:// and wss:// are off" << std::endl;
+  } else if (ports.fires || ports.wss || ports.amqps) {
+    std::cout << "firemq-broker: no TLS certificate (--tls-cert, --tls-key): fires://, wss:// and amqps:// are off"
+              << std::endl;
   }
   auto tcp = [this](asio::ip::tcp::socket s) { start_connection<FireProtocol>(make_tcp_transport(std::move(s))); };
   auto tls = [this](asio::ip::tcp::socket s) {
@@ -82,7 +83,11 @@ Result<bool, std::string> Broker::listen() {
   auto amqp = [this](asio::ip::tcp::socket s) {
     start_connection<AmqpProtocol>(make_tcp_transport(std::move(s), "amqp"));
   };
+  auto amqps = [this](asio::ip::tcp::socket s) {
+    start_connection<AmqpProtocol>(make_tls_transport(std::move(s), *tls_, "amqps"));
+  };
   if (auto bound = add_listener(ports.amqp, "amqp", amqp); !bound) return bound;
+  if (auto bound = add_listener(tls_ ? ports.amqps : std::nullopt, "amqps", amqps); !bound) return bound;
   if (listeners_.empty()) return std::string("every listener is off: nothing to serve");
   if (Status bad = write_port_file()) return bad->msg;
   for (const auto& listener : listeners_) {

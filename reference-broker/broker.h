@@ -63,7 +63,7 @@ class Broker {
   // request) leave the handshake list as they go.
   ConnectionRegistry registry_{config_.bounds.handshakes};
   asio::io_context io_{1};
-  std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires and wss listeners
+  std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires, wss and amqps listeners
   // The management API on the HTTP listeners; it lists the listeners that are bound.
   ManagementApi management_{ManagementEnv{config_, definitions_, core_, registry_, alarms_, [this] {
     std::vector<ListenerInfo> out;

@@ -20,7 +20,7 @@ struct RawFlags {
   std::uint64_t handshake_ms = 0;
   std::uint64_t statistics_interval_ms = 0;
   std::string fire_port = "5673", fires_port = "5674", ws_port = "15672", wss_port = "15671";
-  std::string amqp_port = "5672";
+  std::string amqp_port = "5672", amqps_port = "5671";
   std::string loopback_users = "guest";
   std::string loopback_addresses = "127.0.0.0/8,::1";
   std::string trusted_origins = "loopback";
@@ -83,8 +83,10 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
        "HTTPS port for WebSocket over TLS, wss://host:PORT/fire (needs --tls-cert and --tls-key); 0: free; off: none")
       ("amqp-port", po::value(&raw.amqp_port)->default_value(raw.amqp_port),
        "TCP port for AMQP 0-9-1 clients, sharing the broker with FireMQ; 0 picks a free port; off: none")
+      ("amqps-port", po::value(&raw.amqps_port)->default_value(raw.amqps_port),
+       "TLS port for AMQP 0-9-1 clients, amqps:// (needs --tls-cert and --tls-key); 0 picks a free port; off: none")
       ("tls-cert", po::value(&c.tls.certificate),
-       "PEM certificate (chain) of the TLS listeners; without it fires:// and wss:// are off")
+       "PEM certificate (chain) of the TLS listeners; without it fires://, wss:// and amqps:// are off")
       ("tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")
       ("tls-ciphers", po::value(&c.tls.ciphers)->default_value(c.tls.ciphers, "forward-secret AEAD suites"),
        "the TLS listeners' TLS 1.2 cipher suites, OpenSSL cipher-list syntax, in the server's order of preference; "
@@ -93,7 +95,7 @@ po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
       ("tls-ca", po::value(&c.tls.client_ca),
        "PEM CA certificates: TLS clients must present a certificate signed by one (default: not asked)")
       ("port-file", po::value(&c.port_file),
-       "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P, \"amqp\": P}")
+       "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P, \"amqp\": P, \"amqps\": P}")
       ("definitions", po::value(&c.definitions_file),
        "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")
       ("loopback-users", po::value(&raw.loopback_users)->default_value(raw.loopback_users),
@@ -203,9 +205,9 @@ firemq::Result<firemq::AmqpFaults, std::string> parse_amqp_fault(const std::stri
 firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
   const std::pair<const char*, const std::string*> flags[] = {
       {"port", &raw.fire_port}, {"tls-port", &raw.fires_port}, {"ws-port", &raw.ws_port}, {"wss-port", &raw.wss_port},
-      {"amqp-port", &raw.amqp_port}};
+      {"amqp-port", &raw.amqp_port}, {"amqps-port", &raw.amqps_port}};
   std::optional<std::uint16_t>* ports[] = {&config.ports.fire, &config.ports.fires, &config.ports.ws, &config.ports.wss,
-                                           &config.ports.amqp};
+                                           &config.ports.amqp, &config.ports.amqps};
   for (std::size_t i = 0; i < std::size(ports); ++i) {
     auto port = parse_port(flags[i].first, *flags[i].second);
     if (!port) return port.error();

@@ -77,7 +77,7 @@ std::optional<Target> amqp_only_target(const Options& o, bool transport_given) {
                  "with it (for a broker that speaks both, give its FireMQ URL as --url and this one as --amqp-url)\n";
     return std::nullopt;
   }
-  auto amqp = parse_amqp_url(o.url);
+  auto amqp = parse_amqp_url(o.url, {o.ca_file, o.insecure});
   if (!amqp) {
     std::cerr << "firemq-conform: --url " << o.url << ": " << amqp.error() << "\n";
     return std::nullopt;
@@ -97,7 +97,7 @@ std::optional<Target> amqp_only_target(const Options& o, bool transport_given) {
 }
 
 std::optional<Target> target_from_url(const Options& o, bool transport_given) {
-  if (std::string_view(o.url).starts_with("amqp://")) return amqp_only_target(o, transport_given);
+  if (o.url.starts_with("amqp://") || o.url.starts_with("amqps://")) return amqp_only_target(o, transport_given);
   auto url = firemq::parse_url(o.url);
   if (!url) {
     std::cerr << "firemq-conform: --url " << o.url << ": " << url.error() << "\n";
@@ -130,7 +130,7 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
     t.features.insert("management");
   }
   if (!o.amqp_url.empty()) {
-    auto amqp = parse_amqp_url(o.amqp_url);
+    auto amqp = parse_amqp_url(o.amqp_url, {o.ca_file, o.insecure});
     if (!amqp) {
       std::cerr << "firemq-conform: --amqp-url " << o.amqp_url << ": " << amqp.error() << "\n";
       return std::nullopt;

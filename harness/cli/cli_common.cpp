@@ -29,10 +29,11 @@ po::options_description describe_flags(Options& o) {
        "the --url target's management API, http://[user:pass@]host:port (default: the --url's user and password); "
        "declares the feature management, whose cases use it")
       ("amqp-url", po::value(&o.amqp_url),
-       "the --url target's AMQP 0-9-1 listener, amqp://user:pass@host[:port][/vhost] (port 5672 by default); "
+       "the --url target's AMQP 0-9-1 listener, amqp://user:pass@host[:port][/vhost] (port 5672 by default) or "
+       "amqps://... (inside TLS, port 5671 by default; --ca-file and --insecure apply); "
        "declares the feature amqp, whose cases (interop) use it")
       ("url", po::value(&o.url), "the broker to test: fire://user:pass@host:port/vhost, fires://..., "
-                                 "ws://user:pass@host:port/fire?vhost=v or wss://...; or amqp://user:pass@host:port/vhost, "
+                                 "ws://user:pass@host:port/fire?vhost=v or wss://...; or amqp://user:pass@host:port/vhost (or amqps://), "
                                  "a broker that speaks AMQP 0-9-1 only: just the AMQP-only cases run; default: "
                                  "start the reference broker on free ports")
       ("transport", po::value(&o.transport)->default_value(o.transport),
@@ -207,7 +208,15 @@ std::optional<Embedded> start_embedded(const Options& o, const std::string& run_
     // restarts its broker gets one of its own).
     t.features = {"conform-definitions", "restart", "management"};
     t.management = HttpEndpoint{"127.0.0.1", e.broker->port(Transport::ws), "guest", "guest"};
-    t.amqp = AmqpEndpoint{"127.0.0.1", e.broker->amqp_port(), "guest", "guest", "/"};
+    t.amqp = AmqpEndpoint{"127.0.0.1", e.broker->amqp_port(), "guest", "guest", "/", false, {}};
+    if (transport == Transport::fires || transport == Transport::wss) {
+      // Over TLS the AMQP side is inside TLS too: the interop and AMQP cases run over amqps in those passes. By
+      // the certificate's DNS name: rabbitmq-c checks a host name against DNS names only, never an IP address.
+      t.amqp->host = "localhost";
+      t.amqp->port = e.broker->amqps_port();
+      t.amqp->tls = true;
+      t.amqp->tls_options = t.tls;
+    }
     t.features.insert("amqp");
     e.targets.push_back(t);
   }

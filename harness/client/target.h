@@ -20,6 +20,8 @@ struct AmqpEndpoint {
   std::string user;
   std::string password;
   std::string vhost;
+  bool tls = false;  // amqps://: inside TLS (port 5671 by default), the certificate checked as `tls_options` says
+  TlsOptions tls_options;
 };
 
 struct Target {

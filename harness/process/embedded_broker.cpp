@@ -28,16 +28,19 @@ using namespace std::chrono;
 // exits at start is noticed at once, so this only bounds one that hangs.
 constexpr auto kStartTimeout = seconds(60);
 
-// The ports the broker wrote ({"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P}, the listeners that are
-// on), or nothing while the file is not there yet or lacks one of `wanted` (or "amqp" when `amqp` is set, its
-// port then in `amqp_port`).
+// The ports the broker wrote ({"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P, "amqps": P}, the listeners
+// that are on), or nothing while the file is not there yet or lacks one of `wanted`, or "amqp" ("amqps") when
+// `amqp_port` (`amqps_port`) is given to take its port.
 std::map<Transport, std::uint16_t> read_ports(const std::filesystem::path& file, const std::set<Transport>& wanted,
-                                              bool amqp, std::uint16_t& amqp_port) {
+                                              std::uint16_t* amqp_port, std::uint16_t* amqps_port) {
   std::ifstream in(file);
   if (!in) return {};
   auto json = nlohmann::json::parse(in, nullptr, false);
-  if (amqp && (json.is_discarded() || !json.contains("amqp") || !json.at("amqp").is_number_unsigned())) return {};
-  if (amqp) amqp_port = json.at("amqp").get<std::uint16_t>();
+  for (auto [name, port] : {std::pair{"amqp", amqp_port}, std::pair{"amqps", amqps_port}}) {
+    if (port == nullptr) continue;
+    if (json.is_discarded() || !json.contains(name) || !json.at(name).is_number_unsigned()) return {};
+    *port = json.at(name).get<std::uint16_t>();
+  }
   std::map<Transport, std::uint16_t> ports;
   for (Transport t : wanted) {
     const std::string name(transport_name(t));
@@ -124,7 +127,9 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
   if (tls && (options.tls_cert.empty() || options.tls_key.empty())) return std::string("fires and wss need a certificate");
   if (tls) args.insert(args.end(), {"--tls-cert", options.tls_cert.string(), "--tls-key", options.tls_key.string()});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
-  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir, options.listeners, options.amqp));
+  // AMQP inside TLS (amqps) beside AMQP whenever there is a certificate: the AMQP side of a fires or wss run.
+  std::unique_ptr<EmbeddedBroker> broker(new EmbeddedBroker(std::move(args), options.work_dir, data_dir,
+                                                            options.listeners, options.amqp, options.amqp && tls));
   auto spawned = broker->spawn(options.keep_work_dir);
   if (!spawned) return spawned.error();
   return broker;
@@ -158,7 +163,9 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
 
     bool gone = false;
     while (steady_clock::now() < deadline) {
-      if (auto reported = read_ports(port_file, listeners_, amqp_, amqp_port_); !reported.empty()) {
+      if (auto reported = read_ports(port_file, listeners_, amqp_ ? &amqp_port_ : nullptr,
+                                     amqps_ ? &amqps_port_ : nullptr);
+          !reported.empty()) {
         pid_ = pid;
         ports_ = std::move(reported);
         return true;
@@ -243,7 +250,9 @@ std::vector<std::string> EmbeddedBroker::port_flags() const {
     flags.push_back(listeners_.count(t) ? std::to_string(chosen) : "off");
   }
   const std::uint16_t amqp_port = ports_.empty() ? free_port_below_ephemeral_range() : amqp_port_;
+  const std::uint16_t amqps_port = ports_.empty() ? free_port_below_ephemeral_range() : amqps_port_;
   flags.insert(flags.end(), {"--amqp-port", amqp_ ? std::to_string(amqp_port) : "off"});
+  flags.insert(flags.end(), {"--amqps-port", amqps_ ? std::to_string(amqps_port) : "off"});
   return flags;
 }
 

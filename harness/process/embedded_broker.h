@@ -31,7 +31,8 @@ struct EmbeddedOptions {
   // (test_certificates.h makes a pair).
   std::set<Transport> listeners = {Transport::fire};
   std::filesystem::path tls_cert, tls_key;
-  bool amqp = true;  // the AMQP 0-9-1 listener, on a free port: the AMQP side of the interop cases
+  // The AMQP 0-9-1 listener, on a free port: the AMQP side of the interop cases; with fires or wss, amqps too.
+  bool amqp = true;
 };
 
 class EmbeddedBroker {
@@ -49,6 +50,8 @@ class EmbeddedBroker {
   }
   // The AMQP listener's port; 0 when it is off.
   std::uint16_t amqp_port() const { return amqp_port_; }
+  // The amqps listener's port (AMQP inside TLS, with the certificate of fires and wss); 0 when it is off.
+  std::uint16_t amqps_port() const { return amqps_port_; }
   const std::filesystem::path& log_file() const { return log_; }
   const std::filesystem::path& data_dir() const { return data_dir_; }
   bool running() const { return pid_ > 0; }
@@ -69,9 +72,9 @@ class EmbeddedBroker {
 
  private:
   EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir, std::filesystem::path data_dir,
-                 std::set<Transport> listeners, bool amqp)
+                 std::set<Transport> listeners, bool amqp, bool amqps)
       : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"),
-        data_dir_(std::move(data_dir)), listeners_(std::move(listeners)), amqp_(amqp) {}
+        data_dir_(std::move(data_dir)), listeners_(std::move(listeners)), amqp_(amqp), amqps_(amqps) {}
   // Spawns the broker with args_ (and each listener's port: ports_, or free ones the first time) and waits until it
   // reports them.
   Result<bool, std::string> spawn(bool append_log);
@@ -86,6 +89,8 @@ class EmbeddedBroker {
   std::map<Transport, std::uint16_t> ports_;  // empty until the first start reports them; then kept across restarts
   bool amqp_ = false;
   std::uint16_t amqp_port_ = 0;  // as ports_
+  bool amqps_ = false;
+  std::uint16_t amqps_port_ = 0;  // as ports_
 };
 
 std::string tail_of(const std::filesystem::path& file, std::size_t max_bytes = 2000);

@@ -2,6 +2,7 @@
 
 #include <amqp.h>
 #include <amqp_framing.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <sys/time.h>
 
@@ -481,17 +482,40 @@ std::string describe(const AmqpEvent& e) {
 
 }  // namespace
 
-Result<AmqpEndpoint, std::string> parse_amqp_url(const std::string& text) {
-  constexpr std::string_view kScheme = "amqp://";
-  if (!text.starts_with(kScheme)) return std::string("an AMQP URL starts with amqp:// (amqps is not supported)");
+Result<AmqpEndpoint, std::string> parse_amqp_url(const std::string& text, const TlsOptions& tls) {
+  const bool amqps = text.starts_with("amqps://");
+  if (!amqps && !text.starts_with("amqp://")) return std::string("an AMQP URL starts with amqp:// or amqps://");
   // The same shape as fire://: parsed as one, with AMQP's default port when none is given.
-  const std::string rest = text.substr(kScheme.size());
+  const std::string rest = text.substr(text.find("://") + 3);
   auto url = parse_url("fire://" + rest);
   if (!url) return url.error();
   const std::string authority = rest.substr(0, rest.find('/'));
   const bool has_port = authority.find(':', authority.rfind('@') == std::string::npos ? 0 : authority.rfind('@')) != std::string::npos &&
                         !authority.ends_with("]");
-  return AmqpEndpoint{url->host, has_port ? url->port : std::uint16_t{5672}, url->user, url->password, url->vhost};
+  const std::uint16_t default_port = amqps ? 5671 : 5672;  // RabbitMQ's and the reference broker's
+  return AmqpEndpoint{url->host, has_port ? url->port : default_port, url->user, url->password, url->vhost, amqps, tls};
+}
+
+// Opens rabbitmq-c's socket to `endpoint`: TCP, or TLS for amqps with the certificate checked as its options say
+// (the CA file, or the system's; --insecure checks nothing). Empty: open; otherwise why not.
+std::string open_amqp_socket(amqp_connection_state_t state, const AmqpEndpoint& endpoint, timeval& tv) {
+  amqp_socket_t* socket = endpoint.tls ? amqp_ssl_socket_new(state) : amqp_tcp_socket_new(state);
+  if (socket == nullptr) return "rabbitmq-c could not make a socket";
+  if (endpoint.tls) {
+    const TlsOptions& tls = endpoint.tls_options;
+    if (!tls.ca_file.empty()) {
+      if (int status = amqp_ssl_socket_set_cacert(socket, tls.ca_file.c_str()); status != AMQP_STATUS_OK) {
+        return "cannot read the CA file " + tls.ca_file + ": " + library_error(status);
+      }
+    }
+    amqp_ssl_socket_set_verify_peer(socket, tls.insecure ? 0 : 1);
+    amqp_ssl_socket_set_verify_hostname(socket, tls.insecure ? 0 : 1);
+  }
+  if (int status = amqp_socket_open_noblock(socket, endpoint.host.c_str(), endpoint.port, &tv); status != AMQP_STATUS_OK) {
+    return std::string("cannot reach ") + (endpoint.tls ? "amqps " : "") + endpoint.host + ":" +
+           std::to_string(endpoint.port) + ": " + library_error(status);
+  }
+  return "";
 }
 
 // The steps ------------------------------------------------------------------------------------------------------
@@ -516,12 +540,8 @@ Result<AmqpServer, std::string> probe_amqp(const AmqpEndpoint& endpoint) {
       amqp_destroy_connection(state);
     }
   } closer{state};
-  amqp_socket_t* socket = amqp_tcp_socket_new(state);
-  if (socket == nullptr) return std::string("rabbitmq-c could not make a socket");
   timeval tv = timeval_until(Clock::now() + std::chrono::seconds(5));
-  if (int status = amqp_socket_open_noblock(socket, endpoint.host.c_str(), endpoint.port, &tv); status != AMQP_STATUS_OK) {
-    return "cannot reach " + endpoint.host + ":" + std::to_string(endpoint.port) + ": " + library_error(status);
-  }
+  if (std::string refused = open_amqp_socket(state, endpoint, tv); !refused.empty()) return refused;
   amqp_set_handshake_timeout(state, &tv);
   amqp_set_rpc_timeout(state, &tv);
   const amqp_rpc_reply_t login = amqp_login(state, endpoint.vhost.c_str(), 0, kDefaultFrameMax, 0,
@@ -635,12 +655,9 @@ std::string match_event(StepContext& s, const AmqpEvent& e) {
 StepOutcome step_open(Scenario& scenario, AmqpSide::Conn& c, const AmqpEndpoint& endpoint, const Json& args) {
   const auto deadline = scenario.deadline_after(args, "within_ms", 5000);
   c.state = amqp_new_connection();
-  amqp_socket_t* socket = amqp_tcp_socket_new(c.state);
   timeval tv = timeval_until(deadline);
-  if (socket == nullptr) return StepOutcome::error("rabbitmq-c could not make a socket");
-  if (int status = amqp_socket_open_noblock(socket, endpoint.host.c_str(), endpoint.port, &tv); status != AMQP_STATUS_OK) {
-    return StepOutcome::error("cannot reach the AMQP listener " + endpoint.host + ":" + std::to_string(endpoint.port) +
-                              ": " + library_error(status));
+  if (std::string refused = open_amqp_socket(c.state, endpoint, tv); !refused.empty()) {
+    return StepOutcome::error("the AMQP listener: " + refused);
   }
   c.open = true;
   amqp_set_handshake_timeout(c.state, &tv);

@@ -27,7 +27,8 @@ class Scenario;
 
 // --amqp-url amqp://user:pass@host[:port][/vhost]: the vhost is the path without its leading /, percent-decoded
 // ("%2f" is "/", and no path at all is "/" too); the port defaults to 5672, user and password to guest.
-Result<AmqpEndpoint, std::string> parse_amqp_url(const std::string& text);
+// amqps://...: inside TLS, the port 5671 by default, the broker's certificate checked as `tls` says.
+Result<AmqpEndpoint, std::string> parse_amqp_url(const std::string& text, const TlsOptions& tls = {});
 
 // What an AMQP broker says of itself in connection.start's server-properties.
 struct AmqpServer {

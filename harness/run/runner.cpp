@@ -86,7 +86,7 @@ CaseResult run_on_own_broker(const CaseSpec& spec, const Target& target, const R
   }
   Target own = target;
   own.port = (*broker)->port(target.transport);
-  if (own.amqp) own.amqp->port = (*broker)->amqp_port();
+  if (own.amqp) own.amqp->port = own.amqp->tls ? (*broker)->amqps_port() : (*broker)->amqp_port();
   own.description = "the case's own reference broker";
   const std::shared_ptr<void> proxy = options.through ? options.through(own) : nullptr;
   Scenario scenario(spec, own, prefix);

@@ -65,6 +65,7 @@ struct ListenerPorts {
   std::optional<std::uint16_t> ws = 15672;     // HTTP: WebSocket at /fire
   std::optional<std::uint16_t> wss = 15671;    // HTTPS: WebSocket at /fire; on only with a certificate
   std::optional<std::uint16_t> amqp = 5672;    // AMQP 0-9-1 ("FireMQ also speaks AMQP 0-9-1 on port 5672")
+  std::optional<std::uint16_t> amqps = 5671;   // AMQP 0-9-1 inside TLS, as RabbitMQ's; on only with a certificate
 };
 
 // Bounds that no client can push past, whatever its permissions (docs/security.md lists each with its flag).
@@ -82,10 +83,10 @@ struct ClientBounds {
 struct BrokerConfig {
   std::string bind_address = "0.0.0.0";
   ListenerPorts ports;
-  TlsFiles tls;                  // no certificate: no fires and wss listeners
+  TlsFiles tls;                  // no certificate: no fires, wss and amqps listeners
   WebSocketFaults websocket_faults;
   AmqpFaults amqp_faults;
-  std::string port_file;         // where to write {"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P} once bound
+  std::string port_file;  // where to write {"fire": P, "fires": P, "ws": P, "wss": P, "amqp": P, "amqps": P} once bound
   std::string definitions_file;  // users, vhosts, permissions; empty: guest/guest on vhost "/"
   LoopbackPolicy loopback;       // who may log in only from loopback (RabbitMQ's loopback_users)
   OriginPolicy trusted_origins;  // WebSocket Origins that count as this machine for loopback_users

@@ -35,7 +35,7 @@ struct ListQuery;  // management_query.h
 
 // A listener as the overview shows it.
 struct ListenerInfo {
-  std::string protocol;  // "fire", "fires", "ws", "wss", as RabbitMQ names its own ("amqp", "http")
+  std::string protocol;  // "fire", "fires", "ws", "wss", "amqp", "amqps", as RabbitMQ names its own ("amqp", "http")
   std::uint16_t port;
 };
 

@@ -949,6 +949,78 @@ class AmqpListenerFlag(unittest.TestCase):
                 broker.stop()
 
 
+class AmqpOverTls(unittest.TestCase):
+    """amqps on --amqps-port (5671 by default, as RabbitMQ's): the TLS listeners' certificate, policy and
+    client-certificate option, with AMQP 0-9-1 inside."""
+
+    def start(self, directory, *extra):
+        from transports_test import make_certificates  # beside this file: the same throwaway CA and certificates
+        make_certificates(directory)
+        c = lambda name: os.path.join(directory, name)
+        return Broker(directory, extra=["--tls-cert", c("server.pem"), "--tls-key", c("server.key"),
+                                        "--amqps-port", "0", *extra])
+
+    def amqps(self, broker, directory, client_certificate=False):
+        import ssl
+        context = ssl.create_default_context(cafile=os.path.join(directory, "ca.pem"))
+        if client_certificate:
+            context.load_cert_chain(os.path.join(directory, "client.pem"), os.path.join(directory, "client.key"))
+        return pika.BlockingConnection(pika.ConnectionParameters(
+            "127.0.0.1", broker.ports["amqps"], "/", pika.PlainCredentials("guest", "guest"),
+            ssl_options=pika.SSLOptions(context, "127.0.0.1"), connection_attempts=1, socket_timeout=5))
+
+    def test_a_message_goes_through_amqps_to_amqp(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = self.start(directory)
+            try:
+                self.assertIn("amqps", broker.ports)
+                over_tls = self.amqps(broker, directory)
+                channel = over_tls.channel()
+                channel.queue_declare("tls-q")
+                channel.confirm_delivery()
+                channel.basic_publish("", "tls-q", b"inside TLS", pika.BasicProperties(content_type="text/plain"))
+                plain = broker.amqp()
+                method, properties, body = plain.channel().basic_get("tls-q", auto_ack=True)
+                self.assertEqual((body, properties.content_type), (b"inside TLS", "text/plain"))
+                plain.close()
+                over_tls.close()
+            finally:
+                broker.stop()
+
+    def test_amqp_bytes_without_tls_are_refused_on_the_amqps_port(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = self.start(directory)
+            try:
+                with socket.create_connection(("127.0.0.1", broker.ports["amqps"]), timeout=5) as s:
+                    s.sendall(b"AMQP\x00\x00\x09\x01")
+                    # Not a TLS ClientHello: the handshake fails and the socket closes without an AMQP frame.
+                    self.assertNotIn(b"\x01\x00\x00", s.recv(100)[:3])
+                self.assertIn(b"amqps connection", broker.wait_for_log(b"TLS handshake failed"))
+            finally:
+                broker.stop()
+
+    def test_tls_ca_requires_a_client_certificate_on_amqps(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = self.start(directory, "--tls-ca", os.path.join(directory, "ca.pem"))
+            try:
+                with self.assertRaises(pika.exceptions.AMQPConnectionError):
+                    self.amqps(broker, directory)
+                with_certificate = self.amqps(broker, directory, client_certificate=True)
+                self.assertTrue(with_certificate.is_open)
+                with_certificate.close()
+            finally:
+                broker.stop()
+
+    def test_without_a_certificate_amqps_is_off(self):
+        with tempfile.TemporaryDirectory() as directory:
+            broker = Broker(directory, extra=["--amqps-port", "0"])
+            try:
+                self.assertNotIn("amqps", broker.ports)
+                self.assertIn(b"amqps:// are off", broker.wait_for_log(b"amqps:// are off"))
+            finally:
+                broker.stop()
+
+
 class AmqpFlowControl(unittest.TestCase):
     def test_memory_alarm_is_connection_blocked_then_unblocked(self):
         with tempfile.TemporaryDirectory() as directory:

@@ -39,7 +39,8 @@ class Broker:
                    "vhosts": [{"name": "/"}, {"name": "dev"}],
                    "permissions": [{"user": "guest", "vhost": "/"}, {"user": "guest", "vhost": "dev"}]}
 
-    FREE_PORTS = ["--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0", "--amqp-port", "off"]
+    FREE_PORTS = ["--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0", "--amqp-port", "off",
+                  "--amqps-port", "off"]
 
     def __init__(self, directory, *extra, definitions=None, listeners=FREE_PORTS, preexec_fn=None):
         self.directory = directory
@@ -435,10 +436,10 @@ class ShutdownTest(unittest.TestCase):
 
 class DefaultPortsTest(unittest.TestCase):
     """The spec's "Transports": TCP on 5673 and TLS on 5674 by default (and the URL defaults 15672 and 15671 for
-    ws and wss). The conformance suite tests the URL it is given, so the reference broker's defaults are checked
-    here."""
+    ws and wss); AMQP 0-9-1 on 5672, and inside TLS on 5671, as RabbitMQ's. The conformance suite tests the URL it
+    is given, so the reference broker's defaults are checked here."""
 
-    DEFAULTS = {"fire": 5673, "fires": 5674, "ws": 15672, "wss": 15671, "amqp": 5672}
+    DEFAULTS = {"fire": 5673, "fires": 5674, "ws": 15672, "wss": 15671, "amqp": 5672, "amqps": 5671}
 
     def test_the_broker_listens_on_the_specs_default_ports(self):
         taken = [port for port in self.DEFAULTS.values() if port_in_use(port)]
