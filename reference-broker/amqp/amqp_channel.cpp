@@ -14,7 +14,9 @@ using amqp::Method;
 // AMQP 0-9-1's soft errors, raised as channel exceptions (channel.close); every other code is a hard error that
 // closes the connection (the spec's "Error codes" constants, as RabbitMQ applies them).
 bool is_channel_error(std::uint16_t code) {
-  return code == amqp::kContentTooLarge || code == amqp::kNoRoute || code == amqp::kNoConsumers || (code >= 403 && code <= 406);
+  return code == amqp::kContentTooLarge || code == amqp::kNoRoute || code == amqp::kNoConsumers ||
+         code == amqp::kAccessRefused || code == amqp::kNotFound || code == amqp::kResourceLocked ||
+         code == amqp::kPreconditionFailed;
 }
 
 Error hard_error(std::uint16_t code, std::string msg) { return Error{code, std::move(msg), true, 0}; }
