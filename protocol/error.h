@@ -46,4 +46,21 @@ class [[nodiscard]] Result {
 // The outcome of an operation that yields nothing: no value means success.
 using Status = std::optional<Error>;
 
+// The outcome of an I/O step that yields nothing (bind a port, open or sync a file, a transport's handshake):
+// done, or a message that says why not. (Steps that yield a value are Result<T, std::string>.) Its sense is
+// Result's: true when done.
+class [[nodiscard]] IoStatus {
+ public:
+  IoStatus() = default;                                 // done
+  IoStatus(std::string why) : why_(std::move(why)) {}  // NOLINT: implicit, as Result's error
+  IoStatus(const char* why) : why_(why) {}             // NOLINT
+  static IoStatus done() { return {}; }
+  bool ok() const { return !why_; }
+  explicit operator bool() const { return ok(); }
+  const std::string& error() const { return *why_; }
+
+ private:
+  std::optional<std::string> why_;
+};
+
 }  // namespace firemq

@@ -18,7 +18,7 @@ Broker::Broker(BrokerConfig config, Definitions definitions)
   core_.attach_pager(&pager_);
 }
 
-Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
+IoStatus Broker::open_storage(const nlohmann::json& stored) {
   const std::filesystem::path dir = config_.data_dir;
   const auto started = std::chrono::steady_clock::now();
   store::RecoveryReport report;
@@ -43,7 +43,7 @@ Result<bool, std::string> Broker::open_storage(const nlohmann::json& stored) {
             << report.elapsed.count() << " ms)" << std::endl;
   // The users, vhosts and permissions in use now are kept too (a restart without --definitions finds them).
   if (Status unsaved = topology_->save()) return unsaved->msg;
-  return true;
+  return IoStatus::done();
 }
 
 void Broker::report_unclaimed_messages() const {
@@ -57,7 +57,7 @@ void Broker::report_unclaimed_messages() const {
   }
 }
 
-Result<bool, std::string> Broker::listen() {
+IoStatus Broker::listen() {
   const ListenerPorts& ports = config_.ports;
   http_env_ = {config_.handshake_timeout, config_.websocket_faults,
                [this](std::unique_ptr<Transport> t) { start_connection<FireProtocol>(std::move(t)); }, &management_, &registry_,
@@ -89,24 +89,23 @@ Result<bool, std::string> Broker::listen() {
   if (auto bound = add_listener(ports.amqp, "amqp", amqp); !bound) return bound;
   if (auto bound = add_listener(tls_ ? ports.amqps : std::nullopt, "amqps", amqps); !bound) return bound;
   if (listeners_.empty()) return std::string("every listener is off: nothing to serve");
-  if (Status bad = write_port_file()) return bad->msg;
+  if (IoStatus written = write_port_file(); !written) return written;
   for (const auto& listener : listeners_) {
     const bool websocket = listener->scheme() == "ws" || listener->scheme() == "wss";
     std::cout << "firemq-broker " << kServerVersion << ": listening on " << listener->scheme() << "://"
               << config_.bind_address << ":" << listener->port() << (websocket ? std::string(kWebSocketPath) : "")
               << std::endl;
   }
-  return true;
+  return IoStatus::done();
 }
 
-Result<bool, std::string> Broker::add_listener(std::optional<std::uint16_t> port, std::string scheme,
-                                               Listener::OnAccept on_accept) {
-  if (!port) return true;  // off
+IoStatus Broker::add_listener(std::optional<std::uint16_t> port, std::string scheme, Listener::OnAccept on_accept) {
+  if (!port) return IoStatus::done();  // off
   auto listener = Listener::bind(io_, config_.bind_address, *port, std::move(scheme), std::move(on_accept));
   if (!listener) return listener.error();
   (*listener)->on_descriptors_short([this] { return registry_.drop_oldest_handshake(); });
   listeners_.push_back(std::move(*listener));
-  return true;
+  return IoStatus::done();
 }
 
 template <class Protocol>
@@ -117,8 +116,8 @@ void Broker::start_connection(std::unique_ptr<Transport> transport) {
       ->start();
 }
 
-Status Broker::write_port_file() const {
-  if (config_.port_file.empty()) return std::nullopt;
+IoStatus Broker::write_port_file() const {
+  if (config_.port_file.empty()) return IoStatus::done();
   // Written whole, then renamed, so that a reader polling for the file never sees half of it.
   const std::string temporary = config_.port_file + ".tmp";
   {
@@ -128,12 +127,12 @@ Status Broker::write_port_file() const {
       out << (i ? ", " : "") << "\"" << listeners_[i]->scheme() << "\": " << listeners_[i]->port();
     }
     out << "}\n";
-    if (!out) return Error{0, "cannot write port file '" + temporary + "'", true, 0};
+    if (!out) return "cannot write port file '" + temporary + "'";
   }
   std::error_code ec;
   std::filesystem::rename(temporary, config_.port_file, ec);
-  if (ec) return Error{0, "cannot write port file '" + config_.port_file + "': " + ec.message(), true, 0};
-  return std::nullopt;
+  if (ec) return "cannot write port file '" + config_.port_file + "': " + ec.message();
+  return IoStatus::done();
 }
 
 int Broker::run() {

@@ -31,16 +31,15 @@ class Broker {
   // and starts the message store; `stored` is the data directory's definitions file (null when none). What
   // could not be restored is reported on stderr and the rest still comes back; the error is for a data
   // directory that cannot be used at all.
-  Result<bool, std::string> open_storage(const nlohmann::json& stored);
+  IoStatus open_storage(const nlohmann::json& stored);
   // Binds every listener that is on and reports the bound ports (stdout, and port_file when set). The error
   // says which listener could not be bound, and why, or which TLS file could not be used.
-  Result<bool, std::string> listen();
+  IoStatus listen();
   // Serves until a shutdown signal; returns the process exit code.
   int run();
 
  private:
-  Result<bool, std::string> add_listener(std::optional<std::uint16_t> port, std::string scheme,
-                                         Listener::OnAccept on_accept);
+  IoStatus add_listener(std::optional<std::uint16_t> port, std::string scheme, Listener::OnAccept on_accept);
   // A connection speaking `Protocol` (FireProtocol, AmqpProtocol) over `transport`.
   template <class Protocol>
   void start_connection(std::unique_ptr<Transport> transport);
@@ -48,7 +47,7 @@ class Broker {
   awaitable<void> statistics_loop();
   void begin_shutdown();
   awaitable<void> finish_shutdown();
-  Status write_port_file() const;
+  IoStatus write_port_file() const;
   void report_unclaimed_messages() const;
 
   BrokerConfig config_;

@@ -202,7 +202,7 @@ firemq::Result<firemq::AmqpFaults, std::string> parse_amqp_fault(const std::stri
 }
 
 // The listeners' ports and TLS files, checked together; the error says which flag is wrong.
-firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
+firemq::IoStatus apply_listener_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
   const std::pair<const char*, const std::string*> flags[] = {
       {"port", &raw.fire_port}, {"tls-port", &raw.fires_port}, {"ws-port", &raw.ws_port}, {"wss-port", &raw.wss_port},
       {"amqp-port", &raw.amqp_port}, {"amqps-port", &raw.amqps_port}};
@@ -219,11 +219,11 @@ firemq::Result<bool, std::string> apply_listener_flags(const RawFlags& raw, fire
   if (!config.tls.client_ca.empty() && config.tls.certificate.empty()) {
     return std::string("--tls-ca needs --tls-cert and --tls-key");
   }
-  return true;
+  return firemq::IoStatus::done();
 }
 
 // --loopback-users, --loopback-addresses and --trusted-origins; the error names the entry that is wrong.
-firemq::Result<bool, std::string> apply_loopback_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
+firemq::IoStatus apply_loopback_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
   config.loopback.users = firemq::split_names(raw.loopback_users);
   auto ranges = firemq::parse_address_ranges(raw.loopback_addresses);
   if (!ranges) return "--loopback-addresses: " + ranges.error();
@@ -231,11 +231,11 @@ firemq::Result<bool, std::string> apply_loopback_flags(const RawFlags& raw, fire
   auto origins = firemq::parse_trusted_origins(raw.trusted_origins);
   if (!origins) return "--trusted-origins: " + origins.error();
   config.trusted_origins = std::move(*origins);
-  return true;
+  return firemq::IoStatus::done();
 }
 
 // --vhost-limit and --user-limit, over what the definitions set; the error quotes the flag that is wrong.
-firemq::Result<bool, std::string> apply_limit_flags(const RawFlags& raw, firemq::Definitions& definitions) {
+firemq::IoStatus apply_limit_flags(const RawFlags& raw, firemq::Definitions& definitions) {
   using Setter = std::optional<std::string> (firemq::Definitions::*)(const std::string&, const nlohmann::json&);
   const std::pair<const char*, Setter> kinds[] = {{"vhost-limit", &firemq::Definitions::set_vhost_limits},
                                                   {"user-limit", &firemq::Definitions::set_user_limits}};
@@ -249,11 +249,11 @@ firemq::Result<bool, std::string> apply_limit_flags(const RawFlags& raw, firemq:
       }
     }
   }
-  return true;
+  return firemq::IoStatus::done();
 }
 
 // Bounds of zero would refuse everything (or, for handshakes, drop every connection but the newest).
-firemq::Result<bool, std::string> check_bounds(const firemq::ClientBounds& b) {
+firemq::IoStatus check_bounds(const firemq::ClientBounds& b) {
   const std::pair<const char*, std::size_t> bounds[] = {
       {"max-handshakes", b.handshakes},      {"max-subscriptions", b.subscriptions},
       {"max-unacked", b.unacked},            {"max-queues", b.queues_per_vhost},
@@ -261,7 +261,7 @@ firemq::Result<bool, std::string> check_bounds(const firemq::ClientBounds& b) {
   for (const auto& [flag, value] : bounds) {
     if (value == 0) return "--" + std::string(flag) + " must be at least 1";
   }
-  return true;
+  return firemq::IoStatus::done();
 }
 
 // Each connection holds a descriptor: the soft limit (often 1024) is raised to the hard one, as RabbitMQ's
@@ -351,12 +351,12 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (firemq::IoStatus error = firemq::create_private_directories(config.data_dir)) {
-    std::cerr << "firemq-broker: cannot create --data-dir: " << *error << "\n";
+  if (firemq::IoStatus created = firemq::create_private_directories(config.data_dir); !created) {
+    std::cerr << "firemq-broker: cannot create --data-dir: " << created.error() << "\n";
     return 2;
   }
-  if (firemq::IoStatus in_use = firemq::lock_data_directory(config.data_dir)) {
-    std::cerr << "firemq-broker: " << *in_use << "\n";
+  if (firemq::IoStatus locked = firemq::lock_data_directory(config.data_dir); !locked) {
+    std::cerr << "firemq-broker: " << locked.error() << "\n";
     return 2;
   }
   config.alarms.disk_path = config.data_dir;  // the disk free limit guards the disk the store writes to

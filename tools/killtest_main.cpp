@@ -317,7 +317,7 @@ void work_until_killed(EmbeddedBroker& broker, const Options& o, const std::stri
 
 // Restarts the broker and takes every message from the queue (declared again when it is gone); the error
 // ends the test.
-std::optional<std::string> restart_and_drain(EmbeddedBroker& broker, const std::string& queue, Round& r) {
+IoStatus restart_and_drain(EmbeddedBroker& broker, const std::string& queue, Round& r) {
   auto restarted = broker.restart(true);
   if (!restarted) return restarted.error();
   r.reader = open_session(broker.port());
@@ -328,12 +328,12 @@ std::optional<std::string> restart_and_drain(EmbeddedBroker& broker, const std::
     if (!r.reader || !declare_durable_queue(kClient, *r.reader, queue, false)) {
       return "the durable queue is gone and cannot be declared again";
     }
-    return std::nullopt;
+    return IoStatus::done();
   }
   auto recovered = drain(*r.reader, queue);
   if (!recovered) return "the restarted broker did not answer get";
   r.recovered = std::move(*recovered);
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 // ---- checking a round ----
@@ -485,13 +485,13 @@ std::optional<Totals> run_rounds(const Options& o, EmbeddedBroker& broker, const
     Round r;
     r.number = number;
     work_until_killed(broker, o, queue, rng, r);
-    std::optional<std::string> error = restart_and_drain(broker, queue, r);
-    if (!error) {
+    IoStatus round = restart_and_drain(broker, queue, r);
+    if (round) {
       total += check_round(r, history, o.verbose);
-      if (!publish_marker(r, queue, history)) error = "the marker publish after the drain was not confirmed";
+      if (!publish_marker(r, queue, history)) round = "the marker publish after the drain was not confirmed";
     }
-    if (error) {
-      std::cerr << "round " << number << ": " << *error << "\n";
+    if (!round) {
+      std::cerr << "round " << number << ": " << round.error() << "\n";
       return std::nullopt;
     }
   }

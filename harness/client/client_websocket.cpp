@@ -79,7 +79,7 @@ std::optional<UpgradeFailure> check_response(const http::response_parser<http::e
 WebSocketClient::WebSocketClient(std::unique_ptr<ByteStream> stream, std::size_t max_message)
     : stream_(std::move(stream)), parser_(max_message), assembler_(max_message) {}
 
-Result<bool, UpgradeFailure> WebSocketClient::upgrade(const WireAddress& address, Clock::time_point deadline) {
+Upgraded WebSocketClient::upgrade(const WireAddress& address, Clock::time_point deadline) {
   const std::string key = new_key();
   const std::string request = upgrade_request(address, key);
   if (!stream_->write_all(ByteView(reinterpret_cast<const std::uint8_t*>(request.data()), request.size()), deadline)) {
@@ -105,7 +105,7 @@ Result<bool, UpgradeFailure> WebSocketClient::upgrade(const WireAddress& address
   }
   if (auto refused = check_response(parser, key)) return *refused;
   inbox_ = std::move(unparsed);  // frames the server sent right after its 101
-  return true;
+  return std::monostate{};
 }
 
 bool WebSocketClient::send_frame(bool fin, std::uint8_t opcode, ByteView payload, Clock::time_point deadline) {

@@ -27,13 +27,14 @@ struct UpgradeFailure {
   std::string message;
   int http_status = 0;  // 0: no HTTP answer at all
 };
+using Upgraded = Result<std::monostate, UpgradeFailure>;  // as wire.h's Connected
 
 class WebSocketClient {
  public:
   explicit WebSocketClient(std::unique_ptr<ByteStream> stream, std::size_t max_message);
 
   // GET <path>?vhost=<percent-encoded vhost_query> with the upgrade headers; succeeds on a valid 101.
-  Result<bool, UpgradeFailure> upgrade(const WireAddress& address, Clock::time_point deadline);
+  Upgraded upgrade(const WireAddress& address, Clock::time_point deadline);
 
   // A message of `opcode` (text or binary) in `fragments` frames (the first of its opcode, the others
   // continuations; the payload split as evenly as it goes; at least one byte each when there are enough).

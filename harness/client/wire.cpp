@@ -19,7 +19,7 @@ Error frame_error(std::string msg) { return make_error(ReplyCode::frame_error, s
 
 WireConnection::~WireConnection() { disconnect(); }
 
-Result<bool, ConnectFailure> WireConnection::connect(const WireAddress& address, Clock::time_point deadline) {
+Connected WireConnection::connect(const WireAddress& address, Clock::time_point deadline) {
   transport_ = address.transport;
   auto tcp = TcpStream::connect(address.host, address.port, deadline);
   if (!tcp) return ConnectFailure{tcp.error()};
@@ -42,16 +42,16 @@ Result<bool, ConnectFailure> WireConnection::connect(const WireAddress& address,
   }
   open_ = true;
   sent_decoder_.emplace(is_websocket(address.transport) ? StreamSide::client : StreamSide::server, kMaxReceived);
-  return true;
+  return std::monostate{};
 }
 
-Result<bool, std::string> WireConnection::connect(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
+IoStatus WireConnection::connect(const std::string& host, std::uint16_t port, Clock::time_point deadline) {
   WireAddress address;
   address.host = host;
   address.port = port;
   auto connected = connect(address, deadline);
   if (!connected) return connected.error().message;
-  return true;
+  return IoStatus::done();
 }
 
 bool WireConnection::send(ByteView bytes, Clock::time_point deadline) {

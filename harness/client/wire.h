@@ -58,6 +58,9 @@ struct ConnectFailure {
   bool reached = false;
   int http_status = 0;  // the upgrade's refusal, when there was one
 };
+// A connect yields nothing but, unlike an IoStatus, its failure says more than words (the cases tell an
+// unreachable server from a refusing one).
+using Connected = Result<std::monostate, ConnectFailure>;
 
 class WireConnection {
  public:
@@ -67,9 +70,9 @@ class WireConnection {
   ~WireConnection();
 
   // Connects over the address's transport: TCP, then the TLS handshake, then the WebSocket upgrade.
-  Result<bool, ConnectFailure> connect(const WireAddress& address, Clock::time_point deadline);
+  Connected connect(const WireAddress& address, Clock::time_point deadline);
   // fire:// to host:port (the tools, and probes that only need the port to answer).
-  Result<bool, std::string> connect(const std::string& host, std::uint16_t port, Clock::time_point deadline);
+  IoStatus connect(const std::string& host, std::uint16_t port, Clock::time_point deadline);
 
   // Shows every frame from now on to `monitor` (before connect(), so that it sees the first byte).
   void watch(std::unique_ptr<WireMonitor> monitor) { monitor_ = std::move(monitor); }

@@ -10,6 +10,7 @@
 
 #include "harness/client/wire.h"
 #include "harness/client_mode/client_proxy.h"
+#include "harness/model/verdict.h"
 #include "harness/rules/client_rules.h"
 #include "harness/process/driver_process.h"
 #include "harness/run/runner.h"
@@ -216,6 +217,11 @@ std::string frame_difference(const Json& vector, int op, const std::string& payl
   return header_difference(static_cast<std::uint8_t>(op), vector.at("header"), header);
 }
 
+// A check's verdict from a difference ("" when there is none, as json_difference and frame_difference say it).
+StepOutcome fails_on(std::string difference) {
+  return difference.empty() ? StepOutcome::ok() : StepOutcome::fail(std::move(difference));
+}
+
 // Whether a driver's reply says ok. A reply is only read through checks like this one: a driver may write any
 // JSON, and nlohmann's value() throws on a field of another type than asked.
 bool said_ok(const Json& reply) {
@@ -241,23 +247,23 @@ class ClientCase {
 
  private:
   bool start();
-  std::string run_step(const Json& step);
-  std::string command(const Json& args);
-  std::string expect_event(const Json& args);
-  std::string server_send(const Json& args);
-  std::string expect_client_frame(const Json& args);
-  std::string idle(const Json& args);
-  std::string expect_client_end(const Json& args);
-  std::string broker_delete_queue(const Json& args);
-  std::string unexpected_errors();
-  std::string server_quirks(const Json& args);
-  std::string within_silence_window(const Json& window, Clock::time_point at);
-  std::string url_vectors(const Json& args);
-  std::string codec_vectors(const Json& args);
-  static std::string vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name);
-  std::string decoded(const Json& vector, const std::string& framing, std::string& driver_gone);
-  std::string encoded(const Json& vector, const std::string& framing, std::string& driver_gone);
-  std::string refused(const Json& vector, bool exact_code, std::string& driver_gone);
+  StepOutcome run_step(const Json& step);
+  StepOutcome command(const Json& args);
+  StepOutcome expect_event(const Json& args);
+  StepOutcome server_send(const Json& args);
+  StepOutcome expect_client_frame(const Json& args);
+  StepOutcome idle(const Json& args);
+  StepOutcome expect_client_end(const Json& args);
+  StepOutcome broker_delete_queue(const Json& args);
+  StepOutcome unexpected_errors();
+  StepOutcome server_quirks(const Json& args);
+  StepOutcome within_silence_window(const Json& window, Clock::time_point at);
+  StepOutcome url_vectors(const Json& args);
+  StepOutcome codec_vectors(const Json& args);
+  static StepOutcome vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name);
+  StepOutcome decoded(const Json& vector, const std::string& framing, std::string& driver_gone);
+  StepOutcome encoded(const Json& vector, const std::string& framing, std::string& driver_gone);
+  StepOutcome refused(const Json& vector, bool exact_code, std::string& driver_gone);
   // One command and its reply, whatever it says; empty when the driver gave none (`why` says why).
   std::optional<Json> ask(Json command, std::string& why);
   // The reply to command `id`; events that come first are kept for expect_event. Empty: see `why`.
@@ -265,7 +271,9 @@ class ClientCase {
   std::optional<Json> next_line(Clock::time_point deadline, std::string& why);
   bool send(Json command);
   void note(const std::string& text);
-  void finish();
+  void run_steps(std::vector<StepRecord>& records);
+  void finish(std::vector<StepRecord> records, bool started);
+  double elapsed_ms() const;
   Clock::time_point deadline(const Json& args) const;
 
   const CaseSpec& spec_;
@@ -288,7 +296,7 @@ class ClientCase {
 
 void ClientCase::note(const std::string& text) {
   TranscriptLine line;
-  line.at_ms = std::chrono::duration<double, std::milli>(Clock::now() - origin_).count();
+  line.at_ms = elapsed_ms();
   line.connection = "driver";
   line.direction = "note";
   line.header_json = text;
@@ -406,7 +414,7 @@ std::optional<Json> ClientCase::reply_to(int id, std::string& why) {
 
 // {"send": {command}, "expect": {pattern of the reply}}: the reply must have what expect has; without expect,
 // {"ok": true}.
-std::string ClientCase::command(const Json& args) {
+StepOutcome ClientCase::command(const Json& args) {
   const int id = next_id_++;
   Json cmd = args.at("send");
   cmd["id"] = id;
@@ -433,29 +441,29 @@ std::string ClientCase::command(const Json& args) {
     for (AskedFrame& asked : hello) asked.command = id;
     proxy_->application_connects(std::move(hello));
   }
-  if (!send(cmd)) return "the driver no longer reads its stdin";
+  if (!send(cmd)) return StepOutcome::fail("the driver no longer reads its stdin");
   std::string why;
   auto reply = reply_to(id, why);
-  if (!reply) return "no reply to " + cmd.value("cmd", "?") + ": " + why;
+  if (!reply) return StepOutcome::fail("no reply to " + cmd.value("cmd", "?") + ": " + why);
   if (!said_ok(*reply)) proxy_->application_withdraws(id);
   const Json expected = args.value("expect", Json{{"ok", true}});
   if (std::string bad = subset_mismatch(expected, *reply); !bad.empty()) {
-    return cmd.value("cmd", "?") + ": the reply " + reply->dump() + " does not match " + expected.dump() + ": " + bad;
+    return StepOutcome::fail(cmd.value("cmd", "?") + ": the reply " + reply->dump() + " does not match " + expected.dump() + ": " + bad);
   }
-  return "";
+  return StepOutcome::ok();
 }
 
 // {"match": {pattern}, "timeout_ms"?, "after_server_silent_ms"?: {"min", "max"}}: an event the driver reports,
 // earlier or within the time; with after_server_silent_ms, it must come that long after the last byte the
 // client got before the server went silent (a dead server declared neither early nor late).
-std::string ClientCase::expect_event(const Json& args) {
+StepOutcome ClientCase::expect_event(const Json& args) {
   const Json& pattern = args.at("match");
   const auto matches = [&](const Json& e) { return subset_mismatch(pattern, e).empty(); };
-  const auto timed = [&](Clock::time_point at) -> std::string {
-    return args.contains("after_server_silent_ms") ? within_silence_window(args.at("after_server_silent_ms"), at) : "";
+  const auto timed = [&](Clock::time_point at) {
+    return args.contains("after_server_silent_ms") ? within_silence_window(args.at("after_server_silent_ms"), at) : StepOutcome::ok();
   };
   if (auto it = std::find_if(events_.begin(), events_.end(), [&](const auto& e) { return matches(e.first); }); it != events_.end()) {
-    const std::string late_or_early = timed(it->second);
+    StepOutcome late_or_early = timed(it->second);
     events_.erase(it);
     return late_or_early;
   }
@@ -464,35 +472,35 @@ std::string ClientCase::expect_event(const Json& args) {
   while (auto line = next_line(until, why)) {
     if (line->contains("event") && matches(*line)) return timed(Clock::now());
     if (line->contains("event")) events_.emplace_back(std::move(*line), Clock::now());
-    else return "the driver wrote a reply no command awaits: " + line->dump();
+    else return StepOutcome::fail("the driver wrote a reply no command awaits: " + line->dump());
   }
-  return "no event " + pattern.dump() + " from the driver: " + why;
+  return StepOutcome::fail("no event " + pattern.dump() + " from the driver: " + why);
 }
 
-std::string ClientCase::within_silence_window(const Json& window, Clock::time_point at) {
+StepOutcome ClientCase::within_silence_window(const Json& window, Clock::time_point at) {
   const auto since = proxy_->silent_since();
-  if (!since) return "after_server_silent_ms: the server is not silent (server_quirks silent first)";
+  if (!since) return StepOutcome::fail("after_server_silent_ms: the server is not silent (server_quirks silent first)");
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(at - *since).count();
   const auto min = window.value("min", 0), max = window.value("max", 0);
   if (ms >= min && ms <= max) {
     note("the event came " + std::to_string(ms) + " ms into the server's silence");
-    return "";
+    return StepOutcome::ok();
   }
-  return "the event came " + std::to_string(ms) + " ms after the last byte the client got from the server, outside " +
-         std::to_string(min) + " to " + std::to_string(max) + " ms";
+  return StepOutcome::fail("the event came " + std::to_string(ms) + " ms after the last byte the client got from the server, outside " +
+         std::to_string(min) + " to " + std::to_string(max) + " ms");
 }
 
 // {"op": "ping"|"close"|..., "header": {typed JSON}, "delay_ms"?, "end_after_ms"?}: the proxy sends it to the
 // client as the server; with delay_ms, that much later while the next steps run (a flow resume while the
 // driver's publish waits for it); with end_after_ms, a fatal error's connection is ended that much later, so
 // that a client which ignores `fatal` is seen still connected.
-std::string ClientCase::server_send(const Json& args) {
+StepOutcome ClientCase::server_send(const Json& args) {
   // "op_code" instead of "op": an op version 1 does not define (a later version's, such as 0x39 commit_offset).
   const std::string name = args.contains("op_code") ? "op " + std::to_string(args.at("op_code").get<int>()) : args.at("op").get<std::string>();
   const OpInfo* info = args.contains("op_code") ? nullptr : find_op_by_name(name);
-  if (info == nullptr && !args.contains("op_code")) return "server_send: unknown op " + name;
+  if (info == nullptr && !args.contains("op_code")) return StepOutcome::fail("server_send: unknown op " + name);
   auto header = value_from_typed_json(args.value("header", Json::object()));
-  if (!header || !header->is<Map>()) return "server_send: the header must be a typed-JSON map";
+  if (!header || !header->is<Map>()) return StepOutcome::fail("server_send: the header must be a typed-JSON map");
   const auto op = info != nullptr ? static_cast<std::uint8_t>(info->code) : args.at("op_code").get<std::uint8_t>();
   if (const int delay_ms = args.value("delay_ms", 0); delay_ms > 0) {
     // Not after the case's own deadline, and not at all once the case is over (finish() stops and joins it).
@@ -504,50 +512,50 @@ std::string ClientCase::server_send(const Json& args) {
       never_notified.wait_until(lock, stop, at, [] { return false; });
       if (!stop.stop_requested()) proxy_->send_to_client(op, map);  // a client already gone: later steps see it
     });
-    return "";
+    return StepOutcome::ok();
   }
   if (!proxy_->send_to_client(op, *header->get_if<Map>(), std::chrono::milliseconds(args.value("end_after_ms", 0)))) {
-    return "server_send: the client has no connection to send " + name + " on";
+    return StepOutcome::fail("server_send: the client has no connection to send " + name + " on");
   }
-  return "";
+  return StepOutcome::ok();
 }
 
 // {"op": "pong", "timeout_ms"?}: the client sends a frame of op (since the last server_send).
-std::string ClientCase::expect_client_frame(const Json& args) {
+StepOutcome ClientCase::expect_client_frame(const Json& args) {
   const std::string name = args.at("op").get<std::string>();
   const OpInfo* info = find_op_by_name(name);
-  if (info == nullptr) return "expect_client_frame: unknown op " + name;
+  if (info == nullptr) return StepOutcome::fail("expect_client_frame: unknown op " + name);
   if (!proxy_->wait_for_client(static_cast<std::uint8_t>(info->code), deadline(args))) {
-    return "the client sent no " + name + " in time";
+    return StepOutcome::fail("the client sent no " + name + " in time");
   }
-  return "";
+  return StepOutcome::ok();
 }
 
 // {"ms": N}: the harness sends the driver nothing for N ms (within the case's time) while the proxy watches the
 // client: what an idle application's connection does on its own (heartbeats).
-std::string ClientCase::idle(const Json& args) {
+StepOutcome ClientCase::idle(const Json& args) {
   const auto until = std::min(case_deadline_, Clock::now() + std::chrono::milliseconds(args.at("ms").get<int>()));
   std::this_thread::sleep_until(until);
-  return "";
+  return StepOutcome::ok();
 }
 
 // {"timeout_ms"?}: the client ends its connection (closes its socket) on its own within the time: "The
 // receiver replies with its own close and closes the socket."
-std::string ClientCase::expect_client_end(const Json& args) {
-  if (!proxy_->wait_for_client_end(deadline(args))) return "the client did not close its socket in time";
-  return "";
+StepOutcome ClientCase::expect_client_end(const Json& args) {
+  if (!proxy_->wait_for_client_end(deadline(args))) return StepOutcome::fail("the client did not close its socket in time");
+  return StepOutcome::ok();
 }
 
 // {"queue": name, "timeout_ms"?}: the queue is deleted at the broker by another application (the harness, over
 // a connection of its own, as guest on /), so that the broker itself ends the client's subscriptions to it:
 // "cancelled {"sub", "code", "msg"}. The server ended a subscription, for example because its queue was
 // deleted." What the client does next is judged by the steps that follow.
-std::string ClientCase::broker_delete_queue(const Json& args) {
+StepOutcome ClientCase::broker_delete_queue(const Json& args) {
   const std::string queue = args.at("queue").get<std::string>();
   const Clock::time_point until = deadline(args);
   auto session = open_session(Endpoint{options_.broker_host, options_.broker_port, "guest", "guest", "/"},
                               "firemq-conform (broker_delete_queue)", until);
-  if (!session) return "broker_delete_queue: the harness's own connection to the broker failed: " + session.error();
+  if (!session) return StepOutcome::fail("broker_delete_queue: the harness's own connection to the broker failed: " + session.error());
   WireConnection& wire = **session;
   // One request and its reply: the reply frame, or why there is none.
   const auto ask_broker = [&](const Bytes& frame, const std::string& what) -> Result<RawFrame, std::string> {
@@ -567,49 +575,49 @@ std::string ClientCase::broker_delete_queue(const Json& args) {
   passive.name = queue;
   passive.passive = true;
   auto found = ask_broker(encode_frame(passive), "passive declare");
-  if (!found) return found.error();
+  if (!found) return StepOutcome::fail(found.error());
   const auto declared = decode_frame(*found);
   const auto* ok = declared ? std::get_if<op::Ok>(&*declared) : nullptr;
   if (ok == nullptr || ok->consumers == 0) {
-    return "broker_delete_queue: queue " + queue + " has no consumer at the broker, so its delete would send no cancelled";
+    return StepOutcome::fail("broker_delete_queue: queue " + queue + " has no consumer at the broker, so its delete would send no cancelled");
   }
   op::DeleteQueue request;
   request.rid = 2;
   request.name = queue;
-  if (auto deleted = ask_broker(encode_frame(request), "delete"); !deleted) return deleted.error();
+  if (auto deleted = ask_broker(encode_frame(request), "delete"); !deleted) return StepOutcome::fail(deleted.error());
   note("the harness deleted queue " + queue + " at the broker");
   wire.disconnect();
-  return "";
+  return StepOutcome::ok();
 }
 
 // After the last step: an `error` event that no step expected fails the case. It is the SDK telling the
 // application that something went wrong; a case that provokes one says so with expect_event.
-std::string ClientCase::unexpected_errors() {
+StepOutcome ClientCase::unexpected_errors() {
   std::string why;
   while (auto line = next_line(Clock::now(), why)) {  // what the driver already wrote, without waiting
     if (line->contains("event")) events_.emplace_back(std::move(*line), Clock::now());
   }
   for (const auto& [event, at] : events_) {
-    if (event.value("event", "") == "error") return "the driver reported an error no step expected: " + event.dump();
+    if (event.value("event", "") == "error") return StepOutcome::fail("the driver reported an error no step expected: " + event.dump());
   }
-  return "";
+  return StepOutcome::ok();
 }
 
 // How the server behaves from now on (client_proxy.h, ServerQuirks); every quirk not given is off.
-std::string ClientCase::server_quirks(const Json& args) {
+StepOutcome ClientCase::server_quirks(const Json& args) {
   proxy_->set_quirks({args.value("single_bytes", false), args.value("unknown_header_keys", false),
                       args.value("max_frame", std::uint64_t{0}), args.value("no_pings", false), args.value("silent", false),
                       args.value("coalesce_confirms", false)});
-  return "";
+  return StepOutcome::ok();
 }
 
 // {"file": "urls.json", "valid": true|false}: every valid vector parses to its expect, every invalid one is
 // refused. One command per vector; every vector is tried, and the failure lists each one that failed.
-std::string ClientCase::url_vectors(const Json& args) {
+StepOutcome ClientCase::url_vectors(const Json& args) {
   const std::string file_name = args.at("file").get<std::string>();
   std::ifstream in(options_.vectors_dir / file_name);
   const Json file = Json::parse(in, nullptr, false);
-  if (file.is_discarded()) return "cannot read the vector file " + file_name;
+  if (file.is_discarded()) return StepOutcome::fail("cannot read the vector file " + file_name);
   const bool valid = args.at("valid").get<bool>();
   std::vector<std::string> failures;
   int checked = 0;
@@ -617,22 +625,22 @@ std::string ClientCase::url_vectors(const Json& args) {
     if (vector.contains("expect") != valid) continue;
     Json step = {{"send", {{"cmd", "parse_url"}, {"url", vector.at("url")}}}};
     step["expect"] = valid ? Json{{"ok", true}, {"url", vector.at("expect")}} : Json{{"ok", false}};
-    if (std::string bad = command(step); !bad.empty()) failures.push_back(vector.at("name").get<std::string>() + ": " + bad);
+    if (StepOutcome parsed = command(step); !parsed.is_ok()) failures.push_back(vector.at("name").get<std::string>() + ": " + parsed.message);
     ++checked;
   }
   note(std::to_string(checked) + " URL vectors checked, " + std::to_string(failures.size()) + " failed");
-  if (checked == 0) return "no vector checked";
+  if (checked == 0) return StepOutcome::fail("no vector checked");
   return vector_failures(failures, checked, file_name);
 }
 
 // "" when none failed; otherwise how many, each named, the first kFailuresInFull with their reason.
-std::string ClientCase::vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name) {
-  if (failures.empty()) return "";
+StepOutcome ClientCase::vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name) {
+  if (failures.empty()) return StepOutcome::ok();
   std::string message = std::to_string(failures.size()) + " of " + std::to_string(checked) + " vectors of " + file_name + " failed";
   for (std::size_t i = 0; i < failures.size(); ++i) {
     message += (i == 0 ? ": " : "; ") + (i < kFailuresInFull ? failures[i] : failures[i].substr(0, failures[i].find(':')));
   }
-  return message;
+  return StepOutcome::fail(message);
 }
 
 std::optional<Json> ClientCase::ask(Json cmd, std::string& why) {
@@ -653,11 +661,11 @@ std::optional<Json> ClientCase::ask(Json cmd, std::string& why) {
 // project's decoder reads back to them. invalid.json (the vectors of `basis`, preamble ones aside: a client
 // never reads a preamble): decode_frame must refuse, with the listed code when exact_code. Every vector is
 // tried; the failure lists each one that failed.
-std::string ClientCase::codec_vectors(const Json& args) {
+StepOutcome ClientCase::codec_vectors(const Json& args) {
   const std::string file_name = args.at("file").get<std::string>();
   std::ifstream in(options_.vectors_dir / file_name);
   const Json file = Json::parse(in, nullptr, false);
-  if (file.is_discarded()) return "cannot read the vector file " + file_name;
+  if (file.is_discarded()) return StepOutcome::fail("cannot read the vector file " + file_name);
   const bool invalid = args.contains("basis");
   const std::string framing = args.value("framing", "stream");
   const bool encode = args.value("direction", "decode") == "encode";
@@ -666,74 +674,74 @@ std::string ClientCase::codec_vectors(const Json& args) {
   for (const Json& vector : file.at("vectors")) {
     if (invalid && (vector.value("includes_preamble", false) || vector.value("basis", "") != args.at("basis"))) continue;
     std::string driver_gone;
-    const std::string bad = invalid ? refused(vector, args.value("exact_code", true), driver_gone)
+    const StepOutcome checked_one = invalid ? refused(vector, args.value("exact_code", true), driver_gone)
                             : encode ? encoded(vector, framing, driver_gone) : decoded(vector, framing, driver_gone);
-    if (!driver_gone.empty()) return vector.at("name").get<std::string>() + ": " + driver_gone;
-    if (!bad.empty()) failures.push_back(vector.at("name").get<std::string>() + ": " + bad);
+    if (!driver_gone.empty()) return StepOutcome::fail(vector.at("name").get<std::string>() + ": " + driver_gone);
+    if (!checked_one.is_ok()) failures.push_back(vector.at("name").get<std::string>() + ": " + checked_one.message);
     ++checked;
   }
   note(std::to_string(checked) + " vectors of " + file_name + " checked, " + std::to_string(failures.size()) + " failed");
-  if (checked == 0) return "no vector checked";
+  if (checked == 0) return StepOutcome::fail("no vector checked");
   return vector_failures(failures, checked, file_name);
 }
 
 // decode_frame of a valid vector: one frame, the vector's op, header and payload.
-std::string ClientCase::decoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
+StepOutcome ClientCase::decoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
   const std::string hex = vector.at("frame").get<std::string>();
   auto reply = ask({{"cmd", "decode_frame"}, {"bytes", framing == "message" ? hex.substr(2 * kLenSize) : hex},
                     {"framing", framing}, {"max_frame", kDefaultMaxFrame}},
                    driver_gone);
-  if (!reply) return driver_gone;
-  if (!said_ok(*reply)) return "refused: " + reply->value("error", Json()).dump();
+  if (!reply) return StepOutcome::fail(driver_gone);
+  if (!said_ok(*reply)) return StepOutcome::fail("refused: " + reply->value("error", Json()).dump());
   const Json frames = reply->value("frames", Json());
-  if (!frames.is_array() || frames.size() != 1) return "expected one frame, got " + frames.dump();
+  if (!frames.is_array() || frames.size() != 1) return StepOutcome::fail("expected one frame, got " + frames.dump());
   const Json& frame = frames[0];
   if (!frame.is_object() || !frame.value("op", Json()).is_number_integer() || !frame.value("payload", Json()).is_string()) {
-    return "the frame is not {op, header, payload}: " + frame.dump();
+    return StepOutcome::fail("the frame is not {op, header, payload}: " + frame.dump());
   }
-  return frame_difference(vector, frame.at("op").get<int>(), frame.at("payload").get<std::string>(), frame.value("header", Json()));
+  return fails_on(frame_difference(vector, frame.at("op").get<int>(), frame.at("payload").get<std::string>(), frame.value("header", Json())));
 }
 
 // encode_frame of a valid vector's op, header and payload: the project's decoder must read the bytes back to
 // them ("Encoders do not have to reproduce the bytes exactly").
-std::string ClientCase::encoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
+StepOutcome ClientCase::encoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
   auto reply = ask({{"cmd", "encode_frame"}, {"op", vector.at("op")}, {"header", vector.at("header")},
                     {"payload", vector.at("payload")}, {"framing", framing}},
                    driver_gone);
-  if (!reply) return driver_gone;
-  if (!said_ok(*reply)) return "refused: " + reply->value("error", Json()).dump();
+  if (!reply) return StepOutcome::fail(driver_gone);
+  if (!said_ok(*reply)) return StepOutcome::fail("refused: " + reply->value("error", Json()).dump());
   const Json hex = reply->value("bytes", Json());
   const auto bytes = hex.is_string() ? from_hex(hex.get<std::string>()) : std::nullopt;
-  if (!bytes) return "bytes is not hex: " + hex.dump();
+  if (!bytes) return StepOutcome::fail("bytes is not hex: " + hex.dump());
   auto raw = framing == "message" ? decode_message_frame(*bytes, kDefaultMaxFrame) : one_stream_frame(*bytes);
-  if (!raw) return "the bytes " + to_hex(*bytes) + " are no frame: " + raw.error().msg;
-  if (auto message = decode_frame(*raw); !message) return "the header of " + to_hex(*bytes) + " does not decode: " + message.error().msg;
+  if (!raw) return StepOutcome::fail("the bytes " + to_hex(*bytes) + " are no frame: " + raw.error().msg);
+  if (auto message = decode_frame(*raw); !message) return StepOutcome::fail("the header of " + to_hex(*bytes) + " does not decode: " + message.error().msg);
   auto header = raw->header().empty() ? Result<Value>(Value(Map{})) : decode_value(raw->header());
-  if (!header) return "the header does not decode: " + header.error().msg;
-  return frame_difference(vector, raw->op(), to_hex(raw->payload()), typed_json_from_value(*header));
+  if (!header) return StepOutcome::fail("the header does not decode: " + header.error().msg);
+  return fails_on(frame_difference(vector, raw->op(), to_hex(raw->payload()), typed_json_from_value(*header)));
 }
 
 // decode_frame of an invalid vector: refused, with its code (and its fatality, if the driver says).
-std::string ClientCase::refused(const Json& vector, bool exact_code, std::string& driver_gone) {
+StepOutcome ClientCase::refused(const Json& vector, bool exact_code, std::string& driver_gone) {
   auto reply = ask({{"cmd", "decode_frame"}, {"bytes", vector.at("input")}, {"framing", vector.at("framing")},
                     {"max_frame", vector.at("max_frame")}, {"end_of_stream", vector.at("end_of_stream")}},
                    driver_gone);
-  if (!reply) return driver_gone;
-  if (said_ok(*reply)) return "not refused: decoded to " + reply->value("frames", Json()).dump();
-  if (!exact_code) return "";
+  if (!reply) return StepOutcome::fail(driver_gone);
+  if (said_ok(*reply)) return StepOutcome::fail("not refused: decoded to " + reply->value("frames", Json()).dump());
+  if (!exact_code) return StepOutcome::ok();
   const Json error = reply->value("error", Json());
-  if (!error.is_object()) return "refused without an error object: " + reply->dump();
+  if (!error.is_object()) return StepOutcome::fail("refused without an error object: " + reply->dump());
   if (error.value("code", Json()) != vector.at("code")) {
-    return "refused with " + (error.contains("code") ? "code " + error.at("code").dump() : std::string("no code")) +
-           ", expected " + vector.at("code").dump();
+    return StepOutcome::fail("refused with " + (error.contains("code") ? "code " + error.at("code").dump() : std::string("no code")) +
+           ", expected " + vector.at("code").dump());
   }
   if (error.contains("fatal") && error.at("fatal") != vector.at("fatal")) {
-    return "refused with fatal " + error.at("fatal").dump() + ", expected " + vector.at("fatal").dump();
+    return StepOutcome::fail("refused with fatal " + error.at("fatal").dump() + ", expected " + vector.at("fatal").dump());
   }
-  return "";
+  return StepOutcome::ok();
 }
 
-std::string ClientCase::run_step(const Json& step) {
+StepOutcome ClientCase::run_step(const Json& step) {
   const std::string verb = step.begin().key();
   const Json args = substituted(step.begin().value(), {{"url", proxy_url(options_.transport, proxy_->port())},
                                                       {"unique", unique_}});
@@ -747,22 +755,34 @@ std::string ClientCase::run_step(const Json& step) {
   if (verb == "broker_delete_queue") return broker_delete_queue(args);
   if (verb == "url_vectors") return url_vectors(args);
   if (verb == "codec_vectors") return codec_vectors(args);
-  return "unknown verb " + verb;  // load_cases refuses these; kept for a case built by hand
+  return StepOutcome::fail("unknown verb " + verb);  // load_cases refuses these; kept for a case built by hand
 }
 
-// The driver is told the commands are over and must exit; then the proxy judges what is still owed.
-void ClientCase::finish() {
+// The steps, in order, up to the first that fails; then the driver's unexpected errors, when none did.
+void ClientCase::run_steps(std::vector<StepRecord>& records) {
+  for (std::size_t i = 0; i < spec_.steps.size(); ++i) {
+    StepOutcome outcome = run_step(spec_.steps[i]);
+    const bool ok = outcome.is_ok();
+    if (!ok) outcome.message = "step " + std::to_string(i + 1) + ": " + outcome.message + " (after " + ms_since(origin_) + " ms)";
+    records.push_back({static_cast<int>(i), std::move(outcome), elapsed_ms()});
+    if (!ok) return;
+  }
+  StepOutcome errors = unexpected_errors();
+  if (!errors.is_ok()) errors.message += " (after " + ms_since(origin_) + " ms)";
+  records.push_back({-1, std::move(errors), elapsed_ms()});
+}
+
+// The driver is told the commands are over and must exit; then the proxy judges what is still owed, and the
+// verdict follows from the steps and what the proxy's monitor saw (model/verdict.h), when the case started.
+void ClientCase::finish(std::vector<StepRecord> records, bool started) {
+  std::string err;
   if (driver_) {
     const std::string how = driver_->finish(Clock::now() + kDriverExitTime);
     note("the driver ended: " + how);
-    const std::string err = driver_->stderr_text();
+    err = driver_->stderr_text();
     if (!err.empty()) note("the driver's stderr:\n" + err);
-    if (!driver_->exited_cleanly() && result_.verdict == Verdict::pass) {
-      result_.verdict = Verdict::fail;
-      result_.message = "the driver " + how + " once its stdin closed";
-    }
-    if (result_.verdict == Verdict::fail && !err.empty()) {
-      result_.message += "; its stderr ends: " + err.substr(err.size() > kStderrInMessage ? err.size() - kStderrInMessage : 0);
+    if (!driver_->exited_cleanly()) {
+      records.push_back({-1, StepOutcome::fail("the driver " + how + " once its stdin closed"), elapsed_ms()});
     }
   }
   delayed_sends_.clear();  // joins them: nothing more is sent once the case is over
@@ -773,12 +793,13 @@ void ClientCase::finish() {
   result_.transcript.insert(result_.transcript.end(), notes_.begin(), notes_.end());
   std::stable_sort(result_.transcript.begin(), result_.transcript.end(),
                    [](const TranscriptLine& a, const TranscriptLine& b) { return a.at_ms < b.at_ms; });
-  if (!result_.violations.empty() && result_.verdict == Verdict::pass) {
-    const MonitorViolation& v = result_.violations.front();
-    result_.verdict = Verdict::fail;
-    result_.message = v.rule + ": " + v.message + " (spec, " + v.spec.section + ": \"" + v.spec.quote + "\")";
+  if (started) record_verdict(decide_verdict(records, result_.violations), spec_.steps, result_);  // else start()'s
+  if (result_.verdict == Verdict::fail && !err.empty()) {
+    result_.message += "; its stderr ends: " + err.substr(err.size() > kStderrInMessage ? err.size() - kStderrInMessage : 0);
   }
 }
+
+double ClientCase::elapsed_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count(); }
 
 CaseResult ClientCase::run() {
   result_.transport = std::string(transport_name(options_.transport));
@@ -787,25 +808,11 @@ CaseResult ClientCase::run() {
     result_.message = "runs over " + transports_text(spec_.transports) + " only; this run is over " + result_.transport;
     return result_;
   }
-  if (start()) {
-    for (std::size_t i = 0; i < spec_.steps.size(); ++i) {
-      const std::string bad = run_step(spec_.steps[i]);
-      if (bad.empty()) continue;
-      result_.verdict = Verdict::fail;
-      result_.message = "step " + std::to_string(i + 1) + ": " + bad + " (after " + ms_since(origin_) + " ms)";
-      result_.failed_step = static_cast<int>(i);
-      result_.failed_step_text = spec_.steps[i].dump();
-      break;
-    }
-    if (result_.verdict != Verdict::fail) {
-      if (const std::string bad = unexpected_errors(); !bad.empty()) {
-        result_.verdict = Verdict::fail;
-        result_.message = bad + " (after " + ms_since(origin_) + " ms)";
-      }
-    }
-  }
-  finish();
-  result_.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - origin_).count();
+  const bool started = start();
+  std::vector<StepRecord> records;
+  if (started) run_steps(records);
+  finish(std::move(records), started);
+  result_.duration_ms = elapsed_ms();
   return result_;
 }
 

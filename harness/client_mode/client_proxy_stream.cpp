@@ -79,17 +79,17 @@ short ServerStream::wanted(int error) const {
   return -1;
 }
 
-Result<bool, std::string> ServerStream::accept_tls(const ProxyTls& tls, Clock::time_point deadline) {
+IoStatus ServerStream::accept_tls(const ProxyTls& tls, Clock::time_point deadline) {
   std::lock_guard lock(ssl_lock_);
   ssl_ = SSL_new(tls.context());
   if (ssl_ == nullptr || SSL_set_fd(ssl_, fd_) != 1) return "SSL_new: " + openssl_errors();
   SSL_set_accept_state(ssl_);
   while (true) {
     const int rc = SSL_accept(ssl_);
-    if (rc == 1) return true;
+    if (rc == 1) return IoStatus::done();
     const short events = wanted(SSL_get_error(ssl_, rc));
     if (events < 0) return "the TLS handshake failed: " + openssl_errors();
-    if (!wait_for(fd_, events, deadline)) return std::string("the TLS handshake did not finish in time");
+    if (!wait_for(fd_, events, deadline)) return "the TLS handshake did not finish in time";
   }
 }
 

@@ -47,7 +47,7 @@ class ServerStream {
   ServerStream& operator=(const ServerStream&) = delete;
 
   // The TLS handshake as the server, within `deadline`; the error says why it failed.
-  Result<bool, std::string> accept_tls(const ProxyTls& tls, Clock::time_point deadline);
+  IoStatus accept_tls(const ProxyTls& tls, Clock::time_point deadline);
   // Reads what is there, waiting at most `quiet_ms` for something (ReadOutcome::Kind::timeout then).
   ReadOutcome read_some(std::span<std::uint8_t> into, int quiet_ms);
   // Writes every byte (one TLS record per call on TLS); false once the client is gone or the stream shut.

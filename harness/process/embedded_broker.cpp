@@ -135,7 +135,7 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
   return broker;
 }
 
-Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
+IoStatus EmbeddedBroker::spawn(bool append_log) {
   const auto port_file = work_dir_ / "ports.json";
   std::error_code ec;
   std::filesystem::remove(port_file, ec);
@@ -168,7 +168,7 @@ Result<bool, std::string> EmbeddedBroker::spawn(bool append_log) {
           !reported.empty()) {
         pid_ = pid;
         ports_ = std::move(reported);
-        return true;
+        return IoStatus::done();
       }
       int status = 0;
       if (exited(pid, status)) {

@@ -77,7 +77,7 @@ class EmbeddedBroker {
         data_dir_(std::move(data_dir)), listeners_(std::move(listeners)), amqp_(amqp), amqps_(amqps) {}
   // Spawns the broker with args_ (and each listener's port: ports_, or free ones the first time) and waits until it
   // reports them.
-  Result<bool, std::string> spawn(bool append_log);
+  IoStatus spawn(bool append_log);
   std::vector<std::string> port_flags() const;
 
   std::vector<std::string> args_;  // every flag but the ports

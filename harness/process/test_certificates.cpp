@@ -17,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // Runs `openssl args...` with its output in `log`; the error says which command failed and what it wrote.
-Result<bool, std::string> openssl(std::vector<std::string> args, const fs::path& log) {
+IoStatus openssl(std::vector<std::string> args, const fs::path& log) {
   args.insert(args.begin(), "openssl");
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -36,7 +36,7 @@ Result<bool, std::string> openssl(std::vector<std::string> args, const fs::path&
   int status = 0;
   ::waitpid(pid, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return "'" + command + "' failed:\n" + tail_of(log);
-  return true;
+  return IoStatus::done();
 }
 
 }  // namespace

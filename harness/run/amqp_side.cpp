@@ -398,8 +398,8 @@ int wait_frame(amqp_connection_state_t state, amqp_frame_t& frame, Clock::time_p
 std::string library_error(int status) { return amqp_error_string2(status); }
 
 // The content (header and body frames) that follows a method on `channel`.
-Result<bool, std::string> read_content(amqp_connection_state_t state, std::uint16_t channel, AmqpEvent& event,
-                                       Clock::time_point deadline) {
+IoStatus read_content(amqp_connection_state_t state, std::uint16_t channel, AmqpEvent& event,
+                      Clock::time_point deadline) {
   amqp_frame_t frame;
   int status = wait_frame(state, frame, deadline);
   if (status != AMQP_STATUS_OK) return "waiting for the content header of " + event.method + ": " + library_error(status);
@@ -417,7 +417,7 @@ Result<bool, std::string> read_content(amqp_connection_state_t state, std::uint1
     const auto* p = static_cast<const std::uint8_t*>(frame.payload.body_fragment.bytes);
     event.body.insert(event.body.end(), p, p + frame.payload.body_fragment.len);
   }
-  return true;
+  return IoStatus::done();
 }
 
 // Answers the broker's channel.close or connection.close, as a client must.
@@ -497,8 +497,8 @@ Result<AmqpEndpoint, std::string> parse_amqp_url(const std::string& text, const 
 }
 
 // Opens rabbitmq-c's socket to `endpoint`: TCP, or TLS for amqps with the certificate checked as its options say
-// (the CA file, or the system's; --insecure checks nothing). Empty: open; otherwise why not.
-std::string open_amqp_socket(amqp_connection_state_t state, const AmqpEndpoint& endpoint, timeval& tv) {
+// (the CA file, or the system's; --insecure checks nothing).
+IoStatus open_amqp_socket(amqp_connection_state_t state, const AmqpEndpoint& endpoint, timeval& tv) {
   amqp_socket_t* socket = endpoint.tls ? amqp_ssl_socket_new(state) : amqp_tcp_socket_new(state);
   if (socket == nullptr) return "rabbitmq-c could not make a socket";
   if (endpoint.tls) {
@@ -515,7 +515,7 @@ std::string open_amqp_socket(amqp_connection_state_t state, const AmqpEndpoint& 
     return std::string("cannot reach ") + (endpoint.tls ? "amqps " : "") + endpoint.host + ":" +
            std::to_string(endpoint.port) + ": " + library_error(status);
   }
-  return "";
+  return IoStatus::done();
 }
 
 // The steps ------------------------------------------------------------------------------------------------------
@@ -541,7 +541,7 @@ Result<AmqpServer, std::string> probe_amqp(const AmqpEndpoint& endpoint) {
     }
   } closer{state};
   timeval tv = timeval_until(Clock::now() + std::chrono::seconds(5));
-  if (std::string refused = open_amqp_socket(state, endpoint, tv); !refused.empty()) return refused;
+  if (IoStatus opened = open_amqp_socket(state, endpoint, tv); !opened) return opened.error();
   amqp_set_handshake_timeout(state, &tv);
   amqp_set_rpc_timeout(state, &tv);
   const amqp_rpc_reply_t login = amqp_login(state, endpoint.vhost.c_str(), 0, kDefaultFrameMax, 0,
@@ -628,36 +628,36 @@ amqp_bytes_t text_arg(StepContext& s, const char* key, const std::string& fallba
 }
 
 // Matches an event against the step's "method", "channel", "fields", "properties" and "body".
-std::string match_event(StepContext& s, const AmqpEvent& e) {
-  if (e.kind != AmqpEvent::Kind::method) return "got " + describe(e);
-  if (!e.detail.empty()) return e.method + ": " + e.detail;
+StepOutcome match_event(StepContext& s, const AmqpEvent& e) {
+  if (e.kind != AmqpEvent::Kind::method) return StepOutcome::fail("got " + describe(e));
+  if (!e.detail.empty()) return StepOutcome::fail(e.method + ": " + e.detail);
   const std::string want = s.args.value("method", "");
-  if (!want.empty() && e.method != want) return "expected " + want + ", got " + describe(e);
+  if (!want.empty() && e.method != want) return StepOutcome::fail("expected " + want + ", got " + describe(e));
   if (e.channel != s.channel && e.method != "connection.close") {
-    return "expected it on channel " + std::to_string(s.channel) + ", got " + describe(e);
+    return StepOutcome::fail("expected it on channel " + std::to_string(s.channel) + ", got " + describe(e));
   }
   Vars& vars = s.scenario.vars();
   if (s.args.contains("fields")) {
-    if (std::string m = match_value(s.args.at("fields"), &e.fields, e.method, vars); !m.empty()) return m;
+    if (std::string m = match_value(s.args.at("fields"), &e.fields, e.method, vars); !m.empty()) return StepOutcome::fail(m);
   }
   if (s.args.contains("properties")) {
     const Value none(Map{});
     const Value& props = e.properties ? *e.properties : none;
-    if (std::string m = match_value(s.args.at("properties"), &props, "properties", vars); !m.empty()) return m;
+    if (std::string m = match_value(s.args.at("properties"), &props, "properties", vars); !m.empty()) return StepOutcome::fail(m);
   }
   if (s.args.contains("body") && body_of(s.args) != e.body) {
-    return e.method + ": expected the body " + s.args.at("body").dump() + ", got " + std::to_string(e.body.size()) +
-           " bytes \"" + std::string(e.body.begin(), e.body.begin() + std::min<std::size_t>(e.body.size(), 60)) + "\"";
+    return StepOutcome::fail(e.method + ": expected the body " + s.args.at("body").dump() + ", got " + std::to_string(e.body.size()) +
+           " bytes \"" + std::string(e.body.begin(), e.body.begin() + std::min<std::size_t>(e.body.size(), 60)) + "\"");
   }
-  return "";
+  return StepOutcome::ok();
 }
 
 StepOutcome step_open(Scenario& scenario, AmqpSide::Conn& c, const AmqpEndpoint& endpoint, const Json& args) {
   const auto deadline = scenario.deadline_after(args, "within_ms", 5000);
   c.state = amqp_new_connection();
   timeval tv = timeval_until(deadline);
-  if (std::string refused = open_amqp_socket(c.state, endpoint, tv); !refused.empty()) {
-    return StepOutcome::error("the AMQP listener: " + refused);
+  if (IoStatus opened = open_amqp_socket(c.state, endpoint, tv); !opened) {
+    return StepOutcome::error("the AMQP listener: " + opened.error());
   }
   c.open = true;
   amqp_set_handshake_timeout(c.state, &tv);
@@ -827,8 +827,7 @@ StepOutcome step_get(StepContext& s) {
     return e.method == "basic.get-empty" ? StepOutcome::ok() : StepOutcome::fail("expected basic.get-empty, got " + describe(e));
   }
   if (e.method != "basic.get-ok") return StepOutcome::fail("expected basic.get-ok, got " + describe(e));
-  if (std::string m = match_event(s, e); !m.empty()) return StepOutcome::fail(m);
-  return StepOutcome::ok();
+  return match_event(s, e);
 }
 
 // The next method the broker sends on the step's channel (or a connection.close) must match; methods named in
@@ -844,8 +843,7 @@ StepOutcome step_expect(StepContext& s) {
       return StepOutcome::fail("expected " + s.args.value("method", std::string("a method")) + " within " +
                                std::to_string(s.args.value("within_ms", kDefaultWithinMs)) + " ms, got nothing");
     }
-    if (std::string m = match_event(s, e); !m.empty()) return StepOutcome::fail(m);
-    return StepOutcome::ok();
+    return match_event(s, e);
   }
 }
 

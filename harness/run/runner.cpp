@@ -136,9 +136,9 @@ namespace {
 
 // Runs a target command (--restart-command, --alarm-command) under /bin/sh -c, in the harness's environment
 // changed by `env` ("NAME=value" sets NAME, a bare "NAME" unsets it), bounded by `deadline`; `started` runs
-// while it works. Its output goes to a file, shown when it fails. "" when it exited 0.
-std::string run_target_command(const std::string& what, const std::string& command, const std::vector<std::string>& env,
-                               Clock::time_point deadline, const std::function<void()>& started) {
+// while it works. Its output goes to a file, shown when it fails.
+IoStatus run_target_command(const std::string& what, const std::string& command, const std::vector<std::string>& env,
+                            Clock::time_point deadline, const std::function<void()>& started) {
   const std::filesystem::path output = std::filesystem::temp_directory_path() /
                                        ("firemq-conform-" + what + "-" + std::to_string(::getpid()) + ".log");
   std::vector<std::string> environment;
@@ -184,7 +184,7 @@ std::string run_target_command(const std::string& what, const std::string& comma
     return "the " + what + " command '" + command + "' failed (status " +
            std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + "):\n" + tail_of(output);
   }
-  return "";
+  return IoStatus::done();
 }
 
 }  // namespace
@@ -194,13 +194,13 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
   // While the command stops the broker gracefully, the case's connections answer its close as clients do, so
   // that it need not wait for them.
   const std::string kill_flag = kill ? "FIREMQ_RESTART_KILL=1" : "FIREMQ_RESTART_KILL";  // bare: unset
-  const std::string failed =
+  const IoStatus ran =
       run_target_command("restart", how.command, {kill_flag}, deadline, kill ? std::function<void()>() : signalled);
-  if (!failed.empty()) return StepOutcome::error(failed);
+  if (!ran) return StepOutcome::error(ran.error());
   // The command has returned: the old broker is gone; wait for the new one to listen.
   while (true) {
     WireConnection probe;
-    if (probe.connect(how.host, how.port, std::min(deadline, Clock::now() + std::chrono::seconds(1)))) {
+    if (probe.connect(how.host, how.port, std::min(deadline, Clock::now() + std::chrono::seconds(1))).ok()) {
       return StepOutcome{StepOutcome::Kind::ok, "'" + how.command + "' ran" + (kill ? " with FIREMQ_RESTART_KILL=1" : "") +
                                                     "; " + how.host + ":" + std::to_string(how.port) + " accepts connections again"};
     }
@@ -212,9 +212,9 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
 }
 
 StepOutcome alarm_with_command(const std::string& command, bool raise, Clock::time_point deadline) {
-  const std::string failed =
+  const IoStatus ran =
       run_target_command("alarm", command, {std::string("FIREMQ_ALARM=") + (raise ? "raise" : "clear")}, deadline, {});
-  if (!failed.empty()) return StepOutcome::error(failed);
+  if (!ran) return StepOutcome::error(ran.error());
   return StepOutcome{StepOutcome::Kind::ok, "'" + command + "' ran with FIREMQ_ALARM=" + (raise ? "raise" : "clear")};
 }
 

@@ -133,6 +133,7 @@ CaseResult Scenario::run() {
   CaseResult result = result_for(spec_);
   started_ = Clock::now();
   case_deadline_ = started_ + std::chrono::milliseconds(spec_.timeout_ms);
+  std::vector<StepRecord> records;
   for (std::size_t i = 0; i < spec_.steps.size(); ++i) {
     const Json& step = spec_.steps[i];
     StepOutcome outcome;
@@ -141,15 +142,14 @@ CaseResult Scenario::run() {
     } catch (const Json::exception& e) {
       outcome = StepOutcome::error(std::string("malformed step: ") + e.what());
     }
-    if (const auto v = first_violation()) outcome = monitor_failure(*v, outcome);
-    if (outcome.kind == StepOutcome::Kind::ok && Clock::now() > case_deadline_) {
+    if (outcome.is_ok() && Clock::now() > case_deadline_) {
       outcome = StepOutcome::fail("the case ran past its timeout of " + std::to_string(spec_.timeout_ms) + " ms");
     }
-    if (outcome.kind != StepOutcome::Kind::ok) {
-      result.verdict = outcome.kind == StepOutcome::Kind::fail ? Verdict::fail : Verdict::error;
-      result.message = outcome.message;
-      result.failed_step = static_cast<int>(i);
-      result.failed_step_text = step.dump();
+    records.push_back({static_cast<int>(i), std::move(outcome), ms_since_start()});
+    // The first thing that went wrong ends the case: this step, or a rule the monitor saw broken during it.
+    const CaseVerdict so_far = decide_verdict(records, all_violations());
+    if (so_far.verdict != Verdict::pass) {
+      if (so_far.violation != nullptr) note(so_far.violation->connection, so_far.message);
       break;
     }
   }
@@ -157,9 +157,14 @@ CaseResult Scenario::run() {
   amqp_->drop_all();
   clear_alarm_left_raised();
   result.violations = all_violations();
-  result.duration_ms = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  record_verdict(decide_verdict(records, result.violations), spec_.steps, result);
+  result.duration_ms = ms_since_start();
   result.transcript = std::move(transcript_);
   return result;
+}
+
+double Scenario::ms_since_start() const {
+  return std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
 }
 
 // The wire monitor ---------------------------------------------------------------------------------------------
@@ -181,21 +186,6 @@ std::vector<MonitorViolation> Scenario::all_violations() const {
   }
   std::stable_sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.at_ms < b.at_ms; });
   return all;
-}
-
-std::optional<MonitorViolation> Scenario::first_violation() const {
-  std::vector<MonitorViolation> all = all_violations();
-  if (all.empty()) return std::nullopt;
-  return all.front();
-}
-
-// A broken connection-wide rule fails the case at the step during which the monitor saw it, whatever the step
-// itself concluded: it is the first thing that went wrong.
-StepOutcome Scenario::monitor_failure(const MonitorViolation& v, const StepOutcome& step) {
-  std::string message = "wire monitor: " + v.rule + ": " + v.message + " (\"" + v.spec.quote + "\")";
-  if (step.kind != StepOutcome::Kind::ok) message += "; the step itself: " + step.message;
-  note(v.connection, message);
-  return StepOutcome::fail(message);
 }
 
 StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
@@ -286,20 +276,20 @@ Clock::time_point Scenario::deadline_after(const Json& args, const char* key, in
 }
 
 void Scenario::note(const std::string& conn, const std::string& text) {
-  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  const double at = ms_since_start();
   transcript_.push_back({at, conn, "note", "", text, 0, ""});
 }
 
 void Scenario::log_frame(const std::string& conn, const std::string& direction, std::uint8_t op, ByteView header,
                          ByteView payload) {
-  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  const double at = ms_since_start();
   transcript_.push_back({at, conn, direction, op_label(op), header_summary(header), payload.size(), preview(payload)});
 }
 
 // Stream bytes (FMQ1, len-prefixed frames): on WebSocket, each complete frame leaves as one message.
 bool Scenario::send_bytes(Conn& c, const Bytes& bytes, const std::string& op, const std::string& text,
                           ByteView payload) {
-  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  const double at = ms_since_start();
   transcript_.push_back({at, c.name, "sent", op, text, payload.size(), preview(payload)});
   const bool ok = c.wire.send(bytes, std::min(Clock::now() + std::chrono::seconds(5), case_deadline_));
   if (ok && c.wire.held_back() > 0) {
@@ -311,7 +301,7 @@ bool Scenario::send_bytes(Conn& c, const Bytes& bytes, const std::string& op, co
 
 // One frame, framed for the connection's transport.
 bool Scenario::send_framed(Conn& c, std::uint8_t op, ByteView header, ByteView payload, const std::string& text) {
-  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  const double at = ms_since_start();
   transcript_.push_back({at, c.name, "sent", op_label(op), text, payload.size(), preview(payload)});
   return c.wire.send_frame(op, header, payload, std::min(Clock::now() + std::chrono::seconds(5), case_deadline_));
 }
@@ -779,7 +769,7 @@ StepOutcome Scenario::step_ws_send(const Json& args) {
     return StepOutcome::error("ws_send needs one of text, hex, frames, ping, close, raw_hex");
   }
   if (fragments > 1) what += " in " + std::to_string(fragments) + " fragments";
-  const double at = std::chrono::duration<double, std::milli>(Clock::now() - started_).count();
+  const double at = ms_since_start();
   transcript_.push_back({at, (*c)->name, "sent", "ws", what, 0, ""});
   return sent(**c, ok, args);
 }

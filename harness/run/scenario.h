@@ -11,6 +11,7 @@
 #include <string>
 
 #include "harness/model/case_model.h"
+#include "harness/model/verdict.h"
 #include "harness/rules/matcher.h"
 #include "harness/client/target.h"
 #include "harness/client/wire.h"
@@ -18,17 +19,6 @@
 
 namespace firemq::conform {
 
-// How a step ended: ok; fail (the broker did not do what the case requires); error (the harness could not
-// carry out the step: a malformed step, or the target could not be reached).
-struct StepOutcome {
-  enum class Kind { ok, fail, error };
-  Kind kind = Kind::ok;
-  std::string message;
-
-  static StepOutcome ok() { return {}; }
-  static StepOutcome fail(std::string m) { return {Kind::fail, std::move(m)}; }
-  static StepOutcome error(std::string m) { return {Kind::error, std::move(m)}; }
-};
 
 // A step's code argument: one code or a list of them (expect_error's "code", amqp_*'s "expect_close").
 std::vector<std::uint64_t> codes_of(const nlohmann::json& codes);
@@ -106,8 +96,7 @@ class Scenario {
 
   void retire(const std::string& name);
   std::vector<MonitorViolation> all_violations() const;
-  std::optional<MonitorViolation> first_violation() const;
-  StepOutcome monitor_failure(const MonitorViolation& v, const StepOutcome& step);
+  double ms_since_start() const;
   void close_after_shutdown(Clock::time_point deadline);
   StepOutcome expect_closed_after_fatal(Conn& c, const std::string& what, Clock::time_point deadline);
   StepOutcome expect_still_open(Conn& c, Clock::time_point deadline);

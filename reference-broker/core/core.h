@@ -97,8 +97,8 @@ class Core {
   // queue declared again by that name never gets the old one's messages back.
   Status write_topology() {
     if (journal_ != nullptr) {
-      if (std::optional<std::string> error = journal_->sync_now()) {
-        return make_error(ReplyCode::internal_error, "durable definitions not saved: the message store failed: " + *error);
+      if (IoStatus synced = journal_->sync_now(); !synced) {
+        return make_error(ReplyCode::internal_error, "durable definitions not saved: the message store failed: " + synced.error());
       }
     }
     return topology_->save();

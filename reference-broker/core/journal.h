@@ -49,7 +49,7 @@ class Journal {
   virtual void restore_into(Queue& queue) = 0;
   // Writes and fsyncs everything appended so far, now, on this thread (before the definitions file changes, so
   // that the file never runs ahead of the log); the error says what failed.
-  virtual std::optional<std::string> sync_now() = 0;
+  virtual IoStatus sync_now() = 0;
 
   // Hands the records appended so far to the operating system (and the fsync to the storage thread). The
   // transport calls it before frames go out, so that no deliver leaves before its record (kill -9 safe).

@@ -29,19 +29,19 @@ IoStatus PageFile::read(std::uint64_t offset, std::size_t size, std::uint8_t* in
   const bool follows_last_read = offset == last_read_end_;
   last_read_end_ = offset + size;
   if (!in_ahead(offset, size) && follows_last_read && size < kReadAhead) {
-    if (IoStatus error = read_ahead(offset)) return error;
+    if (IoStatus ahead = read_ahead(offset); !ahead) return ahead;
   }
   if (in_ahead(offset, size)) {
     std::memcpy(into, ahead_.data() + (offset - ahead_offset_), size);
     if (offset + size == ahead_offset_ + ahead_.size()) release_ahead();  // all used: a drained queue keeps none
-    return std::nullopt;
+    return IoStatus::done();
   }
   std::size_t got = 0;
-  if (IoStatus error = read_fully(offset, into, size, got)) return error;
+  if (IoStatus read = read_fully(offset, into, size, got); !read) return read;
   if (got < size) {
     return "read " + name_ + ": the file ends at " + std::to_string(offset + got) + ", before the body does";
   }
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 IoStatus PageFile::read_ahead(std::uint64_t offset) const {
@@ -52,10 +52,10 @@ IoStatus PageFile::read_ahead(std::uint64_t offset) const {
   }
   ahead_.resize(kReadAhead);
   std::size_t got = 0;
-  IoStatus error = read_fully(offset, ahead_.data(), kReadAhead, got);
-  ahead_.resize(error ? 0 : got);  // the file may end sooner (the bodies written so far), which is no error
+  IoStatus read = read_fully(offset, ahead_.data(), kReadAhead, got);
+  ahead_.resize(read ? got : 0);  // the file may end sooner (the bodies written so far), which is no error
   ahead_offset_ = offset;
-  return error;
+  return read;
 }
 
 IoStatus PageFile::read_fully(std::uint64_t offset, std::uint8_t* into, std::size_t size, std::size_t& got) const {
@@ -67,7 +67,7 @@ IoStatus PageFile::read_fully(std::uint64_t offset, std::uint8_t* into, std::siz
     if (n == 0) break;  // the end of the file
     got += static_cast<std::size_t>(n);
   }
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 namespace {
@@ -128,15 +128,15 @@ void MessageBody::page_out(PagedPlace place) const {
 }
 
 IoStatus MessageBody::page_in() const {
-  if (in_memory()) return std::nullopt;
+  if (in_memory()) return IoStatus::done();
   std::unique_ptr<std::uint8_t[]> bytes(new std::uint8_t[size_]);  // not zeroed: the read fills it
   const PagedPlace& place = paged_place();
-  if (IoStatus error = place.file->read(place.offset, size_, bytes.get())) return error;
+  if (IoStatus read = place.file->read(place.offset, size_, bytes.get()); !read) return read;
   delete &place;  // the file goes once no body refers to it
   at_ = bytes.release();
   where_ = Where::heap;
   MemoryAccount::add(size_);
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 }  // namespace firemq

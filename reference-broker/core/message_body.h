@@ -12,11 +12,10 @@
 #include <string>
 
 #include "protocol/bytes.h"
+#include "protocol/error.h"
 #include "reference-broker/core/memory_account.h"
 
 namespace firemq {
-
-using IoStatus = std::optional<std::string>;  // as storage_io.h: nothing on success, else what failed
 
 // A file paged-out bodies are read back from. Shared by the bodies in it: the descriptor stays open while one
 // refers to it, so its bytes stay readable after the file is unlinked (a message store segment that compaction

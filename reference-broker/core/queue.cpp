@@ -129,13 +129,13 @@ std::optional<QueuedMessage> Queue::pop_for_delivery() {
   while (!ready_.empty()) {
     QueuedMessage head = pop_head();
     // A paged-out body comes back into memory first (paging.h).
-    IoStatus unreadable = head.message->body().page_in();
-    if (!unreadable) return head;
+    IoStatus paged_in = head.message->body().page_in();
+    if (paged_in) return head;
     // Nothing can be delivered in its place: the message leaves memory, and the log says so. Its record stays in
     // the message store (no removal is journaled): a persistent message comes back after a restart, when the
     // file may be readable again.
     log_line("queue '" + printable(name()) + "' lost a message: its paged-out body could not be read back: " +
-             *unreadable);
+             paged_in.error());
   }
   return std::nullopt;
 }

@@ -61,13 +61,13 @@ class StreamTransport final : public Transport {
     return {std::nullopt, peer_address_of(stream_.lowest_layer()), std::nullopt};
   }
 
-  awaitable<Result<bool, std::string>> open() override {
+  awaitable<IoStatus> open() override {
     if constexpr (kTls) {
       error_code ec;
       co_await stream_.async_handshake(asio::ssl::stream_base::server, asio::redirect_error(use_awaitable, ec));
       if (ec) co_return "TLS handshake failed: " + ec.message();
     }
-    co_return true;
+    co_return IoStatus::done();
   }
 
   awaitable<bool> read() override {

@@ -46,7 +46,7 @@ class Transport {
 
   // The transport's own handshake before any frame (the TLS handshake, the WebSocket upgrade's reply). The
   // error says why it failed; it is logged, there is no one to send it to.
-  virtual awaitable<Result<bool, std::string>> open() = 0;
+  virtual awaitable<IoStatus> open() = 0;
   // Waits for the peer's next bytes. False when the connection is gone (end of stream, reset, aborted).
   virtual awaitable<bool> read() = 0;
   // The next frame in what read() brought, checked against `max_frame` (4 + len, docs/spec-notes.md).

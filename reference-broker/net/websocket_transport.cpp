@@ -46,7 +46,7 @@ class WebSocketTransport final : public Transport {
   }
   TransportHints hints() const override { return hints_; }
 
-  awaitable<Result<bool, std::string>> open() override {
+  awaitable<IoStatus> open() override {
     // From here on the WebSocket layer keeps its own time: no idle timeout (FireMQ's heartbeats are the rule),
     // no keep-alive pings of its own.
     beast::get_lowest_layer(ws_).expires_never();
@@ -59,7 +59,7 @@ class WebSocketTransport final : public Transport {
     co_await ws_.async_accept(upgrade_, asio::redirect_error(use_awaitable, ec));
     upgrade_ = {};
     if (ec) co_return "WebSocket upgrade refused: " + ec.message();
-    co_return true;
+    co_return IoStatus::done();
   }
 
   // Reads one whole message, checking as it grows that it stays a binary message within the limit.

@@ -100,8 +100,8 @@ Status DurableTopology::save() {
   // Compact, so that the file grows with what was accepted and no more (pretty-printing a deeply nested argument
   // costs its depth in spaces on every line of it).
   const std::string text = snapshot().dump() + "\n";
-  if (IoStatus error = replace_file_atomically(file_, as_bytes(text))) {
-    return make_error(ReplyCode::internal_error, "durable definitions not saved: " + *error);
+  if (IoStatus replaced = replace_file_atomically(file_, as_bytes(text)); !replaced) {
+    return make_error(ReplyCode::internal_error, "durable definitions not saved: " + replaced.error());
   }
   return std::nullopt;
 }

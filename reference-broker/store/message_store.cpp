@@ -41,12 +41,12 @@ MessageStore::~MessageStore() {
 
 Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptions options, const TimeSource& time,
                                                                       Syncer::Post post, RecoveryReport& report) {
-  if (IoStatus error = create_private_directories(options.directory)) {
-    return "cannot create the message store directory: " + *error;
+  if (IoStatus created = create_private_directories(options.directory); !created) {
+    return "cannot create the message store directory: " + created.error();
   }
   // The directory's own entry: without it a power cut soon after the first start could lose every segment.
-  if (IoStatus error = sync_directory(options.directory.parent_path().empty() ? "." : options.directory.parent_path())) {
-    return *error;
+  if (IoStatus synced = sync_directory(options.directory.parent_path().empty() ? "." : options.directory.parent_path()); !synced) {
+    return synced.error();
   }
   std::unique_ptr<MessageStore> store(new MessageStore(std::move(options), time));
   const auto started = std::chrono::steady_clock::now();
@@ -55,7 +55,7 @@ Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptio
   MessageStore* self = store.get();
   store->syncer_ = std::make_unique<Syncer>(
       store->options_.directory, std::move(post),
-      [self](std::uint64_t position, const std::optional<std::string>& error) { self->on_synced(position, error); });
+      [self](std::uint64_t position, const IoStatus& synced) { self->on_synced(position, synced); });
   if (std::string error = store->start_segment(); !error.empty()) return error;
   store->reclaim_dead_segments();
   store->collect_unclaimed();
@@ -94,7 +94,7 @@ std::string MessageStore::recover(RecoveryReport& report) {
   // What was read may still be only in the page cache (the last run was killed): make it durable before any
   // segment is deleted on the strength of it.
   for (std::uint64_t n : numbers) {
-    if (IoStatus error = sync_existing_file(segment_path(n))) return *error;
+    if (IoStatus synced = sync_existing_file(segment_path(n)); !synced) return synced.error();
   }
   return "";
 }
@@ -294,10 +294,10 @@ void MessageStore::enqueued(const Queue& queue, const QueuedMessage& message) {
   // A message routed to several durable queues is written once, with all of them: the record stays open while
   // the routing loop enqueues, and is finished by the end of the publish (end_position, write_out).
   if (PublishRecord* open = open_publish_of(m)) return open->queues.push_back(ref_for(queue, message));
-  if (IoStatus unreadable = m.body().page_in()) {
+  if (IoStatus paged_in = m.body().page_in(); !paged_in) {
     // A dead-lettered copy of a paged-out message, whose body cannot be read back: it cannot be written either.
     log_line("message store: a message for durable queue '" + printable(queue.name()) +
-             "' is not written: its paged-out body could not be read back: " + *unreadable);
+             "' is not written: its paged-out body could not be read back: " + paged_in.error());
     return;
   }
   if (m.store_id() == 0) m.set_store_id(next_message_id_++);
@@ -336,19 +336,19 @@ void MessageStore::queue_deleted(const Queue& queue) {
   append(QueueDroppedRecord{queue.store_key()});
 }
 
-std::optional<std::string> MessageStore::sync_now() {
+IoStatus MessageStore::sync_now() {
   write_out();
   if (!failure_.empty()) return failure_;
   // Through the ledger: when the storage thread's fsync of this segment failed first (its completion may not
   // have come back yet), this fsync would return 0 for lost pages; the ledger answers with that failure instead.
   // It claims no position: it syncs only the current segment, and the storage thread's fsync of every file
   // written is what moves the durable position.
-  IoStatus error = syncer_->ledger().sync(0, [this]() -> IoStatus {
-    if (IoStatus failed = current_->sync()) return failed;
+  IoStatus synced = syncer_->ledger().sync(0, [this]() -> IoStatus {
+    if (IoStatus segment = current_->sync(); !segment) return segment;
     return sync_directory(options_.directory);
   });
-  if (error) fail(*error);
-  return error;
+  if (!synced) fail(synced.error());
+  return synced;
 }
 
 std::uint64_t MessageStore::end_position() {
@@ -363,7 +363,7 @@ void MessageStore::write_out() {
       buffer_.clear();  // nothing more is written after a failure: see fail()
       return;
     }
-    if (IoStatus error = current_->append(buffer_)) return fail(*error);
+    if (IoStatus appended = current_->append(buffer_); !appended) return fail(appended.error());
     buffer_.clear();
     written_position_ = end_position_;
     syncer_->request(written_position_, current_, std::exchange(current_is_new_, false));
@@ -399,8 +399,8 @@ std::shared_ptr<PageFile> MessageStore::segment_reader(std::uint64_t number) {
   return segment.reader;
 }
 
-void MessageStore::on_synced(std::uint64_t position, const std::optional<std::string>& error) {
-  if (error) return fail(*error);
+void MessageStore::on_synced(std::uint64_t position, const IoStatus& synced) {
+  if (!synced) return fail(synced.error());
   if (!failure_.empty()) return;
   durable_position_ = std::max(durable_position_, position);
   const std::vector<DurabilityWaiter*> waiting(waiters_.begin(), waiters_.end());
@@ -471,8 +471,8 @@ void MessageStore::compact_oldest_segments() {
     const StoredMessage& stored = messages_.at(id);
     // A paged-out body is read back for the copy (from this very segment, or the scratch file). If it cannot be,
     // the message stays where it is, and so does its segment.
-    if (IoStatus unreadable = stored.message->body().page_in()) {
-      log_line("message store: compaction left a message in place: " + *unreadable);
+    if (IoStatus paged_in = stored.message->body().page_in(); !paged_in) {
+      log_line("message store: compaction left a message in place: " + paged_in.error());
       continue;
     }
     append(PublishRecord{id, stored.queues, stored.message});  // the copy: the message now lives at the tail

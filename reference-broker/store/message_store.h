@@ -85,7 +85,7 @@ class MessageStore final : public Journal, public StoredBodies {
   void removed(const Queue& queue, const QueuedMessage& message) override;
   void queue_deleted(const Queue& queue) override;
   void restore_into(Queue& queue) override;
-  std::optional<std::string> sync_now() override;
+  IoStatus sync_now() override;
   std::uint64_t end_position() override;
   std::uint64_t durable_position() const override { return durable_position_; }
   const std::string& failure() const override { return failure_; }
@@ -140,7 +140,7 @@ class MessageStore final : public Journal, public StoredBodies {
   void append_open_records();
   void collect_unclaimed();
   QueueRef ref_for(const Queue& queue, const QueuedMessage& message) const;
-  void on_synced(std::uint64_t position, const std::optional<std::string>& error);
+  void on_synced(std::uint64_t position, const IoStatus& synced);
   void fail(const std::string& reason);
   void reclaim_dead_segments();
   void compact_oldest_segments();

@@ -33,7 +33,7 @@ IoStatus write_all(int fd, ByteView bytes, const std::string& name) {
     if (n < 0) return "write " + name + ": " + std::strerror(errno);
     bytes = bytes.subspan(static_cast<std::size_t>(n));
   }
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 }  // namespace
@@ -61,14 +61,14 @@ void BodyPager::write_out(StoredBodies* store) {
 }
 
 void BodyPager::page_out_to_scratch(const std::vector<ToScratch>& bodies, const Bytes& bytes) {
-  IoStatus error;
-  if (scratch_ == nullptr || scratch_end_ >= options_.scratch_file_bytes) error = start_scratch_file();
-  if (!error) error = write_all(scratch_->fd(), bytes, scratch_->name());
-  if (error) {
+  IoStatus written;
+  if (scratch_ == nullptr || scratch_end_ >= options_.scratch_file_bytes) written = start_scratch_file();
+  if (written) written = write_all(scratch_->fd(), bytes, scratch_->name());
+  if (!written) {
     // The bodies stay in memory (the flow-control watermark still holds the broker's memory in check); a disk
     // that cannot take them now is unlikely to later, so paging to scratch ends here.
     scratch_failed_ = true;
-    log_line("paging: " + *error + "; message bodies stay in memory from now on");
+    log_line("paging: " + written.error() + "; message bodies stay in memory from now on");
     return;
   }
   const std::uint64_t start = scratch_end_;
@@ -81,12 +81,12 @@ void BodyPager::page_out_to_scratch(const std::vector<ToScratch>& bodies, const 
 }
 
 IoStatus BodyPager::start_scratch_file() {
-  if (IoStatus error = create_private_directories(options_.scratch_directory)) return error;
+  if (IoStatus created = create_private_directories(options_.scratch_directory); !created) return created;
   Result<int, std::string> fd = create_unnamed_file(options_.scratch_directory);
   if (!fd) return fd.error();
   scratch_ = std::make_shared<PageFile>(*fd, "scratch file in " + options_.scratch_directory);
   scratch_end_ = 0;
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 }  // namespace firemq

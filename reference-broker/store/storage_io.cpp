@@ -30,7 +30,7 @@ IoStatus write_fully(int fd, ByteView bytes, const std::filesystem::path& path) 
     if (n < 0) return failure("write", path, errno);
     bytes = bytes.subspan(static_cast<std::size_t>(n));
   }
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 IoStatus sync_fd(int fd, const std::filesystem::path& path) {
@@ -41,7 +41,7 @@ IoStatus sync_fd(int fd, const std::filesystem::path& path) {
   storage_stats().record(static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started).count()));
   if (synced != 0) return failure("fsync", path, error);
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 }  // namespace
@@ -116,12 +116,12 @@ IoStatus AppendFile::sync() { return sync_fd(fd_, path_); }
 
 IoStatus create_private_directories(const std::filesystem::path& dir) {
   std::error_code ec;
-  if (dir.empty() || std::filesystem::is_directory(dir, ec)) return std::nullopt;
+  if (dir.empty() || std::filesystem::is_directory(dir, ec)) return IoStatus::done();
   if (dir.has_parent_path() && dir.parent_path() != dir) {
-    if (IoStatus parent = create_private_directories(dir.parent_path())) return parent;
+    if (IoStatus parent = create_private_directories(dir.parent_path()); !parent) return parent;
   }
   if (::mkdir(dir.c_str(), kPrivateDirectoryMode) != 0 && errno != EEXIST) return failure("create directory", dir, errno);
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 IoStatus sync_directory(const std::filesystem::path& dir) {
@@ -142,7 +142,7 @@ IoStatus lock_data_directory(const std::filesystem::path& dir) {
     if (err == EWOULDBLOCK) return "data directory " + dir.string() + " is in use by another firemq-broker";
     return failure("lock", path, err);
   }
-  return std::nullopt;
+  return IoStatus::done();
 }
 
 IoStatus sync_existing_file(const std::filesystem::path& path) {
@@ -158,12 +158,12 @@ IoStatus replace_file_atomically(const std::filesystem::path& path, ByteView byt
   const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, kPrivateFileMode);
   if (fd < 0) return failure("create", temporary, errno);
   IoStatus status = write_fully(fd, bytes, temporary);
-  if (!status) status = sync_fd(fd, temporary);
+  if (status) status = sync_fd(fd, temporary);
   ::close(fd);
-  if (!status && std::rename(temporary.c_str(), path.c_str()) != 0) status = failure("rename", temporary, errno);
-  if (!status) status = sync_directory(path.parent_path().empty() ? "." : path.parent_path());
+  if (status && std::rename(temporary.c_str(), path.c_str()) != 0) status = failure("rename", temporary, errno);
+  if (status) status = sync_directory(path.parent_path().empty() ? "." : path.parent_path());
   std::error_code ignored;  // best effort: the old file is still whole
-  if (status) std::filesystem::remove(temporary, ignored);
+  if (!status) std::filesystem::remove(temporary, ignored);
   return status;
 }
 

@@ -47,8 +47,7 @@ struct StorageStats {
 
 StorageStats& storage_stats();
 
-// The outcome of a storage call: nothing on success, else what failed (the file and errno's text).
-using IoStatus = std::optional<std::string>;
+// Each call below returns an IoStatus (protocol/error.h): done, or what failed (the file and errno's text).
 
 // A file opened for appending. Move-only; closes on destruction.
 class AppendFile {

@@ -6,10 +6,10 @@ namespace firemq::store {
 
 IoStatus SyncLedger::sync(std::uint64_t position, const std::function<IoStatus()>& fsyncs) {
   std::lock_guard lock(mutex_);
-  if (failure_) return failure_;
-  failure_ = fsyncs();
-  if (!failure_) durable_ = std::max(durable_, position);
-  return failure_;
+  if (!outcome_) return outcome_;
+  outcome_ = fsyncs();
+  if (outcome_) durable_ = std::max(durable_, position);
+  return outcome_;
 }
 
 std::uint64_t SyncLedger::durable() const {
@@ -19,7 +19,7 @@ std::uint64_t SyncLedger::durable() const {
 
 IoStatus SyncLedger::failure() const {
   std::lock_guard lock(mutex_);
-  return failure_;
+  return outcome_;
 }
 
 Syncer::Syncer(std::filesystem::path directory, Post post, Done done)
@@ -58,14 +58,14 @@ void Syncer::run() {
       stopping = stopping_;
     }
     // Group commit: whatever was appended while the previous fsync ran is covered by this one.
-    const IoStatus error = ledger_.sync(work.position, [&]() -> IoStatus {
+    const IoStatus synced = ledger_.sync(work.position, [&]() -> IoStatus {
       for (const auto& file : work.files) {
-        if (IoStatus failed = file->sync()) return failed;
+        if (IoStatus file_synced = file->sync(); !file_synced) return file_synced;
       }
-      return work.directory ? sync_directory(directory_) : IoStatus();
+      return work.directory ? sync_directory(directory_) : IoStatus::done();
     });
     // Once stopping, the store that would hear of it is going away: the last fsync is done, and told no one.
-    if (!stopping) post_([this, position = work.position, error] { done_(position, error); });
+    if (!stopping) post_([this, position = work.position, synced] { done_(position, synced); });
   }
 }
 

@@ -34,14 +34,14 @@ class SyncLedger {
  private:
   mutable std::mutex mutex_;  // held across the fsyncs themselves: no fsync can succeed past another's failure
   std::uint64_t durable_ = 0;
-  IoStatus failure_;
+  IoStatus outcome_;  // done until an fsync fails; then that failure, for good
 };
 
 class Syncer {
  public:
   // `done` runs on the broker thread (through `post`) with the position now durable, or the error that
   // prevented it; `post` hands a function to the broker thread (asio::post in the broker, a queue in tests).
-  using Done = std::function<void(std::uint64_t position, const std::optional<std::string>& error)>;
+  using Done = std::function<void(std::uint64_t position, const IoStatus& synced)>;
   using Post = std::function<void(std::function<void()>)>;
   Syncer(std::filesystem::path directory, Post post, Done done);
   ~Syncer();  // syncs what was requested, then stops the thread

@@ -276,13 +276,13 @@ unsigned mode_of(const fs::path& path) {
 TEST_F(StoreTest, WhatTheBrokerCreatesIsReadableByItsUserAlone) {
   const mode_t old_umask = ::umask(0);  // the loosest umask: the modes must come from the broker
   const fs::path nested = dir_ / "data";
-  ASSERT_FALSE(create_private_directories(nested));
+  ASSERT_TRUE(create_private_directories(nested).ok());
   RecoveryReport report;
   auto opened = MessageStore::open({nested / "messages", 64ull << 20}, time_, mailbox_.post(), report);
   ASSERT_TRUE(opened.ok());
   store_ = std::move(*opened);
-  ASSERT_FALSE(replace_file_atomically(nested / "definitions.json", as_bytes(std::string("{}"))));
-  ASSERT_FALSE(lock_data_directory(nested));
+  ASSERT_TRUE(replace_file_atomically(nested / "definitions.json", as_bytes(std::string("{}"))).ok());
+  ASSERT_TRUE(lock_data_directory(nested).ok());
   ::umask(old_umask);
   for (const fs::path& dir : {dir_, nested, nested / "messages"}) EXPECT_EQ(mode_of(dir), 0700u) << dir;
   bool saw_segment = false;
@@ -300,7 +300,7 @@ TEST(PrivateDirectories, AnExistingDirectoryKeepsItsMode) {
   fs::remove_all(dir);
   fs::create_directory(dir);
   fs::permissions(dir, fs::perms(0755));
-  EXPECT_FALSE(create_private_directories(dir));
+  EXPECT_TRUE(create_private_directories(dir).ok());
   EXPECT_EQ(mode_of(dir), 0755u) << "only what the broker creates is tightened";
   fs::remove_all(dir);
 }
@@ -1159,14 +1159,14 @@ TEST_F(PagingTest, ACopyOfAPagedOutBodyIsPagedOutAtTheSamePlace) {
   EXPECT_FALSE(copy->body().in_memory()) << "copying a paged-out body reads nothing";
   EXPECT_EQ(copy->body().size(), original.size());
   EXPECT_EQ(MemoryAccount::in_use(), with_one_paged_out + copy->accounted_bytes()) << "the copy's body is not in memory";
-  ASSERT_FALSE(copy->body().page_in());
+  ASSERT_TRUE(copy->body().page_in().ok());
   EXPECT_EQ(std::string(copy->body().bytes().begin(), copy->body().bytes().end()), original);
   EXPECT_EQ(MemoryAccount::in_use(), with_one_paged_out + copy->accounted_bytes() + original.size())
       << "only the copy is back in memory";
   fs::resize_file(file, 4);
-  const std::optional<std::string> error = m->body().page_in();
-  ASSERT_TRUE(error) << "a file cut short cannot give the body back";
-  EXPECT_NE(error->find("ends at 4"), std::string::npos) << *error;
+  const IoStatus paged_in = m->body().page_in();
+  ASSERT_FALSE(paged_in.ok()) << "a file cut short cannot give the body back";
+  EXPECT_NE(paged_in.error().find("ends at 4"), std::string::npos) << paged_in.error();
   EXPECT_FALSE(m->body().in_memory());
 }
 
@@ -1179,21 +1179,21 @@ TEST_F(PagingTest, BodiesReadInTheOrderWrittenComeFromOneReadAheadFreedOnceUsed)
   const PageFile page_file(fd, file.string());
   const std::size_t before = MemoryAccount::in_use();
   Bytes out;
-  ASSERT_FALSE(page_file.read(0, 3, out));
+  ASSERT_TRUE(page_file.read(0, 3, out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), "aaa");
   EXPECT_GT(MemoryAccount::in_use(), before) << "the read-ahead copy counts as memory in use";
   // Bytes changed in place after the read-ahead show which read came from the copy: a page file is only ever
   // appended to, so the copy is what the file held.
   std::fstream(file, std::ios::in | std::ios::out) << "AAABBBCCC";
-  ASSERT_FALSE(page_file.read(3, 3, out));
+  ASSERT_TRUE(page_file.read(3, 3, out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), "bbb") << "the next body comes from the copy";
-  ASSERT_FALSE(page_file.read(6, 3, out));
+  ASSERT_TRUE(page_file.read(6, 3, out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), "ccc");
   EXPECT_EQ(MemoryAccount::in_use(), before) << "the copy is freed once its last byte is read";
   std::ofstream(file, std::ios::app) << "ddd";
-  ASSERT_FALSE(page_file.read(9, 3, out));
+  ASSERT_TRUE(page_file.read(9, 3, out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), "ddd") << "bytes written since the copy are read from the file";
-  ASSERT_FALSE(page_file.read(0, 3, out));
+  ASSERT_TRUE(page_file.read(0, 3, out).ok());
   EXPECT_EQ(std::string(out.begin(), out.end()), "AAA") << "a read that follows no other reads the file";
 }
 
