@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iostream>
 
 #include "reference-broker/core/log.h"
 #include "reference-broker/net/stream_transport.h"
@@ -38,9 +37,9 @@ IoStatus Broker::open_storage(const nlohmann::json& stored) {
   report_unclaimed_messages();
   const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   // The whole of recovery: reading the log (report.elapsed) and putting the messages back in their queues.
-  std::cout << "firemq-broker: recovered " << report.messages << " messages from " << report.segments
-            << " segments (" << report.records << " records) in " << elapsed.count() << " ms (reading the log "
-            << report.elapsed.count() << " ms)" << std::endl;
+  log_notice("recovered " + std::to_string(report.messages) + " messages from " + std::to_string(report.segments) +
+             " segments (" + std::to_string(report.records) + " records) in " + std::to_string(elapsed.count()) +
+             " ms (reading the log " + std::to_string(report.elapsed.count()) + " ms)");
   // The users, vhosts and permissions in use now are kept too (a restart without --definitions finds them).
   if (Status unsaved = topology_->save()) return unsaved->msg;
   return IoStatus::done();
@@ -67,8 +66,7 @@ IoStatus Broker::listen() {
     if (!tls) return tls.error();
     tls_ = std::move(*tls);
   } else if (ports.fires || ports.wss || ports.amqps) {
-    std::cout << "firemq-broker: no TLS certificate (--tls-cert, --tls-key): fires://, wss:// and amqps:// are off"
-              << std::endl;
+    log_notice("no TLS certificate (--tls-cert, --tls-key): fires://, wss:// and amqps:// are off");
   }
   auto tcp = [this](asio::ip::tcp::socket s) { start_connection<FireProtocol>(make_tcp_transport(std::move(s))); };
   auto tls = [this](asio::ip::tcp::socket s) {
@@ -92,9 +90,9 @@ IoStatus Broker::listen() {
   if (IoStatus written = write_port_file(); !written) return written;
   for (const auto& listener : listeners_) {
     const bool websocket = listener->scheme() == "ws" || listener->scheme() == "wss";
-    std::cout << "firemq-broker " << kServerVersion << ": listening on " << listener->scheme() << "://"
-              << config_.bind_address << ":" << listener->port() << (websocket ? std::string(kWebSocketPath) : "")
-              << std::endl;
+    log_notice("listening on " + listener->scheme() + "://" + config_.bind_address + ":" +
+               std::to_string(listener->port()) + (websocket ? std::string(kWebSocketPath) : "") + " (version " +
+               kServerVersion + ")");
   }
   return IoStatus::done();
 }
@@ -165,8 +163,7 @@ awaitable<void> Broker::tick_loop() {
     // A failed store is the disk alarm too: a broker that cannot write pauses its publishers (as RabbitMQ's disk
     // alarm does), rather than leaving them to learn it one nack at a time.
     if (alarms_.update(store_ ? store_->failure() : std::string())) {
-      std::cout << "firemq-broker: " << (alarms_.active() ? "alarm: " + alarms_.describe() : "alarms cleared")
-                << std::endl;
+      log_notice(alarms_.active() ? "alarm: " + alarms_.describe() : "alarms cleared");
       registry_.set_alarm(alarms_.active());
     }
   }
@@ -187,7 +184,7 @@ awaitable<void> Broker::statistics_loop() {
 void Broker::begin_shutdown() {
   if (shutting_down_) return;
   shutting_down_ = true;
-  std::cout << "firemq-broker: shutting down" << std::endl;
+  log_notice("shutting down");
   for (const auto& listener : listeners_) listener->close();
   registry_.shutdown_all();
   asio::co_spawn(io_, finish_shutdown(), asio::detached);

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <sstream>
 
 #include "reference-broker/broker.h"
+#include "reference-broker/core/log.h"
 #include "reference-broker/store/storage_io.h"
 
 namespace po = boost::program_options;
@@ -51,8 +53,8 @@ nlohmann::json read_stored_definitions(const std::filesystem::path& file) {
   const std::filesystem::path aside = file.string() + ".unreadable";
   std::error_code ec;
   std::filesystem::rename(file, aside, ec);
-  std::cerr << "firemq-broker: " << stored.error() << "; set aside as " << aside.string()
-            << "; starting without its exchanges, queues and bindings" << std::endl;
+  firemq::log_line(stored.error() + "; set aside as " + aside.string() +
+                   "; starting without its exchanges, queues and bindings");
   return nlohmann::json();
 }
 
@@ -274,13 +276,13 @@ void raise_descriptor_limit() {
   if (limit.rlim_cur < limit.rlim_max) {
     limit.rlim_cur = limit.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
-      std::cerr << "firemq-broker: could not raise the descriptor limit: " << std::strerror(errno) << std::endl;
+      firemq::log_line(std::string("could not raise the descriptor limit: ") + std::strerror(errno));
       limit.rlim_cur = soft;
     }
   }
   const auto shown = [](rlim_t n) { return n == RLIM_INFINITY ? std::string("unlimited") : std::to_string(n); };
-  std::cout << "firemq-broker: descriptor limit (RLIMIT_NOFILE) " << shown(limit.rlim_cur)
-            << (limit.rlim_cur != soft ? " (raised from " + shown(soft) + ")" : std::string()) << std::endl;
+  firemq::log_notice("descriptor limit (RLIMIT_NOFILE) " + shown(limit.rlim_cur) +
+                     (limit.rlim_cur != soft ? " (raised from " + shown(soft) + ")" : std::string()));
 }
 
 int main(int argc, char** argv) {
@@ -294,7 +296,8 @@ int main(int argc, char** argv) {
     po::store(po::parse_command_line(argc, argv, flags), vm);
     po::notify(vm);
   } catch (const po::error& e) {
-    std::cerr << "firemq-broker: " << e.what() << "\n\n" << flags << "\n";
+    firemq::log_line(e.what());
+    std::cerr << "\n" << flags << "\n";  // the usage, as --help prints it
     return 2;
   }
   if (vm.count("help")) {
@@ -302,37 +305,38 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (config.max_frame < firemq::kMaxFrameBeforeWelcome || config.max_frame > firemq::kMaxFrameLimit) {
-    std::cerr << "firemq-broker: --max-frame must be at least " << firemq::kMaxFrameBeforeWelcome << " and at most "
-              << firemq::kMaxFrameLimit << "\n";
+    firemq::log_line("--max-frame must be at least " + std::to_string(firemq::kMaxFrameBeforeWelcome) +
+                     " and at most " + std::to_string(firemq::kMaxFrameLimit));
     return 2;
   }
   if (!(config.paging_ratio > 0)) {
-    std::cerr << "firemq-broker: --paging-ratio must be above 0 (a share of the memory high watermark), not "
-              << config.paging_ratio << "\n";
+    std::ostringstream given;
+    given << config.paging_ratio;
+    firemq::log_line("--paging-ratio must be above 0 (a share of the memory high watermark), not " + given.str());
     return 2;
   }
   config.handshake_timeout = std::chrono::milliseconds(raw.handshake_ms);
   if (raw.statistics_interval_ms < 100) {
-    std::cerr << "firemq-broker: --collect-statistics-interval-ms must be at least 100\n";
+    firemq::log_line("--collect-statistics-interval-ms must be at least 100");
     return 2;
   }
   config.statistics_interval = std::chrono::milliseconds(raw.statistics_interval_ms);
   if (auto applied = apply_listener_flags(raw, config); !applied) {
-    std::cerr << "firemq-broker: " << applied.error() << "\n";
+    firemq::log_line(applied.error());
     return 2;
   }
   if (auto applied = apply_loopback_flags(raw, config); !applied) {
-    std::cerr << "firemq-broker: " << applied.error() << "\n";
+    firemq::log_line(applied.error());
     return 2;
   }
   if (auto checked = check_bounds(config.bounds); !checked) {
-    std::cerr << "firemq-broker: " << checked.error() << "\n";
+    firemq::log_line(checked.error());
     return 2;
   }
   if (vm.count("websocket-fault")) {
     auto faults = parse_websocket_fault(vm["websocket-fault"].as<std::string>());
     if (!faults) {
-      std::cerr << "firemq-broker: " << faults.error() << "\n";
+      firemq::log_line(faults.error());
       return 2;
     }
     config.websocket_faults = *faults;
@@ -340,23 +344,23 @@ int main(int argc, char** argv) {
   if (vm.count("amqp-fault")) {
     auto faults = parse_amqp_fault(vm["amqp-fault"].as<std::string>());
     if (!faults) {
-      std::cerr << "firemq-broker: " << faults.error() << "\n";
+      firemq::log_line(faults.error());
       return 2;
     }
     config.amqp_faults = *faults;
   }
   if (vm.count("storage-fault")) {
     if (firemq::Status bad = firemq::storage_faults().configure(vm["storage-fault"].as<std::string>())) {
-      std::cerr << "firemq-broker: " << bad->msg << "\n";
+      firemq::log_line(bad->msg);
       return 2;
     }
   }
   if (firemq::IoStatus created = firemq::create_private_directories(config.data_dir); !created) {
-    std::cerr << "firemq-broker: cannot create --data-dir: " << created.error() << "\n";
+    firemq::log_line("cannot create --data-dir: " + created.error());
     return 2;
   }
   if (firemq::IoStatus locked = firemq::lock_data_directory(config.data_dir); !locked) {
-    std::cerr << "firemq-broker: " << locked.error() << "\n";
+    firemq::log_line(locked.error());
     return 2;
   }
   config.alarms.disk_path = config.data_dir;  // the disk free limit guards the disk the store writes to
@@ -364,21 +368,21 @@ int main(int argc, char** argv) {
   const nlohmann::json stored = read_stored_definitions(std::filesystem::path(config.data_dir) / "definitions.json");
   auto definitions = choose_definitions(config, stored);
   if (!definitions) {
-    std::cerr << "firemq-broker: " << definitions.error() << "\n";
+    firemq::log_line(definitions.error());
     return 2;
   }
   if (auto applied = apply_limit_flags(raw, *definitions); !applied) {
-    std::cerr << "firemq-broker: " << applied.error() << "\n";
+    firemq::log_line(applied.error());
     return 2;
   }
   raise_descriptor_limit();
   firemq::Broker broker(config, std::move(*definitions));
   if (auto opened = broker.open_storage(stored); !opened) {
-    std::cerr << "firemq-broker: " << opened.error() << "\n";
+    firemq::log_line(opened.error());
     return 1;
   }
   if (auto listening = broker.listen(); !listening) {
-    std::cerr << "firemq-broker: " << listening.error() << "\n";
+    firemq::log_line(listening.error());
     return 1;
   }
   return broker.run();

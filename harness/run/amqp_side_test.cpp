@@ -33,9 +33,20 @@ TEST(AmqpUrl, PercentDecodesTheVhost) {
   EXPECT_EQ(e->vhost, "/");
 }
 
+TEST(AmqpUrl, AmqpsIsInsideTlsOnPort5671ByDefault) {
+  auto e = parse_amqp_url("amqps://u:p@broker.example/", TlsOptions{"ca.pem", false});
+  ASSERT_TRUE(e) << e.error();
+  EXPECT_TRUE(e->tls);
+  EXPECT_EQ(e->port, 5671);
+  EXPECT_EQ(e->tls_options.ca_file, "ca.pem");
+  auto plain = parse_amqp_url("amqp://u:p@broker.example/");
+  ASSERT_TRUE(plain) << plain.error();
+  EXPECT_FALSE(plain->tls);
+}
+
 TEST(AmqpUrl, RefusesOtherSchemes) {
   EXPECT_FALSE(parse_amqp_url("fire://127.0.0.1:5673/"));
-  EXPECT_FALSE(parse_amqp_url("amqps://127.0.0.1/"));
+  EXPECT_FALSE(parse_amqp_url("amqpx://127.0.0.1/"));
 }
 
 }  // namespace

@@ -23,6 +23,8 @@ std::string printable(std::string_view peer_text, std::size_t max_bytes) {
 
 void log_line(const std::string& text) { std::cerr << "firemq-broker: " << text << std::endl; }
 
+void log_notice(const std::string& text) { std::cout << "firemq-broker: " << text << std::endl; }
+
 void log_refused_login(std::string_view step, int code, const std::optional<std::string>& peer_address,
                        std::string_view user, std::string_view reason) {
   // What the peer chose is bounded and escaped.
