@@ -32,8 +32,8 @@ build: deps
 	@cmake --build $(BUILD) -j $(JOBS)
 
 # Only the two programs a conformance run needs, not the tests, tools and example drivers: a fresh clone's first
-# verdict comes after about two thirds of the whole build's CPU time (582 of 914 CPU seconds; docs/ARCHITECTURE.md,
-# "Dependencies").
+# verdict comes after about two thirds of the whole build's CPU time (582 of 914 CPU seconds), 4 minutes on 2 cores
+# (docs/ARCHITECTURE.md, "Dependencies").
 # CONFORM_ARGS passes flags through, e.g. make conform CONFORM_ARGS="--group framing -v"
 conform: deps
 	@$(CONFIGURE)

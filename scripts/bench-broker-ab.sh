@@ -2,7 +2,7 @@
 # Two builds of the reference broker side by side, on both of its protocols: a change to what they share (the
 # connection engine, the core) must not cost either protocol (docs/benchmarks.md, "The one connection engine").
 #
-#   scripts/bench-broker-ab.sh BEFORE_BROKER AFTER_BROKER [--seconds N] [--rounds N]
+#   scripts/bench-broker-ab.sh BEFORE_BROKER AFTER_BROKER [--seconds N] [--rounds N] [--protocol fire|amqp]
 #
 # Each round starts both brokers (FireMQ and AMQP on free ports, fresh data dirs), then runs every row against
 # each, alternating which goes first, and reads each broker's CPU time around each run. FireMQ rows are
@@ -15,11 +15,13 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
 seconds=3
 rounds=3
+only=""
 brokers=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --seconds) seconds=${2:?--seconds needs a number}; shift 2 ;;
     --rounds) rounds=${2:?--rounds needs a number}; shift 2 ;;
+    --protocol) only=${2:?--protocol needs fire or amqp}; shift 2 ;;
     -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "bench-broker-ab: unknown flag $1 (see --help)" >&2; exit 2 ;;
     *) brokers+=("$1"); shift ;;
@@ -70,6 +72,13 @@ rows=(
   "confirms window 100, persistent|amqp|-x 1 -y 0 -c 100 -s 1024 -f"
   "confirms window 100|amqp|-x 1 -y 0 -c 100 -s 65536"
 )
+
+# --protocol: that protocol's rows only.
+if [ -n "$only" ]; then
+  kept=()
+  for row in "${rows[@]}"; do [ "$(cut -d'|' -f2 <<< "$row")" = "$only" ] && kept+=("$row"); done
+  rows=("${kept[@]}")
+fi
 
 run_row() {  # run_row ROUND ROW BROKER_INDEX: one line "rate cpu_us_per_msg" in $work/r-ROUND-ROW-INDEX
   local round=$1 row=$2 b=$3 name protocol flags out rate messages before after
