@@ -16,6 +16,7 @@ packages=(
   lcov                                          # coverage reports
   clang-16 libclang-rt-16-dev                   # clang 16 with the libFuzzer and sanitizer runtimes (its C++20
                                                 # coroutines build the connection engine, for fuzz_management)
+  clang-format-16                               # scripts/check-format.sh: the C++ layout (.clang-format), pinned to 16
   python3 python3-msgpack python3-jsonschema    # the independent vector generator and schema checks
   python3-pika amqp-tools                       # a real AMQP 0-9-1 client (pika) and command line for the AMQP tests
   librabbitmq-dev                               # rabbitmq-c: the harness's interop cases and firemq-amqp-bench
