@@ -9,10 +9,10 @@
 #include <string_view>
 
 #include "protocol/bounded_json.h"
-#include "reference-broker/core/core.h"
 #include "reference-broker/access/definitions.h"
-#include "reference-broker/store/durable_topology.h"
+#include "reference-broker/core/core.h"
 #include "reference-broker/core/time_source.h"
+#include "reference-broker/store/durable_topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

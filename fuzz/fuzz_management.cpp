@@ -13,8 +13,8 @@
 #include <string_view>
 
 #include "protocol/bytes.h"
-#include "reference-broker/management/management_api.h"
 #include "reference-broker/core/time_source.h"
+#include "reference-broker/management/management_api.h"
 
 namespace http = boost::beast::http;
 
@@ -30,18 +30,21 @@ const firemq::Definitions& definitions() {
   return d;
 }
 
-constexpr http::verb kMethods[] = {http::verb::get,  http::verb::put,    http::verb::post,  http::verb::delete_,
+constexpr http::verb kMethods[] = {http::verb::get,  http::verb::put,   http::verb::post,    http::verb::delete_,
                                    http::verb::head, http::verb::patch, http::verb::options, http::verb::get};
 constexpr const char* kCredentials[] = {"admin:a", "watcher:w", "dev:d", nullptr};
 
 bool documented(http::status status) {
   switch (status) {
-    case http::status::ok: case http::status::created: case http::status::no_content:
-    case http::status::bad_request: case http::status::unauthorized: case http::status::not_found:
-    case http::status::method_not_allowed: case http::status::unsupported_media_type:
-      return true;
-    default:
-      return false;
+    case http::status::ok:
+    case http::status::created:
+    case http::status::no_content:
+    case http::status::bad_request:
+    case http::status::unauthorized:
+    case http::status::not_found:
+    case http::status::method_not_allowed:
+    case http::status::unsupported_media_type: return true;
+    default: return false;
   }
 }
 

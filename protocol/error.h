@@ -51,7 +51,7 @@ using Status = std::optional<Error>;
 // Result's: true when done.
 class [[nodiscard]] IoStatus {
  public:
-  IoStatus() = default;                                 // done
+  IoStatus() = default;                                // done
   IoStatus(std::string why) : why_(std::move(why)) {}  // NOLINT: implicit, as Result's error
   IoStatus(const char* why) : why_(why) {}             // NOLINT
   static IoStatus done() { return {}; }

@@ -12,8 +12,7 @@ namespace {
 Error frame_error(std::string msg) { return make_error(ReplyCode::frame_error, std::move(msg)); }
 
 std::string too_large(std::size_t size, std::size_t max_frame) {
-  return "frame of " + std::to_string(size) + " bytes exceeds the limit of " + std::to_string(max_frame) +
-         " bytes";
+  return "frame of " + std::to_string(size) + " bytes exceeds the limit of " + std::to_string(max_frame) + " bytes";
 }
 
 // The preamble as printable text for an error message: peer bytes are shown bounded and sanitised.
@@ -57,12 +56,9 @@ FrameDecoder::Step FrameDecoder::feed(ByteView chunk) {
   std::size_t consumed = 0;
   while (true) {
     switch (stage_) {
-      case Stage::frame_ready:
-        return {consumed, State::frame};
-      case Stage::failed:
-        return {consumed, State::error};
-      default:
-        break;
+      case Stage::frame_ready: return {consumed, State::frame};
+      case Stage::failed: return {consumed, State::error};
+      default: break;
     }
     if (consumed == chunk.size()) return {consumed, State::need_more};
     const ByteView rest = chunk.subspan(consumed);
@@ -131,20 +127,17 @@ RawFrame FrameDecoder::take_frame() {
 
 Status FrameDecoder::finish() const {
   switch (stage_) {
-    case Stage::failed:
-      return error_;
+    case Stage::failed: return error_;
     case Stage::len:
       if (prefix_filled_ == 0) return std::nullopt;
-      return frame_error("stream ended inside a frame's len field (" + std::to_string(prefix_filled_) +
-                         " of 4 bytes)");
+      return frame_error("stream ended inside a frame's len field (" + std::to_string(prefix_filled_) + " of 4 bytes)");
     case Stage::body:
       return frame_error("truncated frame: the stream ended after " + std::to_string(body_.size()) + " of " +
                          std::to_string(body_expected_) + " bytes");
     case Stage::preamble:
       if (prefix_filled_ == 0) return std::nullopt;
       return frame_error("stream ended inside the preamble");
-    case Stage::frame_ready:
-      return std::nullopt;
+    case Stage::frame_ready: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -20,8 +20,8 @@
 namespace firemq {
 
 inline constexpr std::string_view kPreamble = "FMQ1";
-inline constexpr std::size_t kLenSize = 4;               // the len field
-inline constexpr std::size_t kFixedSize = 1 + 4;         // op and hlen, counted by len
+inline constexpr std::size_t kLenSize = 4;        // the len field
+inline constexpr std::size_t kFixedSize = 1 + 4;  // op and hlen, counted by len
 inline constexpr std::size_t kMinFrameSize = kLenSize + kFixedSize;
 inline constexpr std::size_t kMaxFrameBeforeWelcome = 65536;       // "at most 65 536 bytes" before welcome
 inline constexpr std::size_t kDefaultMaxFrame = 16 * 1024 * 1024;  // welcome.max_frame by default

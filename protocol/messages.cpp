@@ -40,8 +40,7 @@ constexpr std::array<PropSpec, 11> kPropSpecs = {{
 // dropped after). The first error wins; later fields are skipped.
 class FieldReader {
  public:
-  FieldReader(Map& map, std::string prefix, std::uint64_t rid) : map_(map), prefix_(std::move(prefix)),
-                                                                 rid_(rid) {}
+  FieldReader(Map& map, std::string prefix, std::uint64_t rid) : map_(map), prefix_(std::move(prefix)), rid_(rid) {}
 
   void operator()(std::string_view name, std::uint64_t& out) { read_as<std::uint64_t>(name, out, "uint"); }
   void operator()(std::string_view name, bool& out) { read_as<bool>(name, out, "bool"); }
@@ -95,8 +94,7 @@ class FieldReader {
       const auto* key = entry.key.get_if<std::string>();
       if (key == nullptr || *key != name) continue;
       if (found != nullptr) {
-        error_ = make_error(ReplyCode::syntax_error, "field '" + prefix_ + std::string(name) + "' appears twice",
-                            rid_);
+        error_ = make_error(ReplyCode::syntax_error, "field '" + prefix_ + std::string(name) + "' appears twice", rid_);
         return nullptr;
       }
       found = &entry.value;
@@ -320,18 +318,27 @@ class HeaderScanner {
     if (type <= 0x7f || type >= 0xe0 || type == 0xc0 || type == 0xc2 || type == 0xc3) return advance(1);
     if (type >= 0xa0 && type <= 0xbf) return advance(1 + (type & 0x1f));
     switch (type) {
-      case 0xcc: case 0xd0: return advance(2);
-      case 0xcd: case 0xd1: return advance(3);
-      case 0xca: case 0xce: case 0xd2: return advance(5);
-      case 0xcb: case 0xcf: case 0xd3: return advance(9);
-      case 0xd4: return advance(3);   // fixext 1: type and data
+      case 0xcc:
+      case 0xd0: return advance(2);
+      case 0xcd:
+      case 0xd1: return advance(3);
+      case 0xca:
+      case 0xce:
+      case 0xd2: return advance(5);
+      case 0xcb:
+      case 0xcf:
+      case 0xd3: return advance(9);
+      case 0xd4: return advance(3);  // fixext 1: type and data
       case 0xd5: return advance(4);
       case 0xd6: return advance(6);
       case 0xd7: return advance(10);
       case 0xd8: return advance(18);
-      case 0xc4: case 0xd9: return big_endian(1, size, 1) && advance(size);  // bin 8, str 8
-      case 0xc5: case 0xda: return big_endian(2, size, 1) && advance(size);
-      case 0xc6: case 0xdb: return big_endian(4, size, 1) && advance(size);
+      case 0xc4:
+      case 0xd9: return big_endian(1, size, 1) && advance(size);  // bin 8, str 8
+      case 0xc5:
+      case 0xda: return big_endian(2, size, 1) && advance(size);
+      case 0xc6:
+      case 0xdb: return big_endian(4, size, 1) && advance(size);
       case 0xc7: return big_endian(1, size, 1) && advance(size + 1);  // ext 8: its type, then its data
       case 0xc8: return big_endian(2, size, 1) && advance(size + 1);
       case 0xc9: return big_endian(4, size, 1) && advance(size + 1);
@@ -554,7 +561,8 @@ void append_frame(Bytes& out, const Message& message, ByteView payload) {
 }
 
 void append_frame(Bytes& out, const DeliverView& deliver, ByteView payload) {
-  append_frame_of(out, OpCode::deliver, [&deliver](FieldWriter& writer) { writer.write(deliver); }, payload);
+  append_frame_of(
+      out, OpCode::deliver, [&deliver](FieldWriter& writer) { writer.write(deliver); }, payload);
 }
 
 Bytes encode_message_frame(const Message& message, ByteView payload) {

@@ -13,8 +13,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -76,8 +76,8 @@ struct Hello {
   StrList caps;
   template <class S, class F>
   static void fields(S& s, F&& f) {
-    f("ver", s.ver), f("vhost", s.vhost), f("auth", s.auth), f("heartbeat", s.heartbeat),
-        f("client", s.client), f("caps", s.caps);
+    f("ver", s.ver), f("vhost", s.vhost), f("auth", s.auth), f("heartbeat", s.heartbeat), f("client", s.client),
+        f("caps", s.caps);
   }
 };
 
@@ -127,8 +127,7 @@ struct Ok {
   bool empty = false;
   template <class S, class F>
   static void fields(S& s, F&& f) {
-    f("rid", s.rid), f("name", s.name), f("messages", s.messages), f("consumers", s.consumers),
-        f("empty", s.empty);
+    f("rid", s.rid), f("name", s.name), f("messages", s.messages), f("consumers", s.consumers), f("empty", s.empty);
   }
 };
 
@@ -165,9 +164,8 @@ struct DeclareExchange {
   Map args;
   template <class S, class F>
   static void fields(S& s, F&& f) {
-    f("rid", s.rid), f("name", s.name), f("type", s.type), f("durable", s.durable),
-        f("auto_delete", s.auto_delete), f("internal", s.internal), f("passive", s.passive),
-        f("args", s.args);
+    f("rid", s.rid), f("name", s.name), f("type", s.type), f("durable", s.durable), f("auto_delete", s.auto_delete),
+        f("internal", s.internal), f("passive", s.passive), f("args", s.args);
   }
 };
 
@@ -230,8 +228,8 @@ struct BindFields {
   Map args;
   template <class S, class F>
   static void fields(S& s, F&& f) {
-    f("rid", s.rid), f("exchange", s.exchange), f("queue", s.queue), f("to_exchange", s.to_exchange),
-        f("key", s.key), f("args", s.args);
+    f("rid", s.rid), f("exchange", s.exchange), f("queue", s.queue), f("to_exchange", s.to_exchange), f("key", s.key),
+        f("args", s.args);
   }
   bool operator==(const BindFields&) const = default;
 };
@@ -338,8 +336,8 @@ struct Deliver {
   Map headers;
   template <class S, class F>
   static void fields(S& s, F&& f) {
-    f("sub", s.sub), f("tag", s.tag), f("redelivered", s.redelivered), f("exchange", s.exchange),
-        f("key", s.key), f("props", s.props), f("headers", s.headers);
+    f("sub", s.sub), f("tag", s.tag), f("redelivered", s.redelivered), f("exchange", s.exchange), f("key", s.key),
+        f("props", s.props), f("headers", s.headers);
   }
 };
 
@@ -398,8 +396,8 @@ struct GetOk {
   Map headers;
   template <class S, class F>
   static void fields(S& s, F&& f) {
-    f("rid", s.rid), f("tag", s.tag), f("redelivered", s.redelivered), f("exchange", s.exchange),
-        f("key", s.key), f("remaining", s.remaining), f("props", s.props), f("headers", s.headers);
+    f("rid", s.rid), f("tag", s.tag), f("redelivered", s.redelivered), f("exchange", s.exchange), f("key", s.key),
+        f("remaining", s.remaining), f("props", s.props), f("headers", s.headers);
   }
 };
 
@@ -408,11 +406,10 @@ struct GetOk {
 }  // namespace op
 
 // One decoded header, of whichever op the frame carried. Alternatives in op-code order.
-using Message = std::variant<op::Hello, op::Welcome, op::Ping, op::Pong, op::Close, op::Ok, op::Error,
-                             op::Flow, op::DeclareExchange, op::DeleteExchange, op::DeclareQueue,
-                             op::DeleteQueue, op::PurgeQueue, op::Bind, op::Unbind, op::Publish, op::Confirm,
-                             op::Return, op::Subscribe, op::Unsubscribe, op::Credit, op::Deliver,
-                             op::Cancelled, op::Ack, op::Nack, op::Get, op::GetOk>;
+using Message = std::variant<op::Hello, op::Welcome, op::Ping, op::Pong, op::Close, op::Ok, op::Error, op::Flow,
+                             op::DeclareExchange, op::DeleteExchange, op::DeclareQueue, op::DeleteQueue, op::PurgeQueue,
+                             op::Bind, op::Unbind, op::Publish, op::Confirm, op::Return, op::Subscribe, op::Unsubscribe,
+                             op::Credit, op::Deliver, op::Cancelled, op::Ack, op::Nack, op::Get, op::GetOk>;
 
 OpCode op_of(const Message& message);
 

@@ -80,7 +80,6 @@ TEST(Messages, EveryOpRoundTripsThroughAFrame) {
   }
 }
 
-
 // A deliver encoded from borrowed fields is byte for byte the deliver op's frame, with every field set and with
 // every field zero (left out alike).
 TEST(Messages, ADeliverViewAppendsTheSameFrameAsTheDeliverOp) {
@@ -89,8 +88,8 @@ TEST(Messages, ADeliverViewAppendsTheSameFrameAsTheDeliverOp) {
   const Map no_headers;
   const Props no_props;
   const Bytes payload = {0x00, 0x01, 0xff};
-  for (const DeliverView& view : {DeliverView{7, 9, true, "ex", "key", props, headers},
-                                  DeliverView{0, 0, false, "", "", no_props, no_headers}}) {
+  for (const DeliverView& view :
+       {DeliverView{7, 9, true, "ex", "key", props, headers}, DeliverView{0, 0, false, "", "", no_props, no_headers}}) {
     Bytes from_view = {0xaa};
     append_frame(from_view, view, payload);
     Bytes from_op = {0xaa};
@@ -144,18 +143,18 @@ void expect_every_op_decodes_an_empty_header_to_zero_values(ByteView header, std
 }
 
 TEST(Messages, EveryOpDecodesHlenZeroToZeroValues) {
-  expect_every_op_decodes_an_empty_header_to_zero_values(
-      {}, std::make_index_sequence<std::variant_size_v<Message>>{});
+  expect_every_op_decodes_an_empty_header_to_zero_values({}, std::make_index_sequence<std::variant_size_v<Message>>{});
 }
 
 TEST(Messages, EveryOpDecodesAnEmptyMapToZeroValues) {
   const Bytes empty_map = {0x80};
-  expect_every_op_decodes_an_empty_header_to_zero_values(
-      empty_map, std::make_index_sequence<std::variant_size_v<Message>>{});
+  expect_every_op_decodes_an_empty_header_to_zero_values(empty_map,
+                                                         std::make_index_sequence<std::variant_size_v<Message>>{});
 }
 
 TEST(Messages, ZeroValuedFieldsAreLeftOut) {
-  EXPECT_EQ(to_hex(encode_header(op::Ok{7, "", 0, 0, false})), "81a3726964" "07");
+  EXPECT_EQ(to_hex(encode_header(op::Ok{7, "", 0, 0, false})), "81a3726964"
+                                                               "07");
   EXPECT_EQ(to_hex(encode_header(op::Ping{})), "80");
 }
 
@@ -195,25 +194,25 @@ TEST(Messages, HeadersReadStraightFromTheirBytesDecodeAsTheGenericWayDoes) {
   }
   const std::vector<std::pair<std::uint8_t, std::string>> headers = {
       {0x20, "83a3736571cd0102a36b6579a171aa70657273697374656e74c3"},  // seq as uint16, key, persistent
-      {0x20, "81a3736571d001"},              // seq as int8 holding 1: a uint to the generic way
-      {0x20, "81a3736571c0"},                // nil: an omitted field
-      {0x20, "82a373657101a373657102"},      // seq twice
-      {0x20, "8101a3736571"},                // a key that is no str
-      {0x20, "81a3736571ff"},                // seq negative
-      {0x20, "81a3736571"},                  // cut short
-      {0x20, "81a373657101c0"},              // a trailing byte
+      {0x20, "81a3736571d001"},                                // seq as int8 holding 1: a uint to the generic way
+      {0x20, "81a3736571c0"},                                  // nil: an omitted field
+      {0x20, "82a373657101a373657102"},                        // seq twice
+      {0x20, "8101a3736571"},                                  // a key that is no str
+      {0x20, "81a3736571ff"},                                  // seq negative
+      {0x20, "81a3736571"},                                    // cut short
+      {0x20, "81a373657101c0"},                                // a trailing byte
       {0x20, "81a570726f707381aa657870697261746f696ea23130"},  // a misspelt prop: unknown, kept
-      {0x20, "81a570726f707381aa65787069726174696f6ea23130"},    // expiration as str: a wrong type
+      {0x20, "81a570726f707381aa65787069726174696f6ea23130"},  // expiration as str: a wrong type
       {0x20, "81a570726f707381a87072696f72697479c0"},          // a prop that is nil
-      {0x20, "81a7686561646572738101c0"},    // headers with an int key and a nil value
-      {0x20, "81a178c1"},                    // an unknown field holding the byte MessagePack never uses
-      {0x20, "81a178c9ffffffff01"},          // an ext 32 that declares more bytes than there are
-      {0x20, "81a178d40102"},                // an unknown fixext 1
-      {0x01, "81a4617574688101a0"},  // auth with an int key
-      {0x01, "81a46361707392a1610c"},        // caps with an int in it
-      {0x01, "a3766572"},                    // no map at all
+      {0x20, "81a7686561646572738101c0"},                      // headers with an int key and a nil value
+      {0x20, "81a178c1"},                                // an unknown field holding the byte MessagePack never uses
+      {0x20, "81a178c9ffffffff01"},                      // an ext 32 that declares more bytes than there are
+      {0x20, "81a178d40102"},                            // an unknown fixext 1
+      {0x01, "81a4617574688101a0"},                      // auth with an int key
+      {0x01, "81a46361707392a1610c"},                    // caps with an int in it
+      {0x01, "a3766572"},                                // no map at all
       {0x33, "82a3737562cf0000000000000009a374616707"},  // uint64
-      {0x77, "81a3726964cc07"},              // an unknown op
+      {0x77, "81a3726964cc07"},                          // an unknown op
   };
   for (const auto& [op, hex] : headers) expect_both_ways_agree(op, *from_hex(hex));
   EXPECT_TRUE(scan_header(0x20, *from_hex(headers[0].second))) << "uint16, str and bool, read straight";
@@ -274,8 +273,8 @@ TEST(Messages, ErrorAboutAFieldEchoesTheRequestsRid) {
 }
 
 TEST(Messages, HeaderThatIsNotAMapIsSyntaxError) {
-  for (const Bytes& header : {Bytes{0x90}, Bytes{0xa1, 'x'}, Bytes{0x05}, Bytes{0xc1}, Bytes{0x82, 0xa1, 'a', 1},
-                              Bytes{0x80, 0x00}}) {
+  for (const Bytes& header :
+       {Bytes{0x90}, Bytes{0xa1, 'x'}, Bytes{0x05}, Bytes{0xc1}, Bytes{0x82, 0xa1, 'a', 1}, Bytes{0x80, 0x00}}) {
     Result<Message> m = decode_header(0x03, header);
     ASSERT_FALSE(m.ok()) << to_hex(header);
     EXPECT_EQ(m.error().code, 502) << to_hex(header);

@@ -115,8 +115,7 @@ Error syntax_error(std::string msg) { return make_error(ReplyCode::syntax_error,
 
 msgpack::parse_return parse(ByteView bytes, std::size_t& offset, ValueBuilder& builder) {
   try {
-    return msgpack::detail::parse_imp(reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset,
-                                      builder);
+    return msgpack::detail::parse_imp(reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset, builder);
   } catch (const msgpack::ext_size_overflow&) {
     // msgpack-cxx throws for an ext32 that declares 0xffffffff bytes, before it checks the bytes exist.
     // Contained here so that nothing a peer sends can throw past the codec.
@@ -131,13 +130,12 @@ Result<Value> decode_value(ByteView bytes) {
   ValueBuilder builder;
   std::size_t offset = 0;
   switch (parse(bytes, offset, builder)) {
-    case msgpack::PARSE_SUCCESS:
-      return builder.take_root();
+    case msgpack::PARSE_SUCCESS: return builder.take_root();
     case msgpack::PARSE_EXTRA_BYTES:
       return syntax_error(std::to_string(bytes.size() - offset) + " trailing bytes after the MessagePack value");
     case msgpack::PARSE_CONTINUE:
-      return syntax_error("truncated MessagePack value: it needs more than the " +
-                          std::to_string(bytes.size()) + " bytes given");
+      return syntax_error("truncated MessagePack value: it needs more than the " + std::to_string(bytes.size()) +
+                          " bytes given");
     case msgpack::PARSE_STOP_VISITOR:
       if (builder.too_deep()) {
         return syntax_error("MessagePack value nests deeper than " + std::to_string(kMaxNesting) + " levels");
@@ -146,8 +144,7 @@ Result<Value> decode_value(ByteView bytes) {
         return syntax_error("MessagePack value has more than " + std::to_string(kMaxItems) + " items");
       }
       return syntax_error("invalid MessagePack value");
-    default:
-      return syntax_error("invalid MessagePack value");
+    default: return syntax_error("invalid MessagePack value");
   }
 }
 
@@ -193,12 +190,10 @@ void pack(Packer& pk, ByteSink& sink, const Value& value) {
           pk.pack_str_body(v.data(), static_cast<std::uint32_t>(v.size()));
         } else if constexpr (std::is_same_v<T, Bin>) {
           pk.pack_bin(static_cast<std::uint32_t>(v.bytes.size()));
-          pk.pack_bin_body(reinterpret_cast<const char*>(v.bytes.data()),
-                           static_cast<std::uint32_t>(v.bytes.size()));
+          pk.pack_bin_body(reinterpret_cast<const char*>(v.bytes.data()), static_cast<std::uint32_t>(v.bytes.size()));
         } else if constexpr (std::is_same_v<T, Ext>) {
           pk.pack_ext(v.data.size(), v.type);
-          pk.pack_ext_body(reinterpret_cast<const char*>(v.data.data()),
-                           static_cast<std::uint32_t>(v.data.size()));
+          pk.pack_ext_body(reinterpret_cast<const char*>(v.data.data()), static_cast<std::uint32_t>(v.data.size()));
         } else if constexpr (std::is_same_v<T, Array>) {
           pk.pack_array(static_cast<std::uint32_t>(v.size()));
           for (const Value& item : v) pack(pk, sink, item);

@@ -63,9 +63,7 @@ Bytes nested_arrays(std::size_t depth) {
   return bytes;
 }
 
-TEST(MsgpackCodec, NestingUpToTheLimitIsAccepted) {
-  EXPECT_TRUE(decode_value(nested_arrays(kMaxNesting)).ok());
-}
+TEST(MsgpackCodec, NestingUpToTheLimitIsAccepted) { EXPECT_TRUE(decode_value(nested_arrays(kMaxNesting)).ok()); }
 
 TEST(MsgpackCodec, NestingPastTheLimitIsSyntaxError) {
   Result<Value> v = decode_value(nested_arrays(kMaxNesting + 1));
@@ -75,10 +73,10 @@ TEST(MsgpackCodec, NestingPastTheLimitIsSyntaxError) {
 }
 
 TEST(MsgpackCodec, HugeDeclaredSizesWithoutTheirBytesAreErrorsNotAllocations) {
-  for (const Bytes& bytes : {Bytes{0xdd, 0xff, 0xff, 0xff, 0xff},                 // array32 of 4G items
-                             Bytes{0xdf, 0xff, 0xff, 0xff, 0xff},                 // map32
-                             Bytes{0xdb, 0xff, 0xff, 0xff, 0xff},                 // str32
-                             Bytes{0xc9, 0xff, 0xff, 0xff, 0xff, 0x01},           // ext32, size 0xffffffff
+  for (const Bytes& bytes : {Bytes{0xdd, 0xff, 0xff, 0xff, 0xff},        // array32 of 4G items
+                             Bytes{0xdf, 0xff, 0xff, 0xff, 0xff},        // map32
+                             Bytes{0xdb, 0xff, 0xff, 0xff, 0xff},        // str32
+                             Bytes{0xc9, 0xff, 0xff, 0xff, 0xff, 0x01},  // ext32, size 0xffffffff
                              Bytes{0xc9, 0xff, 0xff, 0xff, 0xfe, 0x01}}) {
     Result<Value> v = decode_value(bytes);
     ASSERT_FALSE(v.ok()) << to_hex(bytes);
@@ -106,9 +104,7 @@ TEST(MsgpackCodec, TrailingBytesAreSyntaxError) {
   EXPECT_NE(v.error().msg.find("1 trailing bytes"), std::string::npos);
 }
 
-TEST(MsgpackCodec, NeverUsedByteIsSyntaxError) {
-  EXPECT_FALSE(decode_value(Bytes{0xc1}).ok());
-}
+TEST(MsgpackCodec, NeverUsedByteIsSyntaxError) { EXPECT_FALSE(decode_value(Bytes{0xc1}).ok()); }
 
 }  // namespace
 }  // namespace firemq

@@ -12,8 +12,6 @@ const OpInfo* find_op(std::uint8_t code) {
   return by_code[code];
 }
 
-std::string_view op_name(OpCode op) {
-  return find_op(static_cast<std::uint8_t>(op))->name;
-}
+std::string_view op_name(OpCode op) { return find_op(static_cast<std::uint8_t>(op))->name; }
 
 }  // namespace firemq

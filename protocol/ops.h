@@ -43,7 +43,7 @@ struct OpInfo {
   OpCode code;
   std::string_view name;  // the spec's name, e.g. "declare_exchange"
   Direction direction;
-  bool has_payload;       // "Only publish, return, deliver and get_ok carry a payload."
+  bool has_payload;  // "Only publish, return, deliver and get_ok carry a payload."
 };
 
 inline constexpr std::array<OpInfo, 27> kOps = {{

@@ -69,18 +69,12 @@ Result<Map, std::string> map_from(const Json& json, Budget& budget);
 Result<Value, std::string> value_from(const Json& json, Budget& budget) {
   if (auto over = budget.count(1)) return *over;
   switch (json.type()) {
-    case Json::value_t::null:
-      return Value(Nil{});
-    case Json::value_t::boolean:
-      return Value(json.get<bool>());
-    case Json::value_t::number_unsigned:
-      return Value(json.get<std::uint64_t>());
-    case Json::value_t::number_integer:
-      return Value(json.get<std::int64_t>());
-    case Json::value_t::number_float:
-      return Value(json.get<double>());
-    case Json::value_t::string:
-      return Value(json.get<std::string>());
+    case Json::value_t::null: return Value(Nil{});
+    case Json::value_t::boolean: return Value(json.get<bool>());
+    case Json::value_t::number_unsigned: return Value(json.get<std::uint64_t>());
+    case Json::value_t::number_integer: return Value(json.get<std::int64_t>());
+    case Json::value_t::number_float: return Value(json.get<double>());
+    case Json::value_t::string: return Value(json.get<std::string>());
     case Json::value_t::array: {
       if (auto over = budget.enter()) return *over;
       Array out;
@@ -97,8 +91,7 @@ Result<Value, std::string> value_from(const Json& json, Budget& budget) {
       if (!map) return map.error();
       return Value(std::move(*map));
     }
-    default:
-      return "a JSON " + std::string(json.type_name()) + " has no MessagePack form";
+    default: return "a JSON " + std::string(json.type_name()) + " has no MessagePack form";
   }
 }
 

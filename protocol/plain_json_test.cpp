@@ -11,9 +11,14 @@ namespace {
 using Json = nlohmann::json;
 
 TEST(PlainJson, WritesEachTypeAsRabbitMqsApiDoes) {
-  const Value v(Map{{Value("n"), Value(Nil{})},   {Value("b"), Value(true)},         {Value("u"), Value(std::uint64_t{7})},
-                    {Value("i"), Value(-3)},      {Value("f"), Value(1.5)},          {Value("s"), Value("text")},
-                    {Value("bin"), Value(Bin{{'a', 'b', 'c', 'd'}})}, {Value("a"), Value(Array{Value(1), Value("x")})}});
+  const Value v(Map{{Value("n"), Value(Nil{})},
+                    {Value("b"), Value(true)},
+                    {Value("u"), Value(std::uint64_t{7})},
+                    {Value("i"), Value(-3)},
+                    {Value("f"), Value(1.5)},
+                    {Value("s"), Value("text")},
+                    {Value("bin"), Value(Bin{{'a', 'b', 'c', 'd'}})},
+                    {Value("a"), Value(Array{Value(1), Value("x")})}});
   EXPECT_EQ(plain_json(v), Json::parse(R"({"n": null, "b": true, "u": 7, "i": -3, "f": 1.5, "s": "text",
                                            "bin": "YWJjZA==", "a": [1, "x"]})"));
 }

@@ -17,8 +17,8 @@
 namespace firemq {
 
 enum class ReplyCode : std::uint16_t {
-  normal = 200,               // close: normal shutdown
-  no_route = 312,             // return: a mandatory publish that no queue received
+  normal = 200,    // close: normal shutdown
+  no_route = 312,  // return: a mandatory publish that no queue received
   connection_forced = 320,
   access_refused = 403,
   not_found = 404,
@@ -44,20 +44,17 @@ inline constexpr std::array<ReplyCodeInfo, 14> kReplyCodes = {{
     {ReplyCode::normal, "normal", "Normal shutdown (close).", false},
     {ReplyCode::no_route, "no-route", "A mandatory publish that no queue received (return).", false},
     {ReplyCode::connection_forced, "connection-forced", "Server shutting down.", true},
-    {ReplyCode::access_refused, "access-refused", "Bad credentials, or no permission for the resource.",
-     false},
+    {ReplyCode::access_refused, "access-refused", "Bad credentials, or no permission for the resource.", false},
     {ReplyCode::not_found, "not-found", "Queue or exchange does not exist.", false},
     {ReplyCode::resource_locked, "resource-locked", "Exclusive queue owned by another connection.", false},
     {ReplyCode::precondition_failed, "precondition-failed",
      "Redeclared with different properties, unknown delivery tag, if_unused or if_empty failed.", false},
     {ReplyCode::frame_error, "frame-error", "Malformed frame. Fatal.", true},
-    {ReplyCode::syntax_error, "syntax-error",
-     "Header is not a MessagePack map, or a field has the wrong type.", true},
+    {ReplyCode::syntax_error, "syntax-error", "Header is not a MessagePack map, or a field has the wrong type.", true},
     {ReplyCode::command_invalid, "command-invalid",
      "Request not allowed in the current state, such as a request before hello.", true},
     {ReplyCode::resource_error, "resource-error", "Server out of a resource.", false},
-    {ReplyCode::not_allowed, "not-allowed", "Operation not allowed, such as deleting a built-in exchange.",
-     false},
+    {ReplyCode::not_allowed, "not-allowed", "Operation not allowed, such as deleting a built-in exchange.", false},
     {ReplyCode::not_implemented, "not-implemented", "Unknown op or unsupported feature.", false},
     {ReplyCode::internal_error, "internal-error", "Bug in the server.", true},
 }};

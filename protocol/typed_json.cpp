@@ -68,7 +68,8 @@ ValueResult from_tagged(const std::string& tag, const Json& body) {
 }
 
 ValueResult from_object(const Json& json) {
-  if (json.size() == 1 && json.begin().key().starts_with("$")) return from_tagged(json.begin().key(), json.begin().value());
+  if (json.size() == 1 && json.begin().key().starts_with("$"))
+    return from_tagged(json.begin().key(), json.begin().value());
   Map map;
   for (const auto& [key, item] : json.items()) {
     if (key.starts_with("$")) return "key \"" + key + "\" starts with $: such a map is written as $map";
@@ -83,18 +84,13 @@ ValueResult from_object(const Json& json) {
 
 Result<Value, std::string> value_from_typed_json(const Json& json) {
   switch (json.type()) {
-    case Json::value_t::null:
-      return Value(Nil{});
-    case Json::value_t::boolean:
-      return Value(json.get<bool>());
-    case Json::value_t::number_unsigned:
-      return Value(json.get<std::uint64_t>());
-    case Json::value_t::number_integer:
-      return Value(json.get<std::int64_t>());
+    case Json::value_t::null: return Value(Nil{});
+    case Json::value_t::boolean: return Value(json.get<bool>());
+    case Json::value_t::number_unsigned: return Value(json.get<std::uint64_t>());
+    case Json::value_t::number_integer: return Value(json.get<std::int64_t>());
     case Json::value_t::number_float:
       return std::string("a bare JSON float: floats are written {\"$float64\": n} or {\"$float32\": n}");
-    case Json::value_t::string:
-      return Value(json.get<std::string>());
+    case Json::value_t::string: return Value(json.get<std::string>());
     case Json::value_t::array: {
       Array items;
       for (const Json& item : json) {
@@ -104,10 +100,8 @@ Result<Value, std::string> value_from_typed_json(const Json& json) {
       }
       return Value(std::move(items));
     }
-    case Json::value_t::object:
-      return from_object(json);
-    default:
-      return std::string("a JSON value of an unsupported type");
+    case Json::value_t::object: return from_object(json);
+    default: return std::string("a JSON value of an unsupported type");
   }
 }
 

@@ -18,7 +18,7 @@
 namespace firemq {
 
 struct Url {
-  std::string scheme;  // "fire", "fires", "ws" or "wss", lower case
+  std::string scheme;      // "fire", "fires", "ws" or "wss", lower case
   bool tls = false;        // fires, wss
   bool websocket = false;  // ws, wss
   std::string host;        // without the brackets of an IPv6 literal

@@ -62,13 +62,9 @@ TEST(Url, PercentDecodedUtf8IsKept) {
   EXPECT_EQ(parse_ok("fire://h/%F0%9F%94%A5").vhost, "\xf0\x9f\x94\xa5");
 }
 
-TEST(Url, SchemeIsCaseInsensitive) {
-  EXPECT_EQ(parse_ok("FIRES://h").scheme, "fires");
-}
+TEST(Url, SchemeIsCaseInsensitive) { EXPECT_EQ(parse_ok("FIRES://h").scheme, "fires"); }
 
-TEST(Url, EmptyPortMeansTheDefault) {
-  EXPECT_EQ(parse_ok("fire://h:/").port, 5673);
-}
+TEST(Url, EmptyPortMeansTheDefault) { EXPECT_EQ(parse_ok("fire://h:/").port, 5673); }
 
 TEST(Url, PortEdges) {
   EXPECT_EQ(parse_ok("fire://h:1").port, 1);

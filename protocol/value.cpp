@@ -37,8 +37,8 @@ const Value* find(const Map& map, std::string_view key) {
 }
 
 std::string_view type_name(const Value& v) {
-  static constexpr std::string_view kNames[] = {"nil",     "bool", "uint", "int", "float32", "float64",
-                                                 "str",     "bin",  "ext",  "array", "map"};
+  static constexpr std::string_view kNames[] = {"nil", "bool", "uint", "int",   "float32", "float64",
+                                                "str", "bin",  "ext",  "array", "map"};
   return kNames[v.v.index()];
 }
 

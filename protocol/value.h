@@ -35,8 +35,8 @@ struct Ext {
 };
 
 struct Value {
-  using Variant = std::variant<Nil, bool, std::uint64_t, std::int64_t, float, double, std::string, Bin, Ext,
-                               Array, Map>;
+  using Variant =
+      std::variant<Nil, bool, std::uint64_t, std::int64_t, float, double, std::string, Bin, Ext, Array, Map>;
   Variant v;
 
   // Defined below MapEntry: constructing the variant needs MapEntry complete.
@@ -56,11 +56,17 @@ struct Value {
   Value(Map m);
 
   template <class T>
-  bool is() const { return std::holds_alternative<T>(v); }
+  bool is() const {
+    return std::holds_alternative<T>(v);
+  }
   template <class T>
-  const T* get_if() const { return std::get_if<T>(&v); }
+  const T* get_if() const {
+    return std::get_if<T>(&v);
+  }
   template <class T>
-  T* get_if() { return std::get_if<T>(&v); }
+  T* get_if() {
+    return std::get_if<T>(&v);
+  }
 
   // Exact equality: same type and value; floats compare bit for bit (so NaN equals the same NaN).
   bool operator==(const Value& other) const;

@@ -35,7 +35,8 @@ IoStatus Broker::open_storage(const nlohmann::json& stored) {
     log_line("not restored: " + problem);
   }
   report_unclaimed_messages();
-  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
+  const auto elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                             started);
   // The whole of recovery: reading the log (report.elapsed) and putting the messages back in their queues.
   log_notice("recovered " + std::to_string(report.messages) + " messages from " + std::to_string(report.segments) +
              " segments (" + std::to_string(report.records) + " records) in " + std::to_string(elapsed.count()) +
@@ -58,8 +59,11 @@ void Broker::report_unclaimed_messages() const {
 
 IoStatus Broker::listen() {
   const ListenerPorts& ports = config_.ports;
-  http_env_ = {config_.handshake_timeout, config_.websocket_faults,
-               [this](std::unique_ptr<Transport> t) { start_connection<FireProtocol>(std::move(t)); }, &management_, &registry_,
+  http_env_ = {config_.handshake_timeout,
+               config_.websocket_faults,
+               [this](std::unique_ptr<Transport> t) { start_connection<FireProtocol>(std::move(t)); },
+               &management_,
+               &registry_,
                &config_.trusted_origins};
   if (!config_.tls.certificate.empty()) {
     auto tls = make_tls_context(config_.tls);

@@ -8,17 +8,17 @@
 #include <vector>
 
 #include "protocol/error.h"
+#include "reference-broker/access/definitions.h"
+#include "reference-broker/core/config.h"
+#include "reference-broker/core/core.h"
+#include "reference-broker/management/management_api.h"
 #include "reference-broker/net/amqp_protocol.h"
 #include "reference-broker/net/asio.h"
-#include "reference-broker/core/config.h"
 #include "reference-broker/net/connection.h"
 #include "reference-broker/net/fire_protocol.h"
-#include "reference-broker/core/core.h"
-#include "reference-broker/access/definitions.h"
-#include "reference-broker/store/durable_topology.h"
 #include "reference-broker/net/http_server.h"
-#include "reference-broker/management/management_api.h"
 #include "reference-broker/net/listener.h"
+#include "reference-broker/store/durable_topology.h"
 #include "reference-broker/store/message_store.h"
 
 namespace firemq {
@@ -57,7 +57,7 @@ class Broker {
   Core core_{definitions_, time_};
   // Before store_ (which pages out through it to its last write_out): a queue longer than memory (paging.h).
   BodyPager pager_{PagingOptions{paging_threshold(config_.paging_ratio, alarms_.memory_high_watermark()),
-                             config_.data_dir + "/paging"}};
+                                 config_.data_dir + "/paging"}};
   // Before io_, so that they outlive it: the coroutines io_ destroys last (an HTTP connection waiting for a
   // request) leave the handshake list as they go.
   ConnectionRegistry registry_{config_.bounds.handshakes};
@@ -65,10 +65,10 @@ class Broker {
   std::unique_ptr<asio::ssl::context> tls_;  // null without a certificate: no fires, wss and amqps listeners
   // The management API on the HTTP listeners; it lists the listeners that are bound.
   ManagementApi management_{ManagementEnv{config_, definitions_, core_, registry_, alarms_, [this] {
-    std::vector<ListenerInfo> out;
-    for (const auto& l : listeners_) out.push_back({l->scheme(), l->port()});
-    return out;
-  }}};
+                                            std::vector<ListenerInfo> out;
+                                            for (const auto& l : listeners_) out.push_back({l->scheme(), l->port()});
+                                            return out;
+                                          }}};
   HttpServerEnv http_env_;
   std::vector<std::unique_ptr<Listener>> listeners_;
   asio::signal_set signals_{io_, SIGTERM, SIGINT};

@@ -30,7 +30,8 @@ struct RawFlags {
 };
 
 // A listener's port flag: a port number (0: a free one) or "off".
-firemq::Result<std::optional<std::uint16_t>, std::string> parse_port(const std::string& flag, const std::string& value) {
+firemq::Result<std::optional<std::uint16_t>, std::string> parse_port(const std::string& flag,
+                                                                     const std::string& value) {
   if (value == "off") return std::optional<std::uint16_t>();
   std::size_t used = 0;
   unsigned long port = 0;
@@ -72,88 +73,87 @@ firemq::Result<firemq::Definitions, std::string> choose_definitions(const firemq
 
 po::options_description describe_flags(firemq::BrokerConfig& c, RawFlags& raw) {
   po::options_description flags("firemq-broker [flags]");
-  flags.add_options()
-      ("help,h", "print this help and exit")
-      ("bind", po::value(&c.bind_address)->default_value(c.bind_address), "address to listen on")
-      ("port", po::value(&raw.fire_port)->default_value(raw.fire_port),
-       "TCP port for fire://; 0 picks a free port; off: no TCP listener")
-      ("tls-port", po::value(&raw.fires_port)->default_value(raw.fires_port),
-       "TLS port for fires:// (needs --tls-cert and --tls-key); 0 picks a free port; off: none")
-      ("ws-port", po::value(&raw.ws_port)->default_value(raw.ws_port),
-       "HTTP port for WebSocket, ws://host:PORT/fire; 0 picks a free port; off: none")
-      ("wss-port", po::value(&raw.wss_port)->default_value(raw.wss_port),
-       "HTTPS port for WebSocket over TLS, wss://host:PORT/fire (needs --tls-cert and --tls-key); 0: free; off: none")
-      ("amqp-port", po::value(&raw.amqp_port)->default_value(raw.amqp_port),
-       "TCP port for AMQP 0-9-1 clients, sharing the broker with FireMQ; 0 picks a free port; off: none")
-      ("amqps-port", po::value(&raw.amqps_port)->default_value(raw.amqps_port),
-       "TLS port for AMQP 0-9-1 clients, amqps:// (needs --tls-cert and --tls-key); 0 picks a free port; off: none")
-      ("tls-cert", po::value(&c.tls.certificate),
-       "PEM certificate (chain) of the TLS listeners; without it fires://, wss:// and amqps:// are off")
-      ("tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")
-      ("tls-ciphers", po::value(&c.tls.ciphers)->default_value(c.tls.ciphers, "forward-secret AEAD suites"),
-       "the TLS listeners' TLS 1.2 cipher suites, OpenSSL cipher-list syntax, in the server's order of preference; "
-       "the default: ECDHE and DHE with AES-GCM and ChaCha20-Poly1305 (Mozilla's intermediate list); TLS 1.3's "
-       "suites are OpenSSL's")
-      ("tls-ca", po::value(&c.tls.client_ca),
-       "PEM CA certificates: TLS clients must present a certificate signed by one (default: not asked)")
-      ("port-file", po::value(&c.port_file),
-       "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P, \"amqp\": P, \"amqps\": P}")
-      ("definitions", po::value(&c.definitions_file),
-       "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")
-      ("loopback-users", po::value(&raw.loopback_users)->default_value(raw.loopback_users),
-       "users who may log in only from a loopback address (RabbitMQ's loopback_users), comma-separated; \"\": none")
-      ("loopback-addresses", po::value(&raw.loopback_addresses)->default_value(raw.loopback_addresses),
-       "for tests and unusual setups: the address ranges (CIDR, comma-separated) that count as loopback")
-      ("trusted-origins", po::value(&raw.trusted_origins)->default_value(raw.trusted_origins),
-       "WebSocket Origin headers under which a loopback-only user may log in, comma-separated: origins "
-       "(https://app.example.com) and/or loopback (http(s)://localhost, 127.x, [::1], any port); the list replaces "
-       "the default, so keep loopback in it to add to it; \"\": only upgrades without an Origin")
-      ("data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
-       "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")
-      ("segment-bytes", po::value(&c.segment_bytes)->default_value(c.segment_bytes),
-       "the message store starts a new segment file once the current one holds this many bytes")
-      ("websocket-fault", po::value<std::string>(),
-       "testing: break the WebSocket transport one way (accept-text, ignore-url-vhost or pack-frames)")
-      ("amqp-fault", po::value<std::string>(),
-       "testing: break the AMQP side one way (drop-delivery-mode, decimal-ignores-scale, crossing-close-ends-channel, "
-       "nack-refused-publishes, global-qos-per-consumer, lossy-header-types, empty-queue-name-as-given, "
-       "tx-routes-at-commit, properties-before-exchange, empty-headers-dropped, system-exchange-delete-as-fire, "
-       "exclusive-consume-on-sac, exclusive-consumer-conflict-405, reject-publish-closes or tx-unknown-tag-at-commit)")
-      ("storage-fault", po::value<std::string>(),
-       "testing: fail the Nth write or fsync of the data directory with EIO or ENOSPC (write:N or fsync:N, then "
-       "optionally :eio or :enospc)")
-      ("heartbeat", po::value(&c.heartbeat_seconds)->default_value(c.heartbeat_seconds),
-       "the server's heartbeat interval in seconds; 0 lets the client's value stand")
-      ("max-frame", po::value(&c.max_frame)->default_value(c.max_frame),
-       "largest frame accepted after welcome, in bytes (welcome.max_frame)")
-      ("collect-statistics-interval-ms",
-       po::value(&raw.statistics_interval_ms)->default_value(raw.statistics_interval_ms),
-       "how often the management API samples message rates and queue depths for its history (RabbitMQ's "
-       "collect_statistics_interval; at least 100); it keeps the last 120 samples")
-      ("handshake-timeout-ms", po::value(&raw.handshake_ms)->default_value(raw.handshake_ms),
-       "close a connection that has not finished TLS, the WebSocket upgrade and hello within this time")
-      ("memory-high-watermark", po::value(&c.alarms.memory_high_watermark)->default_value(0),
-       "flow control: pause publishers while messages and unsent frames hold this many bytes; 0: 60% of RAM")
-      ("paging-ratio", po::value(&c.paging_ratio)->default_value(c.paging_ratio, "0.5"),
-       "page queued message bodies out to disk past this share of the memory high watermark; above 1: paging off")
-      ("disk-free-limit", po::value(&c.alarms.disk_free_limit)->default_value(c.alarms.disk_free_limit),
-       "flow control: pause publishers while the working directory's filesystem has less free; 0: off")
-      ("vhost-limit", po::value(&raw.vhost_limits)->composing(),
-       "VHOST:max-connections=N or VHOST:max-queues=N (RabbitMQ's vhost limits; -1: none); repeat for more")
-      ("user-limit", po::value(&raw.user_limits)->composing(),
-       "USER:max-connections=N (RabbitMQ's user limits; -1: none); repeat for more")
-      ("max-handshakes", po::value(&c.bounds.handshakes)->default_value(c.bounds.handshakes),
-       "connections that may be in their handshake at once; past it the longest waiting is dropped")
-      ("max-subscriptions", po::value(&c.bounds.subscriptions)->default_value(c.bounds.subscriptions),
-       "subscriptions per connection")
-      ("max-unacked", po::value(&c.bounds.unacked)->default_value(c.bounds.unacked),
-       "unacknowledged deliveries per connection: deliveries wait past it, whatever the credit")
-      ("max-queues", po::value(&c.bounds.queues_per_vhost)->default_value(c.bounds.queues_per_vhost),
-       "queues per vhost (a vhost's max-queues limit may set fewer)")
-      ("max-exchanges", po::value(&c.bounds.exchanges_per_vhost)->default_value(c.bounds.exchanges_per_vhost),
-       "exchanges per vhost, the built-in ones included")
-      ("max-bindings", po::value(&c.bounds.bindings_per_vhost)->default_value(c.bounds.bindings_per_vhost),
-       "bindings per vhost");
+  flags.add_options()("help,h", "print this help and exit")(
+      "bind", po::value(&c.bind_address)->default_value(c.bind_address),
+      "address to listen on")("port", po::value(&raw.fire_port)->default_value(raw.fire_port),
+                              "TCP port for fire://; 0 picks a free port; off: no TCP listener")(
+      "tls-port", po::value(&raw.fires_port)->default_value(raw.fires_port),
+      "TLS port for fires:// (needs --tls-cert and --tls-key); 0 picks a free port; off: none")(
+      "ws-port", po::value(&raw.ws_port)->default_value(raw.ws_port),
+      "HTTP port for WebSocket, ws://host:PORT/fire; 0 picks a free port; off: none")(
+      "wss-port", po::value(&raw.wss_port)->default_value(raw.wss_port),
+      "HTTPS port for WebSocket over TLS, wss://host:PORT/fire (needs --tls-cert and --tls-key); 0: free; off: none")(
+      "amqp-port", po::value(&raw.amqp_port)->default_value(raw.amqp_port),
+      "TCP port for AMQP 0-9-1 clients, sharing the broker with FireMQ; 0 picks a free port; off: none")(
+      "amqps-port", po::value(&raw.amqps_port)->default_value(raw.amqps_port),
+      "TLS port for AMQP 0-9-1 clients, amqps:// (needs --tls-cert and --tls-key); 0 picks a free port; off: none")(
+      "tls-cert", po::value(&c.tls.certificate),
+      "PEM certificate (chain) of the TLS listeners; without it fires://, wss:// and amqps:// are off")(
+      "tls-key", po::value(&c.tls.private_key), "PEM private key of --tls-cert")(
+      "tls-ciphers", po::value(&c.tls.ciphers)->default_value(c.tls.ciphers, "forward-secret AEAD suites"),
+      "the TLS listeners' TLS 1.2 cipher suites, OpenSSL cipher-list syntax, in the server's order of preference; "
+      "the default: ECDHE and DHE with AES-GCM and ChaCha20-Poly1305 (Mozilla's intermediate list); TLS 1.3's "
+      "suites are OpenSSL's")(
+      "tls-ca", po::value(&c.tls.client_ca),
+      "PEM CA certificates: TLS clients must present a certificate signed by one (default: not asked)")(
+      "port-file", po::value(&c.port_file),
+      "once listening, write the bound ports to this file: {\"fire\": P, \"fires\": P, \"ws\": P, \"wss\": P, "
+      "\"amqp\": P, \"amqps\": P}")(
+      "definitions", po::value(&c.definitions_file),
+      "users, vhosts and permissions (JSON, RabbitMQ's shape); default: guest/guest on vhost /")(
+      "loopback-users", po::value(&raw.loopback_users)->default_value(raw.loopback_users),
+      "users who may log in only from a loopback address (RabbitMQ's loopback_users), comma-separated; \"\": none")(
+      "loopback-addresses", po::value(&raw.loopback_addresses)->default_value(raw.loopback_addresses),
+      "for tests and unusual setups: the address ranges (CIDR, comma-separated) that count as loopback")(
+      "trusted-origins", po::value(&raw.trusted_origins)->default_value(raw.trusted_origins),
+      "WebSocket Origin headers under which a loopback-only user may log in, comma-separated: origins "
+      "(https://app.example.com) and/or loopback (http(s)://localhost, 127.x, [::1], any port); the list replaces "
+      "the default, so keep loopback in it to add to it; \"\": only upgrades without an Origin")(
+      "data-dir", po::value(&c.data_dir)->default_value(c.data_dir),
+      "where durable exchanges, queues, bindings and persistent messages are kept; created if missing")(
+      "segment-bytes", po::value(&c.segment_bytes)->default_value(c.segment_bytes),
+      "the message store starts a new segment file once the current one holds this many bytes")(
+      "websocket-fault", po::value<std::string>(),
+      "testing: break the WebSocket transport one way (accept-text, ignore-url-vhost or pack-frames)")(
+      "amqp-fault", po::value<std::string>(),
+      "testing: break the AMQP side one way (drop-delivery-mode, decimal-ignores-scale, crossing-close-ends-channel, "
+      "nack-refused-publishes, global-qos-per-consumer, lossy-header-types, empty-queue-name-as-given, "
+      "tx-routes-at-commit, properties-before-exchange, empty-headers-dropped, system-exchange-delete-as-fire, "
+      "exclusive-consume-on-sac, exclusive-consumer-conflict-405, reject-publish-closes or tx-unknown-tag-at-commit)")(
+      "storage-fault", po::value<std::string>(),
+      "testing: fail the Nth write or fsync of the data directory with EIO or ENOSPC (write:N or fsync:N, then "
+      "optionally :eio or :enospc)")("heartbeat", po::value(&c.heartbeat_seconds)->default_value(c.heartbeat_seconds),
+                                     "the server's heartbeat interval in seconds; 0 lets the client's value stand")(
+      "max-frame", po::value(&c.max_frame)->default_value(c.max_frame),
+      "largest frame accepted after welcome, in bytes (welcome.max_frame)")(
+      "collect-statistics-interval-ms",
+      po::value(&raw.statistics_interval_ms)->default_value(raw.statistics_interval_ms),
+      "how often the management API samples message rates and queue depths for its history (RabbitMQ's "
+      "collect_statistics_interval; at least 100); it keeps the last 120 samples")(
+      "handshake-timeout-ms", po::value(&raw.handshake_ms)->default_value(raw.handshake_ms),
+      "close a connection that has not finished TLS, the WebSocket upgrade and hello within this time")(
+      "memory-high-watermark", po::value(&c.alarms.memory_high_watermark)->default_value(0),
+      "flow control: pause publishers while messages and unsent frames hold this many bytes; 0: 60% of RAM")(
+      "paging-ratio", po::value(&c.paging_ratio)->default_value(c.paging_ratio, "0.5"),
+      "page queued message bodies out to disk past this share of the memory high watermark; above 1: paging off")(
+      "disk-free-limit", po::value(&c.alarms.disk_free_limit)->default_value(c.alarms.disk_free_limit),
+      "flow control: pause publishers while the working directory's filesystem has less free; 0: off")(
+      "vhost-limit", po::value(&raw.vhost_limits)->composing(),
+      "VHOST:max-connections=N or VHOST:max-queues=N (RabbitMQ's vhost limits; -1: none); repeat for more")(
+      "user-limit", po::value(&raw.user_limits)->composing(),
+      "USER:max-connections=N (RabbitMQ's user limits; -1: none); repeat for more")(
+      "max-handshakes", po::value(&c.bounds.handshakes)->default_value(c.bounds.handshakes),
+      "connections that may be in their handshake at once; past it the longest waiting is dropped")(
+      "max-subscriptions", po::value(&c.bounds.subscriptions)->default_value(c.bounds.subscriptions),
+      "subscriptions per connection")(
+      "max-unacked", po::value(&c.bounds.unacked)->default_value(c.bounds.unacked),
+      "unacknowledged deliveries per connection: deliveries wait past it, whatever the credit")(
+      "max-queues", po::value(&c.bounds.queues_per_vhost)->default_value(c.bounds.queues_per_vhost),
+      "queues per vhost (a vhost's max-queues limit may set fewer)")(
+      "max-exchanges", po::value(&c.bounds.exchanges_per_vhost)->default_value(c.bounds.exchanges_per_vhost),
+      "exchanges per vhost, the built-in ones included")(
+      "max-bindings", po::value(&c.bounds.bindings_per_vhost)->default_value(c.bounds.bindings_per_vhost),
+      "bindings per vhost");
   return flags;
 }
 
@@ -206,10 +206,10 @@ firemq::Result<firemq::AmqpFaults, std::string> parse_amqp_fault(const std::stri
 // The listeners' ports and TLS files, checked together; the error says which flag is wrong.
 firemq::IoStatus apply_listener_flags(const RawFlags& raw, firemq::BrokerConfig& config) {
   const std::pair<const char*, const std::string*> flags[] = {
-      {"port", &raw.fire_port}, {"tls-port", &raw.fires_port}, {"ws-port", &raw.ws_port}, {"wss-port", &raw.wss_port},
-      {"amqp-port", &raw.amqp_port}, {"amqps-port", &raw.amqps_port}};
-  std::optional<std::uint16_t>* ports[] = {&config.ports.fire, &config.ports.fires, &config.ports.ws, &config.ports.wss,
-                                           &config.ports.amqp, &config.ports.amqps};
+      {"port", &raw.fire_port},    {"tls-port", &raw.fires_port}, {"ws-port", &raw.ws_port},
+      {"wss-port", &raw.wss_port}, {"amqp-port", &raw.amqp_port}, {"amqps-port", &raw.amqps_port}};
+  std::optional<std::uint16_t>* ports[] = {&config.ports.fire, &config.ports.fires, &config.ports.ws,
+                                           &config.ports.wss,  &config.ports.amqp,  &config.ports.amqps};
   for (std::size_t i = 0; i < std::size(ports); ++i) {
     auto port = parse_port(flags[i].first, *flags[i].second);
     if (!port) return port.error();
@@ -256,10 +256,12 @@ firemq::IoStatus apply_limit_flags(const RawFlags& raw, firemq::Definitions& def
 
 // Bounds of zero would refuse everything (or, for handshakes, drop every connection but the newest).
 firemq::IoStatus check_bounds(const firemq::ClientBounds& b) {
-  const std::pair<const char*, std::size_t> bounds[] = {
-      {"max-handshakes", b.handshakes},      {"max-subscriptions", b.subscriptions},
-      {"max-unacked", b.unacked},            {"max-queues", b.queues_per_vhost},
-      {"max-exchanges", b.exchanges_per_vhost}, {"max-bindings", b.bindings_per_vhost}};
+  const std::pair<const char*, std::size_t> bounds[] = {{"max-handshakes", b.handshakes},
+                                                        {"max-subscriptions", b.subscriptions},
+                                                        {"max-unacked", b.unacked},
+                                                        {"max-queues", b.queues_per_vhost},
+                                                        {"max-exchanges", b.exchanges_per_vhost},
+                                                        {"max-bindings", b.bindings_per_vhost}};
   for (const auto& [flag, value] : bounds) {
     if (value == 0) return "--" + std::string(flag) + " must be at least 1";
   }

@@ -33,17 +33,13 @@ BrokerAddress parse_broker_url(const std::string& url) {
 
 std::string describe(const amqp_rpc_reply_t& reply) {
   switch (reply.reply_type) {
-    case AMQP_RESPONSE_NORMAL:
-      return "ok";
-    case AMQP_RESPONSE_NONE:
-      return "no reply (missing RPC reply type)";
-    case AMQP_RESPONSE_LIBRARY_EXCEPTION:
-      return amqp_error_string2(reply.library_error);
+    case AMQP_RESPONSE_NORMAL: return "ok";
+    case AMQP_RESPONSE_NONE: return "no reply (missing RPC reply type)";
+    case AMQP_RESPONSE_LIBRARY_EXCEPTION: return amqp_error_string2(reply.library_error);
     case AMQP_RESPONSE_SERVER_EXCEPTION:
       if (reply.reply.id == AMQP_CONNECTION_CLOSE_METHOD) {
         const auto* close = static_cast<const amqp_connection_close_t*>(reply.reply.decoded);
-        return "connection closed by the broker: " + std::to_string(close->reply_code) + " " +
-               text(close->reply_text);
+        return "connection closed by the broker: " + std::to_string(close->reply_code) + " " + text(close->reply_text);
       }
       if (reply.reply.id == AMQP_CHANNEL_CLOSE_METHOD) {
         const auto* close = static_cast<const amqp_channel_close_t*>(reply.reply.decoded);
@@ -123,8 +119,8 @@ void Connection::consume(const std::string& queue, std::uint16_t prefetch, bool 
     amqp_basic_qos(state_, kChannel, 0, prefetch, /*global=*/0);
     check(amqp_get_rpc_reply(state_), "basic.qos prefetch " + std::to_string(prefetch));
   }
-  amqp_basic_consume(state_, kChannel, amqp_cstring_bytes(queue.c_str()), amqp_empty_bytes, /*no_local=*/0,
-                     auto_ack, /*exclusive=*/0, amqp_empty_table);
+  amqp_basic_consume(state_, kChannel, amqp_cstring_bytes(queue.c_str()), amqp_empty_bytes, /*no_local=*/0, auto_ack,
+                     /*exclusive=*/0, amqp_empty_table);
   check(amqp_get_rpc_reply(state_), "basic.consume on " + queue);
 }
 

@@ -19,8 +19,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <variant>
 #include <thread>
+#include <variant>
 
 #include "tools/amqp_bench_connection.h"
 #include "tools/amqp_bench_roles.h"
@@ -37,7 +37,7 @@ constexpr auto kWatchdogGrace = seconds(90);
 
 struct Options {
   std::string url = "amqp://guest:guest@127.0.0.1:5672";  // no path: vhost "/" ("/" alone would be vhost "")
-  std::string queue;  // default: a fresh one per run, deleted at the end
+  std::string queue;                                      // default: a fresh one per run, deleted at the end
   int producers = 1, consumers = 1;
   RunPlan plan;
   double time_seconds = 5;
@@ -151,11 +151,10 @@ std::string describe_plan(const Options& o) {
   const RunPlan& p = o.plan;
   out << o.producers << " producer(s), " << o.consumers << " consumer(s), " << p.body_size << " B, "
       << (p.persistent ? "persistent" : "transient") << ", confirms "
-      << (p.confirm_window == 0 ? std::string("off")
-                                : p.confirm_window == 1 ? std::string("sync")
-                                                        : "window " + std::to_string(p.confirm_window));
-  if (o.consumers > 0)
-    out << ", " << (p.auto_ack ? std::string("auto-ack") : "prefetch " + std::to_string(p.prefetch));
+      << (p.confirm_window == 0   ? std::string("off")
+          : p.confirm_window == 1 ? std::string("sync")
+                                  : "window " + std::to_string(p.confirm_window));
+  if (o.consumers > 0) out << ", " << (p.auto_ack ? std::string("auto-ack") : "prefetch " + std::to_string(p.prefetch));
   if (p.rate > 0) out << ", " << p.rate << " msg/s per producer";
   out << ", " << o.time_seconds << " s";
   if (p.count > 0) out << " or " << p.count << " messages per producer";
@@ -163,8 +162,8 @@ std::string describe_plan(const Options& o) {
 }
 
 nlohmann::json to_json(const Percentiles& p) {
-  return {{"samples", p.samples}, {"p50_us", p.p50_us}, {"p95_us", p.p95_us}, {"p99_us", p.p99_us},
-          {"max_us", p.max_us}};
+  return {
+      {"samples", p.samples}, {"p50_us", p.p50_us}, {"p95_us", p.p95_us}, {"p99_us", p.p99_us}, {"max_us", p.max_us}};
 }
 
 nlohmann::json to_json(const Options& o, const Report& r) {
@@ -221,23 +220,24 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
   RunPlan& p = o.plan;
   unsigned prefetch = 0;
   po::options_description flags(std::string(kTool) + " [flags]");
-  flags.add_options()("help,h", "print this help and exit")
-      ("url", po::value(&o.url)->default_value(o.url), "the broker, amqp://user:password@host:port/vhost")
-      ("producers,x", po::value(&o.producers)->default_value(o.producers), "producers, each with its own connection")
-      ("consumers,y", po::value(&o.consumers)->default_value(o.consumers), "consumers, each with its own connection")
-      ("size,s", po::value(&p.body_size)->default_value(p.body_size), "body size in bytes (latency needs >= 8)")
-      ("confirm,c", po::value(&p.confirm_window)->default_value(0),
-       "publisher confirms: 0 off, 1 synchronous, N at most N unconfirmed per producer")
-      ("persistent,f", po::bool_switch(&p.persistent), "delivery-mode 2 to a durable queue")
-      ("prefetch,q", po::value(&prefetch)->default_value(0), "basic.qos prefetch per consumer (0: unlimited)")
-      ("auto-ack,a", po::bool_switch(&p.auto_ack), "consume with no_ack")
-      ("multi-ack-every,A", po::value(&p.multi_ack_every)->default_value(1),
-       "ack every Nth delivery with multiple=true (1: ack each)")
-      ("rate,r", po::value(&p.rate)->default_value(0), "messages/s per producer (0: as fast as possible)")
-      ("time,z", po::value(&o.time_seconds)->default_value(o.time_seconds), "run time in seconds")
-      ("count,C", po::value(&p.count)->default_value(0), "messages per producer (0: until --time); --time still bounds the run")
-      ("queue,u", po::value(&o.queue), "the queue, declared and kept (default: a fresh one, deleted at the end)")
-      ("json", po::bool_switch(&o.json), "print the figures as one JSON object");
+  flags.add_options()("help,h", "print this help and exit")("url", po::value(&o.url)->default_value(o.url),
+                                                            "the broker, amqp://user:password@host:port/vhost")(
+      "producers,x", po::value(&o.producers)->default_value(o.producers), "producers, each with its own connection")(
+      "consumers,y", po::value(&o.consumers)->default_value(o.consumers), "consumers, each with its own connection")(
+      "size,s", po::value(&p.body_size)->default_value(p.body_size), "body size in bytes (latency needs >= 8)")(
+      "confirm,c", po::value(&p.confirm_window)->default_value(0),
+      "publisher confirms: 0 off, 1 synchronous, N at most N unconfirmed per producer")(
+      "persistent,f", po::bool_switch(&p.persistent), "delivery-mode 2 to a durable queue")(
+      "prefetch,q", po::value(&prefetch)->default_value(0), "basic.qos prefetch per consumer (0: unlimited)")(
+      "auto-ack,a", po::bool_switch(&p.auto_ack), "consume with no_ack")(
+      "multi-ack-every,A", po::value(&p.multi_ack_every)->default_value(1),
+      "ack every Nth delivery with multiple=true (1: ack each)")("rate,r", po::value(&p.rate)->default_value(0),
+                                                                 "messages/s per producer (0: as fast as possible)")(
+      "time,z", po::value(&o.time_seconds)->default_value(o.time_seconds),
+      "run time in seconds")("count,C", po::value(&p.count)->default_value(0),
+                             "messages per producer (0: until --time); --time still bounds the run")(
+      "queue,u", po::value(&o.queue), "the queue, declared and kept (default: a fresh one, deleted at the end)")(
+      "json", po::bool_switch(&o.json), "print the figures as one JSON object");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, flags), vm);
@@ -283,10 +283,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     const Report& report = std::get<Report>(outcome);
-    if (o.json)
-      std::cout << to_json(o, report).dump(2) << "\n";
-    else
-      print_report(o, report);
+    if (o.json) std::cout << to_json(o, report).dump(2) << "\n";
+    else print_report(o, report);
     return 0;
   } catch (const std::invalid_argument& e) {
     std::cerr << kTool << ": " << e.what() << "\n";

@@ -38,8 +38,8 @@
 #include <functional>
 #include <iomanip>
 #include <iostream>
-#include <sstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "harness/process/default_paths.h"
@@ -56,13 +56,13 @@ const ToolClient kClient("firemq-bench");
 
 struct Options {
   std::string url, broker = conform::default_paths().broker;  // the build tree's, or installed beside this tool
-  std::string transport = "fire";  // the embedded broker's listener the run goes through
-  conform::TlsOptions tls;         // --url with fires:// or wss://
+  std::string transport = "fire";                             // the embedded broker's listener the run goes through
+  conform::TlsOptions tls;                                    // --url with fires:// or wss://
   std::uint64_t count = 200'000, window = 1000;
-  std::uint64_t queued = 0;  // --queued: the memory mode's message count; 0: the throughput scenarios
-  pid_t broker_pid = 0;      // --broker-pid, or the embedded broker's: whose RSS and CPU time are read
-  std::uint64_t rss_every = 0;  // --queued: a "rss,..." line every this many messages; 0: none
-  bool drain = false;           // --queued: consume the messages back before the queue is deleted
+  std::uint64_t queued = 0;              // --queued: the memory mode's message count; 0: the throughput scenarios
+  pid_t broker_pid = 0;                  // --broker-pid, or the embedded broker's: whose RSS and CPU time are read
+  std::uint64_t rss_every = 0;           // --queued: a "rss,..." line every this many messages; 0: none
+  bool drain = false;                    // --queued: consume the messages back before the queue is deleted
   std::vector<std::string> broker_args;  // extra flags for the embedded broker
   std::vector<std::size_t> sizes = {16, 1024};
   bool json = false;
@@ -77,10 +77,10 @@ struct Scenario {
 };
 
 struct Figures {
-  double publish_seconds = 0;  // until the last publish was written (with confirms: confirmed)
-  double total_seconds = 0;    // until the consumer had every message
+  double publish_seconds = 0;                   // until the last publish was written (with confirms: confirmed)
+  double total_seconds = 0;                     // until the consumer had every message
   std::uint64_t received_while_publishing = 0;  // deliveries the consumer had when publish_seconds ended
-  std::optional<double> broker_cpu_seconds;  // the broker's CPU time over total_seconds; nullopt: no pid
+  std::optional<double> broker_cpu_seconds;     // the broker's CPU time over total_seconds; nullopt: no pid
 };
 
 // A process's CPU time so far (user + system, in seconds); nullopt when /proc/PID/stat cannot be read.
@@ -338,8 +338,8 @@ bool measure_queued(const Endpoint& e, pid_t pid, const Options& o) {
     ok = drain(*wire, queue, count, body_size, o.window, drain_curve);
     const double drain_seconds = duration<double>(Clock::now() - drain_start).count();
     if (ok) {
-      std::cout << count << " messages drained in " << std::fixed << std::setprecision(2) << drain_seconds << " s: "
-                << std::setprecision(0) << count / drain_seconds << " msg/s, " << std::setprecision(1)
+      std::cout << count << " messages drained in " << std::fixed << std::setprecision(2) << drain_seconds
+                << " s: " << std::setprecision(0) << count / drain_seconds << " msg/s, " << std::setprecision(1)
                 << count * body_size / drain_seconds / 1e6 << " MB/s; broker RSS "
                 << resident_bytes(pid).value_or(0) / 1e6 << " MB after" << std::endl;
     }
@@ -359,27 +359,29 @@ bool measure_queued(const Endpoint& e, pid_t pid, const Options& o) {
 std::variant<Options, int> parse_options(int argc, char** argv) {
   Options o;
   po::options_description flags("firemq-bench [flags]");
-  flags.add_options()("help,h", "print this help and exit")
-      ("url", po::value(&o.url), "the broker (fire://, fires://, ws:// or wss://...); default: start the reference broker")
-      ("transport", po::value(&o.transport)->default_value(o.transport),
-       "without --url: the reference broker's transport to measure through (fire, fires, ws or wss)")
-      ("ca-file", po::value(&o.tls.ca_file), "with a fires:// or wss:// --url: the CA that signed its certificate")
-      ("insecure", po::bool_switch(&o.tls.insecure), "with a fires:// or wss:// --url: do not check its certificate")
-      ("broker", po::value(&o.broker)->default_value(o.broker), "the reference broker executable")
-      ("count", po::value(&o.count)->default_value(o.count), "messages per scenario")
-      ("sizes", po::value(&o.sizes)->multitoken(), "body sizes in bytes (default 16 1024)")
-      ("window", po::value(&o.window)->default_value(o.window), "consumer credit, and unconfirmed publishes allowed")
-      ("json", po::bool_switch(&o.json), "print the figures as JSON")
-      ("persistent", po::bool_switch(&o.persistent), "persistent messages into a durable queue (written to the store)")
-      ("queued", po::value(&o.queued), "memory mode: queue this many messages (no consumer) and report the broker's RSS per message")
-      ("broker-pid", po::value(&o.broker_pid), "with --url: the broker's process id (its RSS and CPU time are read)")
-      ("rss-every", po::value(&o.rss_every)->default_value(o.rss_every),
-       "with --queued: print \"rss,<messages>,<seconds>,<RSS bytes>\" (CSV) every this many messages; 0: off")
-      ("drain", po::bool_switch(&o.drain),
-       "with --queued: then consume every message back (no_ack, credit --window) and report the drain rate; "
-       "with --rss-every, \"rss-drain,<messages consumed>,...\" lines too")
-      ("broker-arg", po::value(&o.broker_args)->multitoken(),
-       "an extra flag for the embedded broker (repeatable), e.g. --broker-arg=--memory-high-watermark=4000000000");
+  flags.add_options()("help,h", "print this help and exit")(
+      "url", po::value(&o.url),
+      "the broker (fire://, fires://, ws:// or wss://...); default: start the reference broker")(
+      "transport", po::value(&o.transport)->default_value(o.transport),
+      "without --url: the reference broker's transport to measure through (fire, fires, ws or wss)")(
+      "ca-file", po::value(&o.tls.ca_file), "with a fires:// or wss:// --url: the CA that signed its certificate")(
+      "insecure", po::bool_switch(&o.tls.insecure), "with a fires:// or wss:// --url: do not check its certificate")(
+      "broker", po::value(&o.broker)->default_value(o.broker),
+      "the reference broker executable")("count", po::value(&o.count)->default_value(o.count), "messages per scenario")(
+      "sizes", po::value(&o.sizes)->multitoken(), "body sizes in bytes (default 16 1024)")(
+      "window", po::value(&o.window)->default_value(o.window), "consumer credit, and unconfirmed publishes allowed")(
+      "json", po::bool_switch(&o.json), "print the figures as JSON")(
+      "persistent", po::bool_switch(&o.persistent), "persistent messages into a durable queue (written to the store)")(
+      "queued", po::value(&o.queued),
+      "memory mode: queue this many messages (no consumer) and report the broker's RSS per message")(
+      "broker-pid", po::value(&o.broker_pid), "with --url: the broker's process id (its RSS and CPU time are read)")(
+      "rss-every", po::value(&o.rss_every)->default_value(o.rss_every),
+      "with --queued: print \"rss,<messages>,<seconds>,<RSS bytes>\" (CSV) every this many messages; 0: off")(
+      "drain", po::bool_switch(&o.drain),
+      "with --queued: then consume every message back (no_ack, credit --window) and report the drain rate; "
+      "with --rss-every, \"rss-drain,<messages consumed>,...\" lines too")(
+      "broker-arg", po::value(&o.broker_args)->multitoken(),
+      "an extra flag for the embedded broker (repeatable), e.g. --broker-arg=--memory-high-watermark=4000000000");
   po::variables_map vm;
   if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
   if (!conform::transport_from_name(o.transport)) {
@@ -410,14 +412,14 @@ void print_table_head() {
 void print_row(const Scenario& s, double publish_rate, double received_rate, double total_rate,
                std::optional<double> broker_us_per_message) {
   std::cout << std::setw(6) << s.body_size << "  " << std::setw(8) << (s.confirms ? "yes" : "no") << "  "
-            << std::setw(10) << s.count << "  " << std::setw(14) << std::fixed << std::setprecision(0)
-            << publish_rate << "  " << std::setw(32) << received_rate << "  " << std::setw(17) << total_rate << "  "
-            << std::setw(16) << std::setprecision(1) << total_rate * s.body_size / 1e6 << "  " << std::setw(18)
-            << std::setprecision(2);
+            << std::setw(10) << s.count << "  " << std::setw(14) << std::fixed << std::setprecision(0) << publish_rate
+            << "  " << std::setw(32) << received_rate << "  " << std::setw(17) << total_rate << "  " << std::setw(16)
+            << std::setprecision(1) << total_rate * s.body_size / 1e6 << "  " << std::setw(18) << std::setprecision(2);
   if (broker_us_per_message) {
     std::cout << *broker_us_per_message << "\n";
   } else {
-    std::cout << "-" << "\n";
+    std::cout << "-"
+              << "\n";
   }
 }
 
@@ -436,12 +438,15 @@ bool run_all(const Options& o, const Endpoint& endpoint, pid_t broker_pid) {
       const double received_rate = f->received_while_publishing / f->publish_seconds;
       std::optional<double> us_per_message;
       if (f->broker_cpu_seconds) us_per_message = *f->broker_cpu_seconds * 1e6 / static_cast<double>(o.count);
-      results.push_back({{"body_bytes", size}, {"confirms", confirms}, {"messages", o.count},
-                         {"persistent", o.persistent}, {"publish_msgs_per_s", publish_rate},
-                         {"received_while_publishing_msgs_per_s", received_rate},
-                         {"end_to_end_msgs_per_s", total_rate},
-                         {"broker_cpu_us_per_msg",
-                          us_per_message ? nlohmann::json(*us_per_message) : nlohmann::json()}});
+      results.push_back(
+          {{"body_bytes", size},
+           {"confirms", confirms},
+           {"messages", o.count},
+           {"persistent", o.persistent},
+           {"publish_msgs_per_s", publish_rate},
+           {"received_while_publishing_msgs_per_s", received_rate},
+           {"end_to_end_msgs_per_s", total_rate},
+           {"broker_cpu_us_per_msg", us_per_message ? nlohmann::json(*us_per_message) : nlohmann::json()}});
       if (!o.json) print_row(s, publish_rate, received_rate, total_rate, us_per_message);
     }
   }

@@ -34,9 +34,9 @@
 #include <thread>
 #include <variant>
 
+#include "harness/process/default_paths.h"
 #include "tools/disk_figures.h"
 #include "tools/durable_publisher.h"
-#include "harness/process/default_paths.h"
 #include "tools/tool_client.h"
 
 namespace po = boost::program_options;
@@ -153,8 +153,8 @@ std::optional<RunFigures> run(const Endpoint& e, const Options& o, int publisher
       queues.push_back("bench-durable-" + std::to_string(::getpid()) + "-" + tag + "-" + std::to_string(i));
       if (!declare_durable_queue(kClient, *setup, queues.back(), false, seconds(60))) return std::nullopt;
     }
-    specs.push_back({queues.back(), o.size, o.window, o.count, seconds(o.confirm_timeout_s),
-                     static_cast<std::uint32_t>(i)});
+    specs.push_back(
+        {queues.back(), o.size, o.window, o.count, seconds(o.confirm_timeout_s), static_cast<std::uint32_t>(i)});
   }
   const auto flushes_before = data_dir.empty() ? std::nullopt : disk_flushes(data_dir);
   Clock::time_point start;
@@ -175,12 +175,12 @@ std::optional<RunFigures> run(const Endpoint& e, const Options& o, int publisher
 struct RecoveryFigures {
   std::uint64_t messages = 0;
   double publish_msgs_per_s = 0;
-  double stop_ms = 0;                   // SIGTERM until the process exited
-  std::optional<double> broker_ms;      // the broker's own "recovered ... in X ms"
+  double stop_ms = 0;               // SIGTERM until the process exited
+  std::optional<double> broker_ms;  // the broker's own "recovered ... in X ms"
   std::uint64_t recovered = 0, segments = 0, records = 0;
-  double start_to_port_ms = 0;          // process start until the port file was written
+  double start_to_port_ms = 0;  // process start until the port file was written
   std::uint64_t data_dir_bytes = 0;
-  std::uint64_t count_after = 0;        // the queue's count after the restart
+  std::uint64_t count_after = 0;  // the queue's count after the restart
   int drained = 0;
 };
 
@@ -321,33 +321,34 @@ std::vector<int> parse_list(const std::string& text) {
 }
 
 void add_flags(po::options_description& flags, Options& o, std::string& publishers_text) {
-  flags.add_options()("help,h", "print this help and exit")
-      ("url", po::value(&o.url), "the broker (fire://...); default: start the reference broker with a fresh data dir "
-                                 "under the temp dir. With --url there is no fsync probe, no disk flush count and no "
-                                 "recovery measurement")
-      ("broker", po::value(&o.broker)->default_value(o.broker), "the reference broker executable")
-      ("publishers", po::value(&publishers_text)->default_value(publishers_text),
-       "publisher counts to run, comma-separated; each publisher has its own connection and thread")
-      ("size", po::value(&o.size)->default_value(o.size), "message body size in bytes")
-      ("window", po::value(&o.window)->default_value(o.window), "unconfirmed publishes allowed per publisher")
-      ("seconds", po::value(&o.seconds)->default_value(o.seconds), "how long each throughput run publishes")
-      ("count", po::value(&o.count)->default_value(o.count),
-       "publishes per publisher instead of --seconds (0: use --seconds)")
-      ("runs", po::value(&o.runs)->default_value(o.runs), "how many times each publisher count is run")
-      ("shared-queue", po::bool_switch(&o.shared_queue),
-       "all publishers of a run publish to one durable queue (default: one durable queue per publisher)")
-      ("recovery-count", po::value(&o.recovery_count)->default_value(o.recovery_count),
-       "messages (16 B) stored before the restart of the recovery measurement; 0 skips it")
-      ("recovery-publishers", po::value(&o.recovery_publishers)->default_value(o.recovery_publishers),
-       "publishers that fill the recovery queue")
-      ("fsync-samples", po::value(&o.fsync_samples)->default_value(o.fsync_samples),
-       "fdatasync calls (16-byte appends) of the fsync probe in the data dir; 0 skips it")
-      ("confirm-timeout", po::value(&o.confirm_timeout_s)->default_value(o.confirm_timeout_s),
-       "seconds a publisher waits for its next confirm before it reports it missing")
-      ("broker-arg", po::value(&o.broker_args)->multitoken(),
-       "an extra flag for the embedded broker (repeatable), e.g. --broker-arg=--segment-bytes=1000000")
-      ("keep-data", po::bool_switch(&o.keep_data), "keep the embedded broker's work dir (log and data dir)")
-      ("json", po::bool_switch(&o.json), "print the figures as JSON");
+  flags.add_options()("help,h", "print this help and exit")(
+      "url", po::value(&o.url),
+      "the broker (fire://...); default: start the reference broker with a fresh data dir "
+      "under the temp dir. With --url there is no fsync probe, no disk flush count and no "
+      "recovery measurement")("broker", po::value(&o.broker)->default_value(o.broker),
+                              "the reference broker executable")(
+      "publishers", po::value(&publishers_text)->default_value(publishers_text),
+      "publisher counts to run, comma-separated; each publisher has its own connection and thread")(
+      "size", po::value(&o.size)->default_value(o.size), "message body size in bytes")(
+      "window", po::value(&o.window)->default_value(o.window), "unconfirmed publishes allowed per publisher")(
+      "seconds", po::value(&o.seconds)->default_value(o.seconds),
+      "how long each throughput run publishes")("count", po::value(&o.count)->default_value(o.count),
+                                                "publishes per publisher instead of --seconds (0: use --seconds)")(
+      "runs", po::value(&o.runs)->default_value(o.runs), "how many times each publisher count is run")(
+      "shared-queue", po::bool_switch(&o.shared_queue),
+      "all publishers of a run publish to one durable queue (default: one durable queue per publisher)")(
+      "recovery-count", po::value(&o.recovery_count)->default_value(o.recovery_count),
+      "messages (16 B) stored before the restart of the recovery measurement; 0 skips it")(
+      "recovery-publishers", po::value(&o.recovery_publishers)->default_value(o.recovery_publishers),
+      "publishers that fill the recovery queue")(
+      "fsync-samples", po::value(&o.fsync_samples)->default_value(o.fsync_samples),
+      "fdatasync calls (16-byte appends) of the fsync probe in the data dir; 0 skips it")(
+      "confirm-timeout", po::value(&o.confirm_timeout_s)->default_value(o.confirm_timeout_s),
+      "seconds a publisher waits for its next confirm before it reports it missing")(
+      "broker-arg", po::value(&o.broker_args)->multitoken(),
+      "an extra flag for the embedded broker (repeatable), e.g. --broker-arg=--segment-bytes=1000000")(
+      "keep-data", po::bool_switch(&o.keep_data), "keep the embedded broker's work dir (log and data dir)")(
+      "json", po::bool_switch(&o.json), "print the figures as JSON");
 }
 
 // The options, or the exit code when there is nothing to run (--help, a bad flag).
@@ -389,7 +390,9 @@ void fsync_part(const Options& o, const fs::path& data_dir, Report& report) {
     return;
   }
   const double serial_per_s = p->median_ms > 0 ? 1000 / p->median_ms : 0;
-  report.out["fsync_probe"] = {{"samples", o.fsync_samples}, {"median_ms", p->median_ms}, {"p99_ms", p->p99_ms},
+  report.out["fsync_probe"] = {{"samples", o.fsync_samples},
+                               {"median_ms", p->median_ms},
+                               {"p99_ms", p->p99_ms},
                                {"serial_fsyncs_per_s", serial_per_s},
                                {"disk_flushes_per_fdatasync", p->flushes_per_sync}};
   if (o.json) return;
@@ -404,9 +407,8 @@ void print_run_row(int publishers, int run_number, const RunFigures& f, bool ok)
             << std::setw(11) << std::setprecision(0) << f.msgs_per_s << std::setprecision(2) << std::setw(12)
             << f.latency.median_ms << std::setw(11) << f.latency.p99_ms << std::setw(11) << f.latency.max_ms
             << std::setw(17)
-            << (f.flushes_per_s
-                    ? (std::ostringstream() << std::setprecision(0) << std::fixed << *f.flushes_per_s).str()
-                    : "-")
+            << (f.flushes_per_s ? (std::ostringstream() << std::setprecision(0) << std::fixed << *f.flushes_per_s).str()
+                                : "-")
             << (ok ? "" : "  FAILED") << "\n";
 }
 
@@ -425,10 +427,16 @@ void throughput_part(const Options& o, const Endpoint& endpoint, const fs::path&
         continue;
       }
       const bool ok = report.errors.size() == errors_before;
-      Json j = {{"publishers", publishers}, {"run", i + 1}, {"confirmed", f->confirmed}, {"seconds", f->seconds},
-                {"msgs_per_s", f->msgs_per_s}, {"latency_median_ms", f->latency.median_ms},
-                {"latency_p99_ms", f->latency.p99_ms}, {"latency_max_ms", f->latency.max_ms},
-                {"flow_pauses", f->flow_pauses}, {"ok", ok}};
+      Json j = {{"publishers", publishers},
+                {"run", i + 1},
+                {"confirmed", f->confirmed},
+                {"seconds", f->seconds},
+                {"msgs_per_s", f->msgs_per_s},
+                {"latency_median_ms", f->latency.median_ms},
+                {"latency_p99_ms", f->latency.p99_ms},
+                {"latency_max_ms", f->latency.max_ms},
+                {"flow_pauses", f->flow_pauses},
+                {"ok", ok}};
       if (f->flushes_per_s) j["disk_flushes_per_s"] = *f->flushes_per_s;
       report.out["throughput"].push_back(j);
       if (!o.json) print_run_row(publishers, i + 1, *f, ok);
@@ -437,11 +445,11 @@ void throughput_part(const Options& o, const Endpoint& endpoint, const fs::path&
 }
 
 void print_recovery(const RecoveryFigures& r) {
-  std::cout << std::setprecision(0) << "  filled at " << r.publish_msgs_per_s << " msg/s; SIGTERM to exit "
-            << r.stop_ms << " ms; data dir " << std::setprecision(1) << r.data_dir_bytes / 1048576.0 << " MiB ("
+  std::cout << std::setprecision(0) << "  filled at " << r.publish_msgs_per_s << " msg/s; SIGTERM to exit " << r.stop_ms
+            << " ms; data dir " << std::setprecision(1) << r.data_dir_bytes / 1048576.0 << " MiB ("
             << r.data_dir_bytes / r.messages << " B per message)\n"
-            << "  broker: recovered " << r.recovered << " messages from " << r.segments << " segments ("
-            << r.records << " records) in " << std::setprecision(0) << r.broker_ms.value_or(-1) << " ms\n"
+            << "  broker: recovered " << r.recovered << " messages from " << r.segments << " segments (" << r.records
+            << " records) in " << std::setprecision(0) << r.broker_ms.value_or(-1) << " ms\n"
             << "  process start to port reported: " << r.start_to_port_ms << " ms\n"
             << "  queue after restart: " << r.count_after << " messages; " << r.drained << " taken with get\n";
 }
@@ -463,10 +471,15 @@ void recovery_part(const Options& o, const fs::path& work_dir, Report& report) {
   }
   auto r = recovery(**started, o, report.errors);
   if (!r) return;
-  report.out["recovery"] = {{"messages", r->messages}, {"fill_msgs_per_s", r->publish_msgs_per_s},
-                            {"stop_ms", r->stop_ms}, {"data_dir_bytes", r->data_dir_bytes},
-                            {"broker_recovered", r->recovered}, {"segments", r->segments}, {"records", r->records},
-                            {"start_to_port_ms", r->start_to_port_ms}, {"count_after_restart", r->count_after},
+  report.out["recovery"] = {{"messages", r->messages},
+                            {"fill_msgs_per_s", r->publish_msgs_per_s},
+                            {"stop_ms", r->stop_ms},
+                            {"data_dir_bytes", r->data_dir_bytes},
+                            {"broker_recovered", r->recovered},
+                            {"segments", r->segments},
+                            {"records", r->records},
+                            {"start_to_port_ms", r->start_to_port_ms},
+                            {"count_after_restart", r->count_after},
                             {"drained", r->drained}};
   if (r->broker_ms) report.out["recovery"]["broker_recovery_ms"] = *r->broker_ms;
   if (!o.json) print_recovery(*r);

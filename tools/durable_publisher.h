@@ -15,10 +15,10 @@ namespace firemq::tools {
 
 struct PublisherSpec {
   std::string queue;
-  std::size_t size = 16;       // body bytes; the first 12 say which publisher and which seq (a recovered message
-                               // can be told)
+  std::size_t size = 16;  // body bytes; the first 12 say which publisher and which seq (a recovered message
+                          // can be told)
   std::uint64_t window = 256;
-  std::uint64_t count = 0;     // publishes to make; 0: until `stop_at`
+  std::uint64_t count = 0;  // publishes to make; 0: until `stop_at`
   std::chrono::seconds confirm_timeout{30};
   std::uint32_t publisher_id = 0;
 };

@@ -46,7 +46,7 @@ namespace {
 
 const ToolClient kClient("firemq-killtest");
 
-constexpr std::uint64_t kConfirmWindow = 64;    // unconfirmed publishes a worker allows itself
+constexpr std::uint64_t kConfirmWindow = 64;     // unconfirmed publishes a worker allows itself
 constexpr std::uint64_t kMaxPublishes = 20'000;  // per worker and round: the drain stays short
 constexpr std::uint64_t kCredit = 32;
 
@@ -89,13 +89,13 @@ std::unique_ptr<WireConnection> open_session(std::uint16_t port) { return kClien
 
 // What one worker connection saw before the kill.
 struct WorkerLog {
-  std::set<std::string> published;          // sent (confirmed or not)
-  std::set<std::string> confirmed;          // positively confirmed before the kill
+  std::set<std::string> published;  // sent (confirmed or not)
+  std::set<std::string> confirmed;  // positively confirmed before the kill
   std::uint64_t nacked = 0;
-  std::map<std::string, bool> delivered;    // id -> redelivered flag of its (last) delivery
-  std::set<std::string> acked;              // ack sent
-  std::set<std::string> acked_durable;      // ack sent, and a later publish on this connection confirmed
-  std::uint64_t header_mismatches = 0;      // a delivery whose headers or body differ from what was sent
+  std::map<std::string, bool> delivered;  // id -> redelivered flag of its (last) delivery
+  std::set<std::string> acked;            // ack sent
+  std::set<std::string> acked_durable;    // ack sent, and a later publish on this connection confirmed
+  std::uint64_t header_mismatches = 0;    // a delivery whose headers or body differ from what was sent
 };
 
 class Worker {
@@ -263,7 +263,6 @@ bool publish_confirmed(WireConnection& wire, const std::string& queue, const std
   }
 }
 
-
 // ---- one round: work, kill, restart, drain ----
 
 struct Totals {
@@ -379,7 +378,8 @@ std::vector<std::string> check_recovered(const Round& r, const History& h, const
     if (k.acked_durable.count(m.id)) {
       ++t.resurrected;
       violations.push_back(std::string(h.drained_durably.count(m.id) ? "resurrected (taken by an earlier drain) "
-                                                                     : "resurrected (its ack was durable) ") + m.id);
+                                                                     : "resurrected (its ack was durable) ") +
+                           m.id);
     }
     if (!k.confirmed.count(m.id) && !h.confirmed_ever.count(m.id)) ++t.unconfirmed_recovered;
     if (k.delivered.count(m.id) && !k.acked.count(m.id) && !m.redelivered) ++t.not_redelivered;
@@ -440,15 +440,15 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
   Options o;
   o.seed = static_cast<std::uint64_t>(std::random_device{}());
   po::options_description flags("firemq-killtest [flags]");
-  flags.add_options()("help,h", "print this help and exit")
-      ("rounds", po::value(&o.rounds)->default_value(o.rounds), "kill -9 rounds")
-      ("seed", po::value(&o.seed), "random seed (default: random; printed, so a run can be repeated)")
-      ("broker", po::value(&o.broker)->default_value(o.broker), "the firemq-broker executable")
-      ("data-dir", po::value(&o.data_dir), "the broker's --data-dir (default: a fresh temporary directory)")
-      ("workers", po::value(&o.workers)->default_value(o.workers), "connections that publish, consume and ack")
-      ("max-kill-ms", po::value(&o.max_kill_ms)->default_value(o.max_kill_ms),
-       "the kill comes at a random moment between 5 ms and this after the workers start")
-      ("verbose,v", po::bool_switch(&o.verbose), "name every violating message id");
+  flags.add_options()("help,h", "print this help and exit")("rounds", po::value(&o.rounds)->default_value(o.rounds),
+                                                            "kill -9 rounds")(
+      "seed", po::value(&o.seed), "random seed (default: random; printed, so a run can be repeated)")(
+      "broker", po::value(&o.broker)->default_value(o.broker), "the firemq-broker executable")(
+      "data-dir", po::value(&o.data_dir), "the broker's --data-dir (default: a fresh temporary directory)")(
+      "workers", po::value(&o.workers)->default_value(o.workers), "connections that publish, consume and ack")(
+      "max-kill-ms", po::value(&o.max_kill_ms)->default_value(o.max_kill_ms),
+      "the kill comes at a random moment between 5 ms and this after the workers start")(
+      "verbose,v", po::bool_switch(&o.verbose), "name every violating message id");
   po::variables_map vm;
   if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
   return o;

@@ -6,8 +6,8 @@
 #include <iostream>
 #include <variant>
 
-#include "protocol/ops.h"
 #include "harness/process/test_certificates.h"
+#include "protocol/ops.h"
 #include "protocol/url.h"
 
 namespace firemq::tools {

@@ -13,9 +13,9 @@
 #include <optional>
 #include <string>
 
-#include "harness/process/embedded_broker.h"
 #include "harness/client/target.h"
 #include "harness/client/wire.h"
+#include "harness/process/embedded_broker.h"
 #include "protocol/error.h"
 #include "protocol/messages.h"
 

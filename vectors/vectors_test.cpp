@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "protocol/frame.h"
 #include "protocol/messages.h"
@@ -90,8 +90,8 @@ class FieldComparer {
 
  private:
   static bool is_zero_value(const Value& v) {
-    return v.is<Nil>() || v == Value(false) || v == Value(std::uint64_t{0}) || v == Value("") ||
-           v == Value(Map{}) || v == Value(Array{});
+    return v.is<Nil>() || v == Value(false) || v == Value(std::uint64_t{0}) || v == Value("") || v == Value(Map{}) ||
+           v == Value(Array{});
   }
 
   void compare(std::string_view name, const Value& actual) {
@@ -117,8 +117,7 @@ void expect_decodes_as_listed(const Json& vector) {
   // The header as a plain MessagePack value, every key and type kept.
   const Value header = frame.header().empty() ? Value(Map{}) : *decode_value(frame.header());
   const Value expected = expected_header(vector);
-  EXPECT_EQ(canonical(header), canonical(expected))
-      << name << ": decoded " << typed_json_from_value(header).dump();
+  EXPECT_EQ(canonical(header), canonical(expected)) << name << ": decoded " << typed_json_from_value(header).dump();
 
   // The header as the op's typed struct.
   Result<Message> message = decode_frame(frame);

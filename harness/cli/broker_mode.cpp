@@ -13,9 +13,9 @@
 
 #include "harness/proxy/fault_proxy.h"
 #include "harness/reports/reports.h"
+#include "harness/rules/wire_monitor.h"
 #include "harness/run/amqp_side.h"
 #include "harness/run/runner.h"
-#include "harness/rules/wire_monitor.h"
 #include "protocol/url.h"
 
 namespace fs = std::filesystem;
@@ -32,11 +32,11 @@ Target through_proxy(const Target& target, const FaultProxy& proxy, const Fault&
   return t;
 }
 
-
 // --management-url: http://[user:pass@]host[:port][/]; the credentials default to the broker URL's.
 firemq::Result<HttpEndpoint, std::string> management_endpoint(const std::string& url, const Target& target) {
   constexpr std::string_view kScheme = "http://";
-  if (!std::string_view(url).starts_with(kScheme)) return std::string("expected http://host:port (https is not supported)");
+  if (!std::string_view(url).starts_with(kScheme))
+    return std::string("expected http://host:port (https is not supported)");
   std::string rest = url.substr(kScheme.size());
   if (rest.ends_with("/")) rest.pop_back();
   if (rest.find('/') != std::string::npos) return std::string("expected no path after host:port");
@@ -61,7 +61,6 @@ firemq::Result<HttpEndpoint, std::string> management_endpoint(const std::string&
   if (e.host.empty()) return std::string("no host");
   return e;
 }
-
 
 // --url amqp://...: a target that speaks AMQP 0-9-1 only (RabbitMQ, or another AMQP broker), for the AMQP-only
 // cases; every case that opens a FireMQ connection is skipped, saying so.
@@ -142,8 +141,8 @@ std::optional<Target> target_from_url(const Options& o, bool transport_given) {
 }
 
 RunResult run_once(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
-                   const Target& target, const std::string& run_id, const std::vector<std::string>& known,
-                   bool quiet, const Fault* fault = nullptr, const TestCertificates* certificates = nullptr) {
+                   const Target& target, const std::string& run_id, const std::vector<std::string>& known, bool quiet,
+                   const Fault* fault = nullptr, const TestCertificates* certificates = nullptr) {
   RunResult result;
   result.run_id = run_id;
   result.started_at = iso_now();
@@ -168,7 +167,8 @@ RunResult run_once(const Options& o, const Suite& suite, const std::vector<const
   // among the runs of one harness against one broker (--fault-check runs the suite once per fault).
   static int runs = 0;
   ro.run_id = run_id.substr(run_id.rfind('-') + 1) + "-" + std::to_string(++runs);
-  if (!quiet) ro.on_case_done = [&](const CaseResult& r, std::size_t d, std::size_t n) { print_progress(r, d, n, o.verbose); };
+  if (!quiet)
+    ro.on_case_done = [&](const CaseResult& r, std::size_t d, std::size_t n) { print_progress(r, d, n, o.verbose); };
   if (o.url.empty()) {
     // A case's own broker listens on the run's transport only, with the run's certificate.
     ro.start_broker = [&o, run_id, transport = target.transport, certificates](const std::vector<std::string>& args) {
@@ -225,7 +225,8 @@ FaultExpectation fault_expectation(const nlohmann::json& entry) {
 }
 
 bool names_rule(const CaseResult& c, const std::string& rule) {
-  return std::any_of(c.violations.begin(), c.violations.end(), [&](const MonitorViolation& v) { return v.rule == rule; });
+  return std::any_of(c.violations.begin(), c.violations.end(),
+                     [&](const MonitorViolation& v) { return v.rule == rule; });
 }
 
 // What the fault's run got wrong against its expectation, one line each; none when it matches. Every failing
@@ -258,7 +259,8 @@ std::vector<const CaseSpec*> cases_for(const FaultExpectation& e, const std::vec
   if (e.cases.empty()) return selected;
   std::vector<const CaseSpec*> out;
   for (const CaseSpec* c : selected) {
-    if (std::any_of(e.cases.begin(), e.cases.end(), [&](const std::string& g) { return glob_match(g, c->id); })) out.push_back(c);
+    if (std::any_of(e.cases.begin(), e.cases.end(), [&](const std::string& g) { return glob_match(g, c->id); }))
+      out.push_back(c);
   }
   return out;
 }
@@ -295,8 +297,8 @@ int run_fault_check(const Options& o, const Suite& suite, const std::vector<cons
     });
     const std::vector<std::string> problems = fault_check_problems(expected, r);
     all_ok = all_ok && problems.empty();
-    std::cout << (problems.empty() ? "ok    " : "WRONG ") << expected.fault << " (" << fault->description << "): "
-              << failed << " of " << r.cases.size() << " cases fail"
+    std::cout << (problems.empty() ? "ok    " : "WRONG ") << expected.fault << " (" << fault->description
+              << "): " << failed << " of " << r.cases.size() << " cases fail"
               << (expected.must_fail_rule.empty() ? "" : "; its rule: " + expected.must_fail_rule) << "\n";
     for (const std::string& p : problems) std::cout << "      " << p << "\n";
   }
@@ -362,7 +364,8 @@ int run_broker_mode(const Options& o, const Suite& suite, const std::vector<cons
   const TestCertificates* certificates = embedded && embedded->certificates ? &*embedded->certificates : nullptr;
   std::vector<RunResult> runs;
   for (const Target& target : targets) {
-    if (targets.size() > 1) std::cerr << "firemq-conform: over " << transport_name(target.transport) << ": " << target.description << "\n";
+    if (targets.size() > 1)
+      std::cerr << "firemq-conform: over " << transport_name(target.transport) << ": " << target.description << "\n";
     runs.push_back(run_once(o, suite, selected, target, run_id, known, false, fault, certificates));
   }
   RunResult result = combine_runs(runs);

@@ -23,61 +23,63 @@ namespace firemq::conform::cli {
 
 po::options_description describe_flags(Options& o) {
   po::options_description flags("firemq-conform [flags] [CASE-ID-GLOB ...]");
-  flags.add_options()
-      ("help,h", "print this help and exit")
-      ("management-url", po::value(&o.management_url),
-       "the --url target's management API, http://[user:pass@]host:port (default: the --url's user and password); "
-       "declares the feature management, whose cases use it")
-      ("amqp-url", po::value(&o.amqp_url),
-       "the --url target's AMQP 0-9-1 listener, amqp://user:pass@host[:port][/vhost] (port 5672 by default) or "
-       "amqps://... (inside TLS, port 5671 by default; --ca-file and --insecure apply); "
-       "declares the feature amqp, whose cases (interop) use it")
-      ("url", po::value(&o.url), "the broker to test: fire://user:pass@host:port/vhost, fires://..., "
-                                 "ws://user:pass@host:port/fire?vhost=v or wss://...; or amqp://user:pass@host:port/vhost (or amqps://), "
-                                 "a broker that speaks AMQP 0-9-1 only: just the AMQP-only cases run; default: "
-                                 "start the reference broker on free ports")
-      ("transport", po::value(&o.transport)->default_value(o.transport),
-       "without --url: the reference broker's listener the cases run over: fire, fires, ws, wss, or all (the "
-       "whole selection once per transport); with --url the URL's scheme decides; with --driver, the transports "
-       "the client connects over (default: every one the driver declares)")
-      ("ca-file", po::value(&o.ca_file), "fires and wss: trust the CA certificates of this PEM file instead of "
-                                         "the system's store")
-      ("insecure", po::bool_switch(&o.insecure), "fires and wss: do not check the broker's certificate or name")
-      ("driver", po::value(&o.driver), "client mode: certify a client library through its driver program (the "
-                                       "client cases of conformance/client-cases/ instead of the broker cases; "
-                                       "docs/client-certification.md)")
-      ("driver-arg", po::value(&o.driver_args), "an argument for the driver (repeat for more)")
-      ("features", po::value(&o.features)->multitoken(),
-       "features the --url target has (e.g. conform-definitions); cases needing others are skipped")
-      ("restart-command", po::value(&o.restart_command),
-       "with --url: a shell command that restarts the target (FIREMQ_RESTART_KILL=1 in its environment when a "
-       "case asks for kill -9); it must return once the old broker has stopped. Enables the cases that restart "
-       "the broker (feature restart), which run alone after the others")
-      ("alarm-command", po::value(&o.alarm_command),
-       "with --url: a shell command that raises a resource alarm on the target (FIREMQ_ALARM=raise in its "
-       "environment) or clears it (FIREMQ_ALARM=clear), and returns once the broker has done so. Enables the "
-       "flow cases that need an alarm (feature alarm), which run alone after the others")
-      ("id", po::value(&o.ids)->multitoken(), "run the cases whose id matches a glob (also positional)")
-      ("group", po::value(&o.groups)->multitoken(), "run only these groups (e.g. framing lifecycle)")
-      ("tag", po::value(&o.tags)->multitoken(), "run only cases with one of these tags")
-      ("level", po::value(&o.levels)->multitoken(), "run only these levels: MUST SHOULD MAY")
-      ("list", po::bool_switch(&o.list), "list the selected cases and exit")
-      ("coverage", po::bool_switch(&o.coverage),
-       "print which requirements the broker cases, client cases and wire-monitor rules check, and which none "
-       "does and why; fails when one is unchecked without a reason in requirements.json")
-      ("dryrun", po::bool_switch(&o.dryrun), "say what would run (and what would be skipped) without running")
-      ("jobs,j", po::value(&o.jobs)->default_value(o.jobs), "cases run in parallel")
-      ("known-failures", po::value(&o.known_failures), "file of case ids expected to fail (one id glob a line; ID@TRANSPORT for one transport)")
-      ("reports", po::value(&o.reports_dir)->default_value(o.reports_dir), "where reports/<run>/ and latest go")
-      ("broker", po::value(&o.broker)->default_value(o.broker), "the reference broker executable (no --url)")
-      ("conformance", po::value(&o.conformance_dir)->default_value(o.conformance_dir),
-       "the folder with cases/ and requirements.json")
-      ("fault", po::value(&o.fault), "test through a proxy that breaks the broker's frames one way "
-                                     "(a broken-broker demonstration; see --fault-check)")
-      ("fault-check", po::value(&o.fault_check),
-       "for each fault in this file, run the cases through the fault proxy and check that exactly the "
-       "listed cases fail")
-      ("verbose,v", po::bool_switch(&o.verbose), "print the transcript of each failing case");
+  flags.add_options()("help,h", "print this help and exit")(
+      "management-url", po::value(&o.management_url),
+      "the --url target's management API, http://[user:pass@]host:port (default: the --url's user and password); "
+      "declares the feature management, whose cases use it")(
+      "amqp-url", po::value(&o.amqp_url),
+      "the --url target's AMQP 0-9-1 listener, amqp://user:pass@host[:port][/vhost] (port 5672 by default) or "
+      "amqps://... (inside TLS, port 5671 by default; --ca-file and --insecure apply); "
+      "declares the feature amqp, whose cases (interop) use it")(
+      "url", po::value(&o.url),
+      "the broker to test: fire://user:pass@host:port/vhost, fires://..., "
+      "ws://user:pass@host:port/fire?vhost=v or wss://...; or amqp://user:pass@host:port/vhost (or amqps://), "
+      "a broker that speaks AMQP 0-9-1 only: just the AMQP-only cases run; default: "
+      "start the reference broker on free ports")(
+      "transport", po::value(&o.transport)->default_value(o.transport),
+      "without --url: the reference broker's listener the cases run over: fire, fires, ws, wss, or all (the "
+      "whole selection once per transport); with --url the URL's scheme decides; with --driver, the transports "
+      "the client connects over (default: every one the driver declares)")(
+      "ca-file", po::value(&o.ca_file),
+      "fires and wss: trust the CA certificates of this PEM file instead of "
+      "the system's store")("insecure", po::bool_switch(&o.insecure),
+                            "fires and wss: do not check the broker's certificate or name")(
+      "driver", po::value(&o.driver),
+      "client mode: certify a client library through its driver program (the "
+      "client cases of conformance/client-cases/ instead of the broker cases; "
+      "docs/client-certification.md)")("driver-arg", po::value(&o.driver_args),
+                                       "an argument for the driver (repeat for more)")(
+      "features", po::value(&o.features)->multitoken(),
+      "features the --url target has (e.g. conform-definitions); cases needing others are skipped")(
+      "restart-command", po::value(&o.restart_command),
+      "with --url: a shell command that restarts the target (FIREMQ_RESTART_KILL=1 in its environment when a "
+      "case asks for kill -9); it must return once the old broker has stopped. Enables the cases that restart "
+      "the broker (feature restart), which run alone after the others")(
+      "alarm-command", po::value(&o.alarm_command),
+      "with --url: a shell command that raises a resource alarm on the target (FIREMQ_ALARM=raise in its "
+      "environment) or clears it (FIREMQ_ALARM=clear), and returns once the broker has done so. Enables the "
+      "flow cases that need an alarm (feature alarm), which run alone after the others")(
+      "id", po::value(&o.ids)->multitoken(), "run the cases whose id matches a glob (also positional)")(
+      "group", po::value(&o.groups)->multitoken(), "run only these groups (e.g. framing lifecycle)")(
+      "tag", po::value(&o.tags)->multitoken(), "run only cases with one of these tags")(
+      "level", po::value(&o.levels)->multitoken(),
+      "run only these levels: MUST SHOULD MAY")("list", po::bool_switch(&o.list), "list the selected cases and exit")(
+      "coverage", po::bool_switch(&o.coverage),
+      "print which requirements the broker cases, client cases and wire-monitor rules check, and which none "
+      "does and why; fails when one is unchecked without a reason in requirements.json")(
+      "dryrun", po::bool_switch(&o.dryrun), "say what would run (and what would be skipped) without running")(
+      "jobs,j", po::value(&o.jobs)->default_value(o.jobs), "cases run in parallel")(
+      "known-failures", po::value(&o.known_failures),
+      "file of case ids expected to fail (one id glob a line; ID@TRANSPORT for one transport)")(
+      "reports", po::value(&o.reports_dir)->default_value(o.reports_dir), "where reports/<run>/ and latest go")(
+      "broker", po::value(&o.broker)->default_value(o.broker), "the reference broker executable (no --url)")(
+      "conformance", po::value(&o.conformance_dir)->default_value(o.conformance_dir),
+      "the folder with cases/ and requirements.json")("fault", po::value(&o.fault),
+                                                      "test through a proxy that breaks the broker's frames one way "
+                                                      "(a broken-broker demonstration; see --fault-check)")(
+      "fault-check", po::value(&o.fault_check),
+      "for each fault in this file, run the cases through the fault proxy and check that exactly the "
+      "listed cases fail")("verbose,v", po::bool_switch(&o.verbose), "print the transcript of each failing case");
   return flags;
 }
 
@@ -99,7 +101,6 @@ std::string iso_now() {
   return s.str();
 }
 
-
 // The selected cases, loaded and checked; exits the process with a usage error when the case files are bad.
 std::optional<Suite> load_suite(const Options& o) {
   auto requirements = load_requirements(fs::path(o.conformance_dir) / "requirements.json");
@@ -108,15 +109,15 @@ std::optional<Suite> load_suite(const Options& o) {
     return std::nullopt;
   }
   const bool client_mode = !o.driver.empty();
-  auto cases = client_mode ? load_cases(fs::path(o.conformance_dir) / "client-cases", *requirements, client_step_verbs())
-                           : load_cases(fs::path(o.conformance_dir) / "cases", *requirements);
+  auto cases = client_mode
+                   ? load_cases(fs::path(o.conformance_dir) / "client-cases", *requirements, client_step_verbs())
+                   : load_cases(fs::path(o.conformance_dir) / "cases", *requirements);
   if (!cases) {
     std::cerr << "firemq-conform: " << cases.error() << "\n";
     return std::nullopt;
   }
   return Suite{std::move(*requirements), std::move(*cases)};
 }
-
 
 // --coverage: the whole suite's coverage, broker and client cases together, whatever the selection.
 int print_suite_coverage(const Options& o) {
@@ -168,7 +169,8 @@ std::string url_of(Transport t, std::uint16_t port) {
   return std::string(transport_name(t)) + "://127.0.0.1:" + std::to_string(port) + (is_websocket(t) ? "/fire" : "/");
 }
 
-std::optional<Embedded> start_embedded(const Options& o, const std::string& run_id, const std::vector<Transport>& transports) {
+std::optional<Embedded> start_embedded(const Options& o, const std::string& run_id,
+                                       const std::vector<Transport>& transports) {
   Embedded e;
   EmbeddedOptions eo;
   eo.broker_path = o.broker;
@@ -223,7 +225,6 @@ std::optional<Embedded> start_embedded(const Options& o, const std::string& run_
   return e;
 }
 
-
 // One run's data from a run per transport: every case once per transport, its title saying which (the
 // report writers show titles; CaseResult::transport has it as data).
 RunResult combine_runs(const std::vector<RunResult>& runs) {
@@ -250,10 +251,11 @@ std::string per_transport_summary(const std::vector<RunResult>& runs) {
     out << std::left << std::setw(6) << transport;
     if (run.cases.empty()) out << "  not reached";
     for (const auto& [verdict, n] : run.counts()) {
-      if (n > 0 || verdict == Verdict::pass || verdict == Verdict::fail) out << "  " << n << " " << verdict_name(verdict);
+      if (n > 0 || verdict == Verdict::pass || verdict == Verdict::fail)
+        out << "  " << n << " " << verdict_name(verdict);
     }
-    out << (run.passed() ? "  PASSED" : "  FAILED") << "  (" << std::fixed << std::setprecision(1) << run.duration_ms / 1000
-        << " s)\n";
+    out << (run.passed() ? "  PASSED" : "  FAILED") << "  (" << std::fixed << std::setprecision(1)
+        << run.duration_ms / 1000 << " s)\n";
   }
   return out.str();
 }

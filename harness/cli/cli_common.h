@@ -11,13 +11,13 @@
 #include <thread>
 #include <vector>
 
+#include "harness/client/target.h"
 #include "harness/model/case_model.h"
 #include "harness/model/run_result.h"
 #include "harness/model/transport.h"
 #include "harness/process/default_paths.h"
 #include "harness/process/embedded_broker.h"
 #include "harness/process/test_certificates.h"
-#include "harness/client/target.h"
 
 namespace firemq::conform::cli {
 

@@ -20,7 +20,8 @@ namespace {
 // Client mode's transports: every one the driver declares in its ready line (asked of it once, before the
 // cases), or the one --transport names (each case then checks the driver's ready line, and is skipped when
 // the driver does not declare it). Empty after a usage error, which is printed.
-std::vector<Transport> client_transports(const Options& o, const std::vector<std::string>& driver, bool transport_given) {
+std::vector<Transport> client_transports(const Options& o, const std::vector<std::string>& driver,
+                                         bool transport_given) {
   if (transport_given && o.transport != "all") {
     const auto named = transport_from_name(o.transport);
     if (!named) std::cerr << "firemq-conform: --transport " << o.transport << ": one of fire, fires, ws, wss, all\n";
@@ -45,7 +46,8 @@ RunResult run_client_transport(const Options& o, const Suite& suite, const std::
   result.requirements = binding(suite.requirements, "client");  // the broker's own duties are broker mode's
   for (const MonitorRule& rule : rules_judging_clients()) result.monitor_rules.emplace_back(rule.id);
   result.target = "client driver " + o.driver + " over " + std::string(transport_name(co.transport)) +
-                  ", through the client proxy, against the embedded reference broker (" + url_of(Transport::fire, co.broker_port) + ")";
+                  ", through the client proxy, against the embedded reference broker (" +
+                  url_of(Transport::fire, co.broker_port) + ")";
   const auto started = std::chrono::steady_clock::now();
   result.cases = run_client_cases(selected, co);
   result.duration_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
@@ -55,8 +57,9 @@ RunResult run_client_transport(const Options& o, const Suite& suite, const std::
 // Client mode: the selected client cases once per transport, each with the driver against the reference
 // broker behind the harness's proxy; the same verdicts, known failures and reports as broker mode. The proxy
 // serves the client's transport and always speaks fire:// to the broker.
-std::vector<RunResult> run_client_mode(const Options& o, const Suite& suite, const std::vector<const CaseSpec*>& selected,
-                                       const std::string& run_id, const std::vector<std::string>& known,
+std::vector<RunResult> run_client_mode(const Options& o, const Suite& suite,
+                                       const std::vector<const CaseSpec*>& selected, const std::string& run_id,
+                                       const std::vector<std::string>& known,
                                        const std::vector<Transport>& transports) {
   auto embedded = start_embedded(o, run_id, {Transport::fire});
   if (!embedded) return {};  // no case executed: the run fails
@@ -71,7 +74,8 @@ std::vector<RunResult> run_client_mode(const Options& o, const Suite& suite, con
   const fs::path tls_dir = fs::temp_directory_path() / ("firemq-conform-" + run_id + "-tls");
   if (std::any_of(transports.begin(), transports.end(), uses_tls)) {
     auto certificates = make_test_certificates(tls_dir);
-    auto tls = certificates ? ProxyTls::load(*certificates) : firemq::Result<std::shared_ptr<ProxyTls>, std::string>(certificates.error());
+    auto tls = certificates ? ProxyTls::load(*certificates)
+                            : firemq::Result<std::shared_ptr<ProxyTls>, std::string>(certificates.error());
     if (!tls) {
       std::cerr << "firemq-conform: the client proxy's TLS (fires, wss): " << tls.error()
                 << "\n(--transport fire or --transport ws runs without TLS)\n";

@@ -36,8 +36,8 @@ int main(int argc, char** argv) {
   if (o.coverage) return print_suite_coverage(o);
   auto suite = load_suite(o);
   if (!suite) return kExitUsage;
-  Selection selection{o.ids, {o.groups.begin(), o.groups.end()}, {o.tags.begin(), o.tags.end()},
-                      {o.levels.begin(), o.levels.end()}};
+  Selection selection{
+      o.ids, {o.groups.begin(), o.groups.end()}, {o.tags.begin(), o.tags.end()}, {o.levels.begin(), o.levels.end()}};
   const std::vector<const CaseSpec*> selected = select_cases(suite->cases, selection);
   if (o.list || o.dryrun) {
     for (const CaseSpec* c : selected) {

@@ -15,8 +15,6 @@
 
 namespace firemq::conform {
 
-
-
 // What one read yielded.
 struct ReadOutcome {
   enum class Kind { data, timeout, closed } kind = Kind::data;

@@ -51,7 +51,8 @@ Result<SSL_CTX*, std::string> context_for(const TlsOptions& tls) {
       const std::string why = openssl_errors();
       SSL_CTX_free(ctx);
       return (tls.ca_file.empty() ? std::string("cannot load the system's CA store: ")
-                                  : "cannot load the CA file " + tls.ca_file + ": ") + why;
+                                  : "cannot load the CA file " + tls.ca_file + ": ") +
+             why;
     }
   }
   contexts[key] = ctx;
@@ -148,12 +149,9 @@ ReadOutcome TlsStream::read_some(std::span<std::uint8_t> into, Clock::time_point
     const int n = SSL_read(ssl_, into.data(), static_cast<int>(std::min<std::size_t>(into.size(), 1 << 30)));
     if (n > 0) return {ReadOutcome::Kind::data, static_cast<std::size_t>(n), ""};
     switch (wait_after(n, deadline)) {
-      case Next::retry:
-        continue;
-      case Next::timeout:
-        return {ReadOutcome::Kind::timeout, 0, ""};
-      case Next::failed:
-        return {ReadOutcome::Kind::closed, 0, failure_};
+      case Next::retry: continue;
+      case Next::timeout: return {ReadOutcome::Kind::timeout, 0, ""};
+      case Next::failed: return {ReadOutcome::Kind::closed, 0, failure_};
     }
   }
 }

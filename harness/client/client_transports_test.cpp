@@ -3,21 +3,21 @@
 // the peer does (pings, closes with a code, text messages, refused upgrades).
 #include <utility>  // before Boost 1.74's headers under g++ 12
 
+#include <gtest/gtest.h>
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/websocket.hpp>
 #include <boost/beast/websocket/ssl.hpp>
-#include <gtest/gtest.h>
 
 #include <atomic>
 #include <filesystem>
 #include <functional>
 #include <thread>
 
-#include "harness/process/test_certificates.h"
 #include "harness/client/wire.h"
+#include "harness/process/test_certificates.h"
 #include "protocol/messages.h"
 
 namespace firemq::conform {
@@ -34,7 +34,8 @@ Clock::time_point soon(std::chrono::milliseconds ms = 3000ms) { return Clock::no
 
 const TestCertificates& certificates() {
   static const TestCertificates files = [] {
-    const auto dir = std::filesystem::temp_directory_path() / ("firemq-client-transports-test-" + std::to_string(::getpid()));
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("firemq-client-transports-test-" + std::to_string(::getpid()));
     auto made = make_test_certificates(dir);
     if (!made) throw std::runtime_error(made.error());
     return *made;

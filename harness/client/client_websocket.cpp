@@ -2,10 +2,10 @@
 
 #include <utility>  // before Boost 1.74's headers under g++ 12 (as reference-broker/net/asio.h)
 
+#include <openssl/rand.h>
 #include <boost/asio/buffer.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/parser.hpp>
-#include <openssl/rand.h>
 
 #include <algorithm>
 #include <array>
@@ -21,7 +21,8 @@ constexpr std::size_t kMaxResponseHeader = 16 * 1024;
 
 std::string lower(boost::beast::string_view text) {
   std::string out(text.data(), text.size());
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -33,11 +34,13 @@ std::string host_header(const WireAddress& address) {
 std::string upgrade_request(const WireAddress& address, const std::string& key) {
   std::string target = address.path.empty() ? "/" : address.path;
   if (address.vhost_query) target += "?vhost=" + percent_encode(*address.vhost_query);
-  return "GET " + target + " HTTP/1.1\r\n" +
-         "Host: " + host_header(address) + "\r\n"
+  return "GET " + target + " HTTP/1.1\r\n" + "Host: " + host_header(address) +
+         "\r\n"
          "Upgrade: websocket\r\n"
          "Connection: Upgrade\r\n"
-         "Sec-WebSocket-Key: " + key + "\r\n"
+         "Sec-WebSocket-Key: " +
+         key +
+         "\r\n"
          "Sec-WebSocket-Version: 13\r\n"
          "\r\n";
 }
@@ -52,7 +55,8 @@ std::string new_key() {
 }
 
 // Checks a complete response header: 101, the upgrade headers, and the key's accept value (RFC 6455 4.1).
-std::optional<UpgradeFailure> check_response(const http::response_parser<http::empty_body>& parser, const std::string& key) {
+std::optional<UpgradeFailure> check_response(const http::response_parser<http::empty_body>& parser,
+                                             const std::string& key) {
   const auto& response = parser.get();
   const int status = static_cast<int>(response.result_int());
   if (status != 101) {
@@ -69,7 +73,8 @@ std::optional<UpgradeFailure> check_response(const http::response_parser<http::e
   const auto accept_field = response["Sec-WebSocket-Accept"];
   const std::string accept(accept_field.data(), accept_field.size());
   if (accept != websocket_accept_for(key)) {
-    return UpgradeFailure{"101 with Sec-WebSocket-Accept '" + accept + "', expected '" + websocket_accept_for(key) + "'", status};
+    return UpgradeFailure{
+        "101 with Sec-WebSocket-Accept '" + accept + "', expected '" + websocket_accept_for(key) + "'", status};
   }
   return std::nullopt;
 }
@@ -114,7 +119,8 @@ bool WebSocketClient::send_frame(bool fin, std::uint8_t opcode, ByteView payload
   return stream_->write_all(encode_ws_frame(fin, opcode, payload, random_mask()), deadline);
 }
 
-bool WebSocketClient::send_message(WsOpcode opcode, ByteView payload, std::size_t fragments, Clock::time_point deadline) {
+bool WebSocketClient::send_message(WsOpcode opcode, ByteView payload, std::size_t fragments,
+                                   Clock::time_point deadline) {
   fragments = std::max<std::size_t>(fragments, 1);
   const std::size_t base = payload.size() / fragments, extra = payload.size() % fragments;
   std::size_t at = 0;
@@ -151,8 +157,7 @@ WebSocketClient::Event WebSocketClient::closed(std::string how, std::optional<st
 // Answers what a peer must answer (5.5): a ping with a pong, a close with a close. A pong is reported.
 WebSocketClient::Event WebSocketClient::on_control(const WsFrame& frame, Clock::time_point deadline) {
   switch (static_cast<WsOpcode>(frame.opcode)) {
-    case WsOpcode::pong:
-      return Pong{frame.payload};
+    case WsOpcode::pong: return Pong{frame.payload};
     case WsOpcode::close: {
       const WsClose close = parse_close_payload(frame.payload);
       if (!close_sent_) {
@@ -164,8 +169,7 @@ WebSocketClient::Event WebSocketClient::on_control(const WsFrame& frame, Clock::
                                          : "WebSocket close without a status code";
       return closed(how, close.code, close.reason);
     }
-    default:
-      return ProtocolError{"a control frame with the reserved opcode " + std::to_string(frame.opcode)};
+    default: return ProtocolError{"a control frame with the reserved opcode " + std::to_string(frame.opcode)};
   }
 }
 

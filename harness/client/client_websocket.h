@@ -11,12 +11,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 #include <variant>
+#include <vector>
 
 #include "harness/client/byte_stream.h"
-#include "harness/model/transport.h"
 #include "harness/client/websocket_framing.h"
+#include "harness/model/transport.h"
 #include "protocol/error.h"
 
 namespace firemq::conform {

@@ -33,10 +33,12 @@ Result<HttpResponse, std::string> http_request(const HttpEndpoint& endpoint, std
                                                const std::string& target, const std::string& body,
                                                Clock::time_point deadline) {
   auto stream = TcpStream::connect(endpoint.host, endpoint.port, deadline);
-  if (!stream) return "cannot reach the management API at " + endpoint.host + ":" + std::to_string(endpoint.port) +
-                      ": " + stream.error();
+  if (!stream)
+    return "cannot reach the management API at " + endpoint.host + ":" + std::to_string(endpoint.port) + ": " +
+           stream.error();
   const std::string request = request_text(endpoint, method, target, body);
-  if (!(*stream)->write_all(ByteView(reinterpret_cast<const std::uint8_t*>(request.data()), request.size()), deadline)) {
+  if (!(*stream)->write_all(ByteView(reinterpret_cast<const std::uint8_t*>(request.data()), request.size()),
+                            deadline)) {
     return std::string("the management API closed the connection before the request was sent");
   }
   http::response_parser<http::string_body> parser;
@@ -45,7 +47,8 @@ Result<HttpResponse, std::string> http_request(const HttpEndpoint& endpoint, std
   std::string unparsed;
   while (!parser.is_done()) {
     const ReadOutcome read = (*stream)->read_some(buffer, deadline);
-    if (read.kind == ReadOutcome::Kind::timeout) return std::string("no complete answer from the management API in time");
+    if (read.kind == ReadOutcome::Kind::timeout)
+      return std::string("no complete answer from the management API in time");
     if (read.kind == ReadOutcome::Kind::closed) {
       boost::beast::error_code ec;
       parser.put_eof(ec);  // an answer without Content-Length ends with the connection

@@ -18,9 +18,11 @@ Result<std::vector<Bytes>, std::string> StreamToMessages::feed(ByteView bytes) {
   if (at_start_) {
     // The preamble has no WebSocket counterpart: dropped. Wait until 4 bytes tell whether it is there.
     const std::size_t n = std::min(buffer_.size(), kPreamble.size());
-    const bool preamble_so_far = std::equal(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(n), kPreamble.begin());
+    const bool preamble_so_far = std::equal(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(n),
+                                            kPreamble.begin());
     if (preamble_so_far && n < kPreamble.size()) return std::vector<Bytes>{};
-    if (preamble_so_far) buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(kPreamble.size()));
+    if (preamble_so_far)
+      buffer_.erase(buffer_.begin(), buffer_.begin() + static_cast<std::ptrdiff_t>(kPreamble.size()));
     at_start_ = false;
   }
   std::vector<Bytes> messages;

@@ -14,7 +14,8 @@ constexpr std::size_t kMaxControlPayload = 125;  // 5.5
 
 }  // namespace
 
-Bytes encode_ws_frame(bool fin, std::uint8_t opcode, ByteView payload, std::optional<std::array<std::uint8_t, 4>> mask) {
+Bytes encode_ws_frame(bool fin, std::uint8_t opcode, ByteView payload,
+                      std::optional<std::array<std::uint8_t, 4>> mask) {
   Bytes out;
   out.reserve(payload.size() + 14);
   out.push_back(static_cast<std::uint8_t>((fin ? 0x80 : 0x00) | (opcode & 0x0f)));
@@ -86,7 +87,8 @@ WsFrameParser::Step WsFrameParser::feed(ByteView chunk) {
       return fail(used, "a control frame that is fragmented or longer than 125 bytes");
     }
     if (n > max_payload_) {
-      return fail(used, "a frame of " + std::to_string(n) + " bytes, over the limit of " + std::to_string(max_payload_));
+      return fail(used,
+                  "a frame of " + std::to_string(n) + " bytes, over the limit of " + std::to_string(max_payload_));
     }
     payload_expected_ = static_cast<std::size_t>(n);
     frame_.payload.reserve(payload_expected_);
@@ -155,7 +157,8 @@ Bytes close_payload(std::uint16_t code, std::string_view reason) {
 
 std::string base64_encode(ByteView bytes) {
   std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(), static_cast<int>(bytes.size()));
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), bytes.data(),
+                                static_cast<int>(bytes.size()));
   out.resize(static_cast<std::size_t>(n));
   return out;
 }

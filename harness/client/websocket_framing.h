@@ -20,7 +20,14 @@
 namespace firemq::conform {
 
 // Opcodes (RFC 6455, 5.2).
-enum class WsOpcode : std::uint8_t { continuation = 0x0, text = 0x1, binary = 0x2, close = 0x8, ping = 0x9, pong = 0xa };
+enum class WsOpcode : std::uint8_t {
+  continuation = 0x0,
+  text = 0x1,
+  binary = 0x2,
+  close = 0x8,
+  ping = 0x9,
+  pong = 0xa
+};
 inline bool is_control(std::uint8_t opcode) { return (opcode & 0x8) != 0; }
 
 // A client frame: FIN, the opcode, the 7-, 16- or 64-bit length, the masking key and the masked payload.

@@ -116,7 +116,9 @@ TEST(Handshake, AcceptValueIsTheRfcExample) {
 TEST(StreamToMessages, DropsThePreambleAndSendsEachFrameWhenComplete) {
   StreamToMessages t;
   // FMQ1, then a ping (len 5) and the start of another.
-  auto first = t.feed(*from_hex("464d5131" "000000050300000000" "0000"));
+  auto first = t.feed(*from_hex("464d5131"
+                                "000000050300000000"
+                                "0000"));
   ASSERT_TRUE(first);
   ASSERT_EQ(first->size(), 1u);
   EXPECT_EQ(to_hex((*first)[0]), "0300000000");

@@ -73,7 +73,8 @@ bool WireConnection::send_frame(std::uint8_t op, ByteView header, ByteView paylo
   return ws_->send_message(WsOpcode::binary, frame_message(op, header, payload), 1, deadline);
 }
 
-bool WireConnection::ws_send_message(WsOpcode opcode, ByteView payload, std::size_t fragments, Clock::time_point deadline) {
+bool WireConnection::ws_send_message(WsOpcode opcode, ByteView payload, std::size_t fragments,
+                                     Clock::time_point deadline) {
   watch_untracked();
   return ws_ && is_open() && ws_->send_message(opcode, payload, fragments, deadline);
 }
@@ -163,13 +164,15 @@ void WireConnection::watch_sent(ByteView bytes) {
   while (!bytes.empty()) {
     const auto step = sent_decoder_->feed(bytes);
     bytes = bytes.subspan(step.consumed);
-    if (step.state == FrameDecoder::State::frame) monitor_->observe(Side::client, sent_decoder_->take_frame(), Clock::now());
+    if (step.state == FrameDecoder::State::frame)
+      monitor_->observe(Side::client, sent_decoder_->take_frame(), Clock::now());
     if (step.state == FrameDecoder::State::error) return watch_untracked();
   }
 }
 
 void WireConnection::watch_sent_frame(std::uint8_t op, ByteView header, ByteView payload) {
-  if (monitor_ && !sent_untracked_) monitor_->observe(Side::client, RawFrame(frame_message(op, header, payload)), Clock::now());
+  if (monitor_ && !sent_untracked_)
+    monitor_->observe(Side::client, RawFrame(frame_message(op, header, payload)), Clock::now());
 }
 
 void WireConnection::watch_untracked() {
@@ -187,8 +190,9 @@ WireEvent WireConnection::receive_websocket(Clock::time_point deadline) {
     WebSocketClient::Event event = ws_->receive(deadline);
     if (auto* m = std::get_if<WsMessageAssembler::Message>(&event)) {
       if (m->opcode == WsOpcode::text) {
-        return unframeable(frame_error("a text WebSocket message (FireMQ frames are binary messages): " +
-                                       std::string(m->data.begin(), m->data.begin() + std::min<std::size_t>(m->data.size(), 64))));
+        return unframeable(
+            frame_error("a text WebSocket message (FireMQ frames are binary messages): " +
+                        std::string(m->data.begin(), m->data.begin() + std::min<std::size_t>(m->data.size(), 64))));
       }
       auto frame = decode_message_frame(m->data, kMaxReceived);
       if (!frame) return unframeable(frame.error());
@@ -264,7 +268,8 @@ Result<std::unique_ptr<WireConnection>, std::string> open_session(const WireAddr
   return wire;
 }
 
-Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint, const std::string& client_name,
+Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint,
+                                                                  const std::string& client_name,
                                                                   Clock::time_point deadline) {
   WireAddress address;
   address.host = endpoint.host;

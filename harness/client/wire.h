@@ -42,7 +42,7 @@ struct FrameEvent {
   RawFrame frame;
 };
 struct ClosedEvent {
-  std::string how;  // "end of stream", "connection reset", "WebSocket close 1000 (bye)", ...
+  std::string how;                             // "end of stream", "connection reset", "WebSocket close 1000 (bye)", ...
   std::optional<std::uint16_t> ws_close_code;  // WebSocket: the code of the broker's close frame
 };
 struct TimeoutEvent {};
@@ -121,11 +121,11 @@ class WireConnection {
   bool open_ = false;
   bool closed_ = false;
   std::string closed_how_;
-  std::unique_ptr<ByteStream> stream_;        // fire, fires
-  std::unique_ptr<WebSocketClient> ws_;       // ws, wss (owns its stream)
+  std::unique_ptr<ByteStream> stream_;   // fire, fires
+  std::unique_ptr<WebSocketClient> ws_;  // ws, wss (owns its stream)
   // Server frames can be large (up to max_frame); the decoder still checks len before allocating.
   FrameDecoder decoder_{StreamSide::client, 64 * 1024 * 1024};
-  bool framing_failed_ = false;     // the broker's bytes stopped being frames: nothing after them is framed
+  bool framing_failed_ = false;  // the broker's bytes stopped being frames: nothing after them is framed
   std::unique_ptr<WireMonitor> monitor_;
   std::function<void(const RawFrame&)> on_received_;
   // What the harness sends, framed again for the monitor (fire, fires: after FMQ1; ws, wss: frames alone).
@@ -134,8 +134,8 @@ class WireConnection {
   StreamToMessages translator_;
   std::string untranslatable_;
   std::size_t ws_pongs_ = 0;
-  bool stop_at_pong_ = false;       // wait_ws_pong: a pong ends the wait
-  std::deque<WireEvent> pending_;   // framed but not yet taken by receive(), in order
+  bool stop_at_pong_ = false;      // wait_ws_pong: a pong ends the wait
+  std::deque<WireEvent> pending_;  // framed but not yet taken by receive(), in order
 };
 
 // Where a tool connects, and as whom (firemq-bench, firemq-bench-durable, firemq-killtest).
@@ -147,7 +147,8 @@ struct Endpoint {
 
 // Connects, sends the preamble and hello (with `client_name` as client.name), and waits for welcome, all before
 // `deadline`; the error says what failed.
-Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint, const std::string& client_name,
+Result<std::unique_ptr<WireConnection>, std::string> open_session(const Endpoint& endpoint,
+                                                                  const std::string& client_name,
                                                                   Clock::time_point deadline);
 // The same over any transport.
 Result<std::unique_ptr<WireConnection>, std::string> open_session(const WireAddress& address, const std::string& user,

@@ -11,8 +11,8 @@
 #include "harness/client/wire.h"
 #include "harness/client_mode/client_proxy.h"
 #include "harness/model/verdict.h"
-#include "harness/rules/client_rules.h"
 #include "harness/process/driver_process.h"
+#include "harness/rules/client_rules.h"
 #include "harness/run/runner.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
@@ -79,15 +79,19 @@ std::vector<AskedFrame> frames_asked_by(const Json& cmd) {
     for (const Json& message : cmd.value("messages", Json::array())) frames.push_back(publish_asked(message, true));
     return frames;
   }
-  if (name == "ack") return {{static_cast<std::uint8_t>(OpCode::ack), {{"tag", tag(), "ack.fields"}, {"multiple", flag("multiple", false), "ack.fields"}}}};
+  if (name == "ack")
+    return {{static_cast<std::uint8_t>(OpCode::ack),
+             {{"tag", tag(), "ack.fields"}, {"multiple", flag("multiple", false), "ack.fields"}}}};
   if (name == "nack") {
     return {{static_cast<std::uint8_t>(OpCode::nack),
-             {{"tag", tag(), "ack.nack.fields"}, {"multiple", flag("multiple", false), "ack.nack.fields"},
+             {{"tag", tag(), "ack.nack.fields"},
+              {"multiple", flag("multiple", false), "ack.nack.fields"},
               {"requeue", flag("requeue", true), "ack.nack.fields"}}}};
   }
   if (name == "get") {
-    return {{static_cast<std::uint8_t>(OpCode::get),
-             {{"queue", Value(cmd.value("queue", "")), "get.fields"}, {"no_ack", flag("no_ack", false), "get.fields"}}}};
+    return {
+        {static_cast<std::uint8_t>(OpCode::get),
+         {{"queue", Value(cmd.value("queue", "")), "get.fields"}, {"no_ack", flag("no_ack", false), "get.fields"}}}};
   }
   return {};
 }
@@ -98,7 +102,8 @@ Json substituted(const Json& j, const std::vector<std::pair<std::string, std::st
     std::string s = j.get<std::string>();
     for (const auto& [name, value] : vars) {
       const std::string token = "${" + name + "}";
-      for (auto at = s.find(token); at != std::string::npos; at = s.find(token, at + value.size())) s.replace(at, token.size(), value);
+      for (auto at = s.find(token); at != std::string::npos; at = s.find(token, at + value.size()))
+        s.replace(at, token.size(), value);
     }
     return s;
   }
@@ -145,20 +150,19 @@ Result<Message, std::string> message_of(std::uint8_t op, const Json& header) {
 // The names of op's fields (its fields() list in messages.h), to tell them from keys the spec does not define.
 std::vector<std::string> field_names(const Message& message) {
   std::vector<std::string> names;
-  std::visit([&names](const auto& m) {
-    std::decay_t<decltype(m)>::fields(m, [&names](std::string_view name, const auto&) { names.emplace_back(name); });
-  }, message);
+  std::visit(
+      [&names](const auto& m) {
+        std::decay_t<decltype(m)>::fields(m,
+                                          [&names](std::string_view name, const auto&) { names.emplace_back(name); });
+      },
+      message);
   return names;
 }
 
 // A typed-JSON tag ({"$float32": 1.5}, ...): compared whole, never key by key.
-bool is_tag(const Json& j) {
-  return j.is_object() && j.size() == 1 && j.begin().key().starts_with("$");
-}
+bool is_tag(const Json& j) { return j.is_object() && j.size() == 1 && j.begin().key().starts_with("$"); }
 
-std::string shown(const Json& j) {
-  return j.is_null() ? "absent" : j.dump();
-}
+std::string shown(const Json& j) { return j.is_null() ? "absent" : j.dump(); }
 
 // The first place where two typed-JSON values differ, as "path is X, expected Y" (null standing for absent), so
 // that a failure inside a large map names the one entry; empty when they are equal.
@@ -212,7 +216,8 @@ std::string header_difference(std::uint8_t op, const Json& expected, const Json&
 std::string frame_difference(const Json& vector, int op, const std::string& payload, const Json& header) {
   if (op != vector.at("op").get<int>()) return "op is " + std::to_string(op) + ", expected " + vector.at("op").dump();
   std::string want_payload = vector.at("payload").get<std::string>(), got_payload = payload;
-  std::transform(got_payload.begin(), got_payload.end(), got_payload.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(got_payload.begin(), got_payload.end(), got_payload.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   if (got_payload != want_payload) return "payload is " + payload + ", expected " + want_payload;
   return header_difference(static_cast<std::uint8_t>(op), vector.at("header"), header);
 }
@@ -224,9 +229,7 @@ StepOutcome fails_on(std::string difference) {
 
 // Whether a driver's reply says ok. A reply is only read through checks like this one: a driver may write any
 // JSON, and nlohmann's value() throws on a field of another type than asked.
-bool said_ok(const Json& reply) {
-  return reply.value("ok", Json()) == true;
-}
+bool said_ok(const Json& reply) { return reply.value("ok", Json()) == true; }
 
 // Exactly one frame in `bytes`, as a client reads a server's stream.
 Result<RawFrame> one_stream_frame(const Bytes& bytes) {
@@ -234,7 +237,8 @@ Result<RawFrame> one_stream_frame(const Bytes& bytes) {
   const auto step = decoder.feed(bytes);
   if (step.state == FrameDecoder::State::error) return decoder.error();
   if (step.state != FrameDecoder::State::frame) return Error{0, "the bytes end inside a frame"};
-  if (step.consumed != bytes.size()) return Error{0, std::to_string(bytes.size() - step.consumed) + " byte(s) after the frame"};
+  if (step.consumed != bytes.size())
+    return Error{0, std::to_string(bytes.size() - step.consumed) + " byte(s) after the frame"};
   return decoder.take_frame();
 }
 
@@ -260,7 +264,8 @@ class ClientCase {
   StepOutcome within_silence_window(const Json& window, Clock::time_point at);
   StepOutcome url_vectors(const Json& args);
   StepOutcome codec_vectors(const Json& args);
-  static StepOutcome vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name);
+  static StepOutcome vector_failures(const std::vector<std::string>& failures, int checked,
+                                     const std::string& file_name);
   StepOutcome decoded(const Json& vector, const std::string& framing, std::string& driver_gone);
   StepOutcome encoded(const Json& vector, const std::string& framing, std::string& driver_gone);
   StepOutcome refused(const Json& vector, bool exact_code, std::string& driver_gone);
@@ -392,8 +397,8 @@ bool ClientCase::start() {
   const Json declared = ready->value("transports", Json::array({"fire"}));
   if (declared.is_array() && std::find(declared.begin(), declared.end(), result_.transport) == declared.end()) {
     result_.verdict = Verdict::skipped;
-    result_.message = "the driver does not declare " + result_.transport + " in its ready line (\"transports\": " +
-                      declared.dump() + ")";
+    result_.message = "the driver does not declare " + result_.transport +
+                      " in its ready line (\"transports\": " + declared.dump() + ")";
     return false;
   }
   return true;
@@ -448,7 +453,8 @@ StepOutcome ClientCase::command(const Json& args) {
   if (!said_ok(*reply)) proxy_->application_withdraws(id);
   const Json expected = args.value("expect", Json{{"ok", true}});
   if (std::string bad = subset_mismatch(expected, *reply); !bad.empty()) {
-    return StepOutcome::fail(cmd.value("cmd", "?") + ": the reply " + reply->dump() + " does not match " + expected.dump() + ": " + bad);
+    return StepOutcome::fail(cmd.value("cmd", "?") + ": the reply " + reply->dump() + " does not match " +
+                             expected.dump() + ": " + bad);
   }
   return StepOutcome::ok();
 }
@@ -460,9 +466,11 @@ StepOutcome ClientCase::expect_event(const Json& args) {
   const Json& pattern = args.at("match");
   const auto matches = [&](const Json& e) { return subset_mismatch(pattern, e).empty(); };
   const auto timed = [&](Clock::time_point at) {
-    return args.contains("after_server_silent_ms") ? within_silence_window(args.at("after_server_silent_ms"), at) : StepOutcome::ok();
+    return args.contains("after_server_silent_ms") ? within_silence_window(args.at("after_server_silent_ms"), at)
+                                                   : StepOutcome::ok();
   };
-  if (auto it = std::find_if(events_.begin(), events_.end(), [&](const auto& e) { return matches(e.first); }); it != events_.end()) {
+  if (auto it = std::find_if(events_.begin(), events_.end(), [&](const auto& e) { return matches(e.first); });
+      it != events_.end()) {
     StepOutcome late_or_early = timed(it->second);
     events_.erase(it);
     return late_or_early;
@@ -486,8 +494,9 @@ StepOutcome ClientCase::within_silence_window(const Json& window, Clock::time_po
     note("the event came " + std::to_string(ms) + " ms into the server's silence");
     return StepOutcome::ok();
   }
-  return StepOutcome::fail("the event came " + std::to_string(ms) + " ms after the last byte the client got from the server, outside " +
-         std::to_string(min) + " to " + std::to_string(max) + " ms");
+  return StepOutcome::fail("the event came " + std::to_string(ms) +
+                           " ms after the last byte the client got from the server, outside " + std::to_string(min) +
+                           " to " + std::to_string(max) + " ms");
 }
 
 // {"op": "ping"|"close"|..., "header": {typed JSON}, "delay_ms"?, "end_after_ms"?}: the proxy sends it to the
@@ -496,7 +505,8 @@ StepOutcome ClientCase::within_silence_window(const Json& window, Clock::time_po
 // that a client which ignores `fatal` is seen still connected.
 StepOutcome ClientCase::server_send(const Json& args) {
   // "op_code" instead of "op": an op version 1 does not define (a later version's, such as 0x39 commit_offset).
-  const std::string name = args.contains("op_code") ? "op " + std::to_string(args.at("op_code").get<int>()) : args.at("op").get<std::string>();
+  const std::string name = args.contains("op_code") ? "op " + std::to_string(args.at("op_code").get<int>())
+                                                    : args.at("op").get<std::string>();
   const OpInfo* info = args.contains("op_code") ? nullptr : find_op_by_name(name);
   if (info == nullptr && !args.contains("op_code")) return StepOutcome::fail("server_send: unknown op " + name);
   auto header = value_from_typed_json(args.value("header", Json::object()));
@@ -542,7 +552,8 @@ StepOutcome ClientCase::idle(const Json& args) {
 // {"timeout_ms"?}: the client ends its connection (closes its socket) on its own within the time: "The
 // receiver replies with its own close and closes the socket."
 StepOutcome ClientCase::expect_client_end(const Json& args) {
-  if (!proxy_->wait_for_client_end(deadline(args))) return StepOutcome::fail("the client did not close its socket in time");
+  if (!proxy_->wait_for_client_end(deadline(args)))
+    return StepOutcome::fail("the client did not close its socket in time");
   return StepOutcome::ok();
 }
 
@@ -555,7 +566,9 @@ StepOutcome ClientCase::broker_delete_queue(const Json& args) {
   const Clock::time_point until = deadline(args);
   auto session = open_session(Endpoint{options_.broker_host, options_.broker_port, "guest", "guest", "/"},
                               "firemq-conform (broker_delete_queue)", until);
-  if (!session) return StepOutcome::fail("broker_delete_queue: the harness's own connection to the broker failed: " + session.error());
+  if (!session)
+    return StepOutcome::fail("broker_delete_queue: the harness's own connection to the broker failed: " +
+                             session.error());
   WireConnection& wire = **session;
   // One request and its reply: the reply frame, or why there is none.
   const auto ask_broker = [&](const Bytes& frame, const std::string& what) -> Result<RawFrame, std::string> {
@@ -564,7 +577,8 @@ StepOutcome ClientCase::broker_delete_queue(const Json& args) {
     const auto* reply = std::get_if<FrameEvent>(&event);
     if (reply == nullptr) return "broker_delete_queue: the broker did not answer the " + what + " of " + queue;
     if (reply->frame.op() != static_cast<std::uint8_t>(OpCode::ok)) {
-      return "broker_delete_queue: the broker refused the " + what + " of " + queue + " (op " + std::to_string(reply->frame.op()) + ")";
+      return "broker_delete_queue: the broker refused the " + what + " of " + queue + " (op " +
+             std::to_string(reply->frame.op()) + ")";
     }
     return reply->frame;
   };
@@ -579,7 +593,8 @@ StepOutcome ClientCase::broker_delete_queue(const Json& args) {
   const auto declared = decode_frame(*found);
   const auto* ok = declared ? std::get_if<op::Ok>(&*declared) : nullptr;
   if (ok == nullptr || ok->consumers == 0) {
-    return StepOutcome::fail("broker_delete_queue: queue " + queue + " has no consumer at the broker, so its delete would send no cancelled");
+    return StepOutcome::fail("broker_delete_queue: queue " + queue +
+                             " has no consumer at the broker, so its delete would send no cancelled");
   }
   op::DeleteQueue request;
   request.rid = 2;
@@ -598,7 +613,8 @@ StepOutcome ClientCase::unexpected_errors() {
     if (line->contains("event")) events_.emplace_back(std::move(*line), Clock::now());
   }
   for (const auto& [event, at] : events_) {
-    if (event.value("event", "") == "error") return StepOutcome::fail("the driver reported an error no step expected: " + event.dump());
+    if (event.value("event", "") == "error")
+      return StepOutcome::fail("the driver reported an error no step expected: " + event.dump());
   }
   return StepOutcome::ok();
 }
@@ -606,8 +622,8 @@ StepOutcome ClientCase::unexpected_errors() {
 // How the server behaves from now on (client_proxy.h, ServerQuirks); every quirk not given is off.
 StepOutcome ClientCase::server_quirks(const Json& args) {
   proxy_->set_quirks({args.value("single_bytes", false), args.value("unknown_header_keys", false),
-                      args.value("max_frame", std::uint64_t{0}), args.value("no_pings", false), args.value("silent", false),
-                      args.value("coalesce_confirms", false)});
+                      args.value("max_frame", std::uint64_t{0}), args.value("no_pings", false),
+                      args.value("silent", false), args.value("coalesce_confirms", false)});
   return StepOutcome::ok();
 }
 
@@ -625,7 +641,8 @@ StepOutcome ClientCase::url_vectors(const Json& args) {
     if (vector.contains("expect") != valid) continue;
     Json step = {{"send", {{"cmd", "parse_url"}, {"url", vector.at("url")}}}};
     step["expect"] = valid ? Json{{"ok", true}, {"url", vector.at("expect")}} : Json{{"ok", false}};
-    if (StepOutcome parsed = command(step); !parsed.is_ok()) failures.push_back(vector.at("name").get<std::string>() + ": " + parsed.message);
+    if (StepOutcome parsed = command(step); !parsed.is_ok())
+      failures.push_back(vector.at("name").get<std::string>() + ": " + parsed.message);
     ++checked;
   }
   note(std::to_string(checked) + " URL vectors checked, " + std::to_string(failures.size()) + " failed");
@@ -634,11 +651,14 @@ StepOutcome ClientCase::url_vectors(const Json& args) {
 }
 
 // "" when none failed; otherwise how many, each named, the first kFailuresInFull with their reason.
-StepOutcome ClientCase::vector_failures(const std::vector<std::string>& failures, int checked, const std::string& file_name) {
+StepOutcome ClientCase::vector_failures(const std::vector<std::string>& failures, int checked,
+                                        const std::string& file_name) {
   if (failures.empty()) return StepOutcome::ok();
-  std::string message = std::to_string(failures.size()) + " of " + std::to_string(checked) + " vectors of " + file_name + " failed";
+  std::string message = std::to_string(failures.size()) + " of " + std::to_string(checked) + " vectors of " +
+                        file_name + " failed";
   for (std::size_t i = 0; i < failures.size(); ++i) {
-    message += (i == 0 ? ": " : "; ") + (i < kFailuresInFull ? failures[i] : failures[i].substr(0, failures[i].find(':')));
+    message += (i == 0 ? ": " : "; ") +
+               (i < kFailuresInFull ? failures[i] : failures[i].substr(0, failures[i].find(':')));
   }
   return StepOutcome::fail(message);
 }
@@ -672,15 +692,18 @@ StepOutcome ClientCase::codec_vectors(const Json& args) {
   std::vector<std::string> failures;
   int checked = 0;
   for (const Json& vector : file.at("vectors")) {
-    if (invalid && (vector.value("includes_preamble", false) || vector.value("basis", "") != args.at("basis"))) continue;
+    if (invalid && (vector.value("includes_preamble", false) || vector.value("basis", "") != args.at("basis")))
+      continue;
     std::string driver_gone;
-    const StepOutcome checked_one = invalid ? refused(vector, args.value("exact_code", true), driver_gone)
-                            : encode ? encoded(vector, framing, driver_gone) : decoded(vector, framing, driver_gone);
+    const StepOutcome checked_one = invalid  ? refused(vector, args.value("exact_code", true), driver_gone)
+                                    : encode ? encoded(vector, framing, driver_gone)
+                                             : decoded(vector, framing, driver_gone);
     if (!driver_gone.empty()) return StepOutcome::fail(vector.at("name").get<std::string>() + ": " + driver_gone);
     if (!checked_one.is_ok()) failures.push_back(vector.at("name").get<std::string>() + ": " + checked_one.message);
     ++checked;
   }
-  note(std::to_string(checked) + " vectors of " + file_name + " checked, " + std::to_string(failures.size()) + " failed");
+  note(std::to_string(checked) + " vectors of " + file_name + " checked, " + std::to_string(failures.size()) +
+       " failed");
   if (checked == 0) return StepOutcome::fail("no vector checked");
   return vector_failures(failures, checked, file_name);
 }
@@ -688,25 +711,32 @@ StepOutcome ClientCase::codec_vectors(const Json& args) {
 // decode_frame of a valid vector: one frame, the vector's op, header and payload.
 StepOutcome ClientCase::decoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
   const std::string hex = vector.at("frame").get<std::string>();
-  auto reply = ask({{"cmd", "decode_frame"}, {"bytes", framing == "message" ? hex.substr(2 * kLenSize) : hex},
-                    {"framing", framing}, {"max_frame", kDefaultMaxFrame}},
+  auto reply = ask({{"cmd", "decode_frame"},
+                    {"bytes", framing == "message" ? hex.substr(2 * kLenSize) : hex},
+                    {"framing", framing},
+                    {"max_frame", kDefaultMaxFrame}},
                    driver_gone);
   if (!reply) return StepOutcome::fail(driver_gone);
   if (!said_ok(*reply)) return StepOutcome::fail("refused: " + reply->value("error", Json()).dump());
   const Json frames = reply->value("frames", Json());
   if (!frames.is_array() || frames.size() != 1) return StepOutcome::fail("expected one frame, got " + frames.dump());
   const Json& frame = frames[0];
-  if (!frame.is_object() || !frame.value("op", Json()).is_number_integer() || !frame.value("payload", Json()).is_string()) {
+  if (!frame.is_object() || !frame.value("op", Json()).is_number_integer() ||
+      !frame.value("payload", Json()).is_string()) {
     return StepOutcome::fail("the frame is not {op, header, payload}: " + frame.dump());
   }
-  return fails_on(frame_difference(vector, frame.at("op").get<int>(), frame.at("payload").get<std::string>(), frame.value("header", Json())));
+  return fails_on(frame_difference(vector, frame.at("op").get<int>(), frame.at("payload").get<std::string>(),
+                                   frame.value("header", Json())));
 }
 
 // encode_frame of a valid vector's op, header and payload: the project's decoder must read the bytes back to
 // them ("Encoders do not have to reproduce the bytes exactly").
 StepOutcome ClientCase::encoded(const Json& vector, const std::string& framing, std::string& driver_gone) {
-  auto reply = ask({{"cmd", "encode_frame"}, {"op", vector.at("op")}, {"header", vector.at("header")},
-                    {"payload", vector.at("payload")}, {"framing", framing}},
+  auto reply = ask({{"cmd", "encode_frame"},
+                    {"op", vector.at("op")},
+                    {"header", vector.at("header")},
+                    {"payload", vector.at("payload")},
+                    {"framing", framing}},
                    driver_gone);
   if (!reply) return StepOutcome::fail(driver_gone);
   if (!said_ok(*reply)) return StepOutcome::fail("refused: " + reply->value("error", Json()).dump());
@@ -715,7 +745,8 @@ StepOutcome ClientCase::encoded(const Json& vector, const std::string& framing, 
   if (!bytes) return StepOutcome::fail("bytes is not hex: " + hex.dump());
   auto raw = framing == "message" ? decode_message_frame(*bytes, kDefaultMaxFrame) : one_stream_frame(*bytes);
   if (!raw) return StepOutcome::fail("the bytes " + to_hex(*bytes) + " are no frame: " + raw.error().msg);
-  if (auto message = decode_frame(*raw); !message) return StepOutcome::fail("the header of " + to_hex(*bytes) + " does not decode: " + message.error().msg);
+  if (auto message = decode_frame(*raw); !message)
+    return StepOutcome::fail("the header of " + to_hex(*bytes) + " does not decode: " + message.error().msg);
   auto header = raw->header().empty() ? Result<Value>(Value(Map{})) : decode_value(raw->header());
   if (!header) return StepOutcome::fail("the header does not decode: " + header.error().msg);
   return fails_on(frame_difference(vector, raw->op(), to_hex(raw->payload()), typed_json_from_value(*header)));
@@ -723,8 +754,11 @@ StepOutcome ClientCase::encoded(const Json& vector, const std::string& framing, 
 
 // decode_frame of an invalid vector: refused, with its code (and its fatality, if the driver says).
 StepOutcome ClientCase::refused(const Json& vector, bool exact_code, std::string& driver_gone) {
-  auto reply = ask({{"cmd", "decode_frame"}, {"bytes", vector.at("input")}, {"framing", vector.at("framing")},
-                    {"max_frame", vector.at("max_frame")}, {"end_of_stream", vector.at("end_of_stream")}},
+  auto reply = ask({{"cmd", "decode_frame"},
+                    {"bytes", vector.at("input")},
+                    {"framing", vector.at("framing")},
+                    {"max_frame", vector.at("max_frame")},
+                    {"end_of_stream", vector.at("end_of_stream")}},
                    driver_gone);
   if (!reply) return StepOutcome::fail(driver_gone);
   if (said_ok(*reply)) return StepOutcome::fail("not refused: decoded to " + reply->value("frames", Json()).dump());
@@ -732,19 +766,21 @@ StepOutcome ClientCase::refused(const Json& vector, bool exact_code, std::string
   const Json error = reply->value("error", Json());
   if (!error.is_object()) return StepOutcome::fail("refused without an error object: " + reply->dump());
   if (error.value("code", Json()) != vector.at("code")) {
-    return StepOutcome::fail("refused with " + (error.contains("code") ? "code " + error.at("code").dump() : std::string("no code")) +
-           ", expected " + vector.at("code").dump());
+    return StepOutcome::fail("refused with " +
+                             (error.contains("code") ? "code " + error.at("code").dump() : std::string("no code")) +
+                             ", expected " + vector.at("code").dump());
   }
   if (error.contains("fatal") && error.at("fatal") != vector.at("fatal")) {
-    return StepOutcome::fail("refused with fatal " + error.at("fatal").dump() + ", expected " + vector.at("fatal").dump());
+    return StepOutcome::fail("refused with fatal " + error.at("fatal").dump() + ", expected " +
+                             vector.at("fatal").dump());
   }
   return StepOutcome::ok();
 }
 
 StepOutcome ClientCase::run_step(const Json& step) {
   const std::string verb = step.begin().key();
-  const Json args = substituted(step.begin().value(), {{"url", proxy_url(options_.transport, proxy_->port())},
-                                                      {"unique", unique_}});
+  const Json args = substituted(step.begin().value(),
+                                {{"url", proxy_url(options_.transport, proxy_->port())}, {"unique", unique_}});
   if (verb == "command") return command(args);
   if (verb == "expect_event") return expect_event(args);
   if (verb == "server_send") return server_send(args);
@@ -763,7 +799,9 @@ void ClientCase::run_steps(std::vector<StepRecord>& records) {
   for (std::size_t i = 0; i < spec_.steps.size(); ++i) {
     StepOutcome outcome = run_step(spec_.steps[i]);
     const bool ok = outcome.is_ok();
-    if (!ok) outcome.message = "step " + std::to_string(i + 1) + ": " + outcome.message + " (after " + ms_since(origin_) + " ms)";
+    if (!ok)
+      outcome.message = "step " + std::to_string(i + 1) + ": " + outcome.message + " (after " + ms_since(origin_) +
+                        " ms)";
     records.push_back({static_cast<int>(i), std::move(outcome), elapsed_ms()});
     if (!ok) return;
   }
@@ -795,11 +833,14 @@ void ClientCase::finish(std::vector<StepRecord> records, bool started) {
                    [](const TranscriptLine& a, const TranscriptLine& b) { return a.at_ms < b.at_ms; });
   if (started) record_verdict(decide_verdict(records, result_.violations), spec_.steps, result_);  // else start()'s
   if (result_.verdict == Verdict::fail && !err.empty()) {
-    result_.message += "; its stderr ends: " + err.substr(err.size() > kStderrInMessage ? err.size() - kStderrInMessage : 0);
+    result_.message += "; its stderr ends: " +
+                       err.substr(err.size() > kStderrInMessage ? err.size() - kStderrInMessage : 0);
   }
 }
 
-double ClientCase::elapsed_ms() const { return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count(); }
+double ClientCase::elapsed_ms() const {
+  return std::chrono::duration<double, std::milli>(Clock::now() - origin_).count();
+}
 
 CaseResult ClientCase::run() {
   result_.transport = std::string(transport_name(options_.transport));
@@ -819,9 +860,9 @@ CaseResult ClientCase::run() {
 }  // namespace
 
 const std::vector<std::string>& client_step_verbs() {
-  static const std::vector<std::string> verbs = {"command", "expect_event", "server_send", "expect_client_frame",
-                                                 "server_quirks", "url_vectors", "idle", "codec_vectors",
-                                                 "expect_client_end", "broker_delete_queue"};
+  static const std::vector<std::string> verbs = {
+      "command",     "expect_event", "server_send",   "expect_client_frame", "server_quirks",
+      "url_vectors", "idle",         "codec_vectors", "expect_client_end",   "broker_delete_queue"};
   return verbs;
 }
 
@@ -846,14 +887,18 @@ std::string subset_mismatch(const Json& pattern, const Json& actual, const std::
     return "";
   }
   if (pattern.is_array()) {
-    if (!actual.is_array() || actual.size() != pattern.size()) return where + " is " + actual.dump() + ", expected " + pattern.dump();
+    if (!actual.is_array() || actual.size() != pattern.size())
+      return where + " is " + actual.dump() + ", expected " + pattern.dump();
     for (std::size_t i = 0; i < pattern.size(); ++i) {
-      if (std::string bad = subset_mismatch(pattern[i], actual[i], path + "/" + std::to_string(i)); !bad.empty()) return bad;
+      if (std::string bad = subset_mismatch(pattern[i], actual[i], path + "/" + std::to_string(i)); !bad.empty())
+        return bad;
     }
     return "";
   }
   if (pattern.is_number() && actual.is_number()) {
-    return pattern.get<double>() == actual.get<double>() ? "" : where + " is " + actual.dump() + ", expected " + pattern.dump();
+    return pattern.get<double>() == actual.get<double>()
+               ? ""
+               : where + " is " + actual.dump() + ", expected " + pattern.dump();
   }
   return pattern == actual ? "" : where + " is " + actual.dump() + ", expected " + pattern.dump();
 }

@@ -16,8 +16,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "harness/model/case_model.h"
 #include "harness/client_mode/client_proxy_stream.h"
+#include "harness/model/case_model.h"
 #include "harness/model/run_result.h"
 #include "harness/rules/wire_monitor.h"
 
@@ -38,16 +38,16 @@ std::vector<MonitorRule> rules_judging_clients();
 struct ClientRunOptions {
   std::vector<std::string> driver;  // the driver's command line: the program and its arguments
   std::string broker_host = "127.0.0.1";
-  std::uint16_t broker_port = 0;     // the reference broker's fire listener
+  std::uint16_t broker_port = 0;  // the reference broker's fire listener
   // The transport the driver connects over, to the proxy (the proxy speaks fire:// to the broker). A case
   // whose "transports" leave it out is skipped.
   Transport transport = Transport::fire;
-  std::shared_ptr<ProxyTls> tls;     // fires and wss: the proxy's certificate
-  std::string ca_file;               // fires and wss: the CA that signed it, given to the driver on connect
-  std::filesystem::path vectors_dir; // urls.json is read from here
+  std::shared_ptr<ProxyTls> tls;      // fires and wss: the proxy's certificate
+  std::string ca_file;                // fires and wss: the CA that signed it, given to the driver on connect
+  std::filesystem::path vectors_dir;  // urls.json is read from here
   int jobs = 2;
   std::vector<std::string> known_failures;
-  std::string run_id;                // makes the names cases create unique
+  std::string run_id;  // makes the names cases create unique
   std::function<void(const CaseResult&, std::size_t done, std::size_t total)> on_case_done;
 };
 

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <array>
 
-#include "harness/rules/frame_text.h"
-#include "harness/proxy/proxy_sockets.h"
 #include "harness/client/websocket_framing.h"
+#include "harness/proxy/proxy_sockets.h"
+#include "harness/rules/frame_text.h"
 #include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
@@ -57,8 +57,11 @@ Bytes ws_close(std::uint16_t code, std::string_view reason) {
 
 struct ClientProxy::Connection {
   Connection(const std::string& connection_name, int client_fd, int broker_fd, Clock::time_point origin)
-      : name(connection_name), client(std::make_unique<ServerStream>(client_fd)), broker(broker_fd),
-        monitor(Side::client, connection_name, origin), rules(connection_name, origin) {}
+      : name(connection_name),
+        client(std::make_unique<ServerStream>(client_fd)),
+        broker(broker_fd),
+        monitor(Side::client, connection_name, origin),
+        rules(connection_name, origin) {}
   std::string name;
   std::unique_ptr<ServerStream> client;
   int broker;
@@ -75,19 +78,19 @@ struct ClientProxy::Connection {
   WsMessageAssembler ws_messages{kDecoderLimit};
   bool first_message_seen = false;
   bool ws_close_sent = false;
-  std::vector<std::uint8_t> client_ops;  // ops the client sent since the last send_to_client
-  bool server_closed = false;            // the proxy sent close as the server: the broker is let go
-  Clock::time_point last_to_client{};    // when the client was last written to (the silent quirk counts from it)
+  std::vector<std::uint8_t> client_ops;     // ops the client sent since the last send_to_client
+  bool server_closed = false;               // the proxy sent close as the server: the broker is let go
+  Clock::time_point last_to_client{};       // when the client was last written to (the silent quirk counts from it)
   std::optional<Clock::time_point> end_at;  // a fatal error held open: when the proxy ends the connection
-  std::optional<Bytes> held_confirm;     // coalesce_confirms: the highest upto not yet sent on, and since when
+  std::optional<Bytes> held_confirm;        // coalesce_confirms: the highest upto not yet sent on, and since when
   Clock::time_point held_since{};
-  bool client_ended = false;             // the client ended the connection on its own
+  bool client_ended = false;  // the client ended the connection on its own
   std::thread up, down;
 };
 
 Result<std::unique_ptr<ClientProxy>, std::string> ClientProxy::start(const std::string& host, std::uint16_t port,
-                                                                   ProxyTransport transport, ServerQuirks quirks,
-                                                                   Clock::time_point origin) {
+                                                                     ProxyTransport transport, ServerQuirks quirks,
+                                                                     Clock::time_point origin) {
   if (uses_tls(transport.transport) && !transport.tls) return std::string("client proxy: TLS without a certificate");
   auto listener = listen_on_loopback();
   if (!listener) return "client proxy: " + listener.error();
@@ -99,8 +102,13 @@ Result<std::unique_ptr<ClientProxy>, std::string> ClientProxy::start(const std::
 
 ClientProxy::ClientProxy(int listener, std::uint16_t port, std::string host, std::uint16_t upstream,
                          ProxyTransport transport, ServerQuirks quirks, Clock::time_point origin)
-    : listener_(listener), port_(port), upstream_host_(std::move(host)), upstream_port_(upstream),
-      transport_(std::move(transport)), quirks_(quirks), origin_(origin) {}
+    : listener_(listener),
+      port_(port),
+      upstream_host_(std::move(host)),
+      upstream_port_(upstream),
+      transport_(std::move(transport)),
+      quirks_(quirks),
+      origin_(origin) {}
 
 ClientProxy::~ClientProxy() { stop(); }
 
@@ -113,7 +121,8 @@ void ClientProxy::accept_loop() {
     if (client < 0) continue;
     const int broker = connect_tcp(upstream_host_, upstream_port_);
     // A WebSocket client sends no FMQ1 ("without `FMQ1`"); the broker's fire listener wants it first.
-    if (broker < 0 || (websocket() && !write_all(broker, ByteView(reinterpret_cast<const std::uint8_t*>(kFmq1.data()), 4)))) {
+    if (broker < 0 ||
+        (websocket() && !write_all(broker, ByteView(reinterpret_cast<const std::uint8_t*>(kFmq1.data()), 4)))) {
       ::close(client);
       if (broker >= 0) ::close(broker);
       continue;
@@ -193,7 +202,8 @@ bool ClientProxy::judge_websocket(Connection& c, ByteView bytes, Bytes& to_broke
       c.monitor.observe_unframeable(Side::client, "no WebSocket frame: " + c.ws_frames.error(), true, Clock::now());
       return false;
     }
-    if (step.state == WsFrameParser::State::frame && !on_websocket_frame(c, c.ws_frames.take_frame(), to_broker)) return false;
+    if (step.state == WsFrameParser::State::frame && !on_websocket_frame(c, c.ws_frames.take_frame(), to_broker))
+      return false;
   }
   return true;
 }
@@ -428,7 +438,8 @@ bool ClientProxy::frame_to_client(Connection& c, ByteView stream_frame) {
   // "One binary WebSocket message per frame, without the length prefix": in one-byte fragments for the quirk.
   const ByteView message = stream_frame.subspan(kLenSize);
   const auto binary = static_cast<std::uint8_t>(WsOpcode::binary);
-  if (!quirks_.single_bytes || message.size() < 2) return write_to_client(c, encode_ws_frame(true, binary, message, {}));
+  if (!quirks_.single_bytes || message.size() < 2)
+    return write_to_client(c, encode_ws_frame(true, binary, message, {}));
   for (std::size_t i = 0; i < message.size(); ++i) {
     const auto opcode = static_cast<std::uint8_t>(i == 0 ? binary : static_cast<std::uint8_t>(WsOpcode::continuation));
     if (!write_to_client(c, encode_ws_frame(i + 1 == message.size(), opcode, message.subspan(i, 1), {}))) return false;
@@ -493,7 +504,8 @@ bool ClientProxy::send_to_client(std::uint8_t op, const Map& header, std::chrono
 
 bool ClientProxy::wait_for_client_end(Clock::time_point deadline) {
   std::unique_lock lock(mutex_);
-  return frame_seen_.wait_until(lock, deadline, [&] { return !connections_.empty() && connections_.back()->client_ended; });
+  return frame_seen_.wait_until(lock, deadline,
+                                [&] { return !connections_.empty() && connections_.back()->client_ended; });
 }
 
 void ClientProxy::application_closes() {

@@ -24,11 +24,11 @@
 #include <thread>
 #include <vector>
 
+#include "harness/client/websocket_framing.h"
 #include "harness/client_mode/client_proxy_stream.h"
-#include "harness/rules/client_rules.h"
 #include "harness/model/run_result.h"
 #include "harness/model/transport.h"
-#include "harness/client/websocket_framing.h"
+#include "harness/rules/client_rules.h"
 #include "harness/rules/wire_monitor.h"
 #include "protocol/error.h"
 #include "protocol/frame.h"
@@ -68,9 +68,9 @@ class ClientProxy {
   // Listens on 127.0.0.1 (a free port) for clients over `transport` and forwards to the broker's fire listener
   // at upstream_host:upstream_port. Times in the transcript and violations count from `origin` (the case's
   // start).
-  static Result<std::unique_ptr<ClientProxy>, std::string> start(const std::string& upstream_host, std::uint16_t upstream_port,
-                                                                ProxyTransport transport, ServerQuirks quirks,
-                                                                Clock::time_point origin);
+  static Result<std::unique_ptr<ClientProxy>, std::string> start(const std::string& upstream_host,
+                                                                 std::uint16_t upstream_port, ProxyTransport transport,
+                                                                 ServerQuirks quirks, Clock::time_point origin);
   ~ClientProxy();
   std::uint16_t port() const { return port_; }
 

@@ -2,14 +2,14 @@
 
 #include <utility>  // before Boost 1.74's headers under g++ 12 (as reference-broker/net/asio.h)
 
-#include <boost/asio/buffer.hpp>
-#include <boost/beast/http/empty_body.hpp>
-#include <boost/beast/http/parser.hpp>
 #include <fcntl.h>
 #include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <boost/asio/buffer.hpp>
+#include <boost/beast/http/empty_body.hpp>
+#include <boost/beast/http/parser.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -37,7 +37,8 @@ bool wait_for(int fd, short events, Clock::time_point deadline) {
 
 std::string lower(boost::beast::string_view text) {
   std::string out(text.data(), text.size());
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -64,9 +65,7 @@ Result<std::shared_ptr<ProxyTls>, std::string> ProxyTls::load(const TestCertific
 
 ProxyTls::~ProxyTls() { SSL_CTX_free(ctx_); }
 
-ServerStream::ServerStream(int fd) : fd_(fd) {
-  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK);
-}
+ServerStream::ServerStream(int fd) : fd_(fd) { ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) | O_NONBLOCK); }
 
 ServerStream::~ServerStream() {
   if (ssl_ != nullptr) SSL_free(ssl_);
@@ -101,7 +100,8 @@ ReadOutcome ServerStream::read_some(std::span<std::uint8_t> into, int quiet_ms) 
       const ssize_t n = ::recv(fd_, into.data(), into.size(), 0);
       if (n > 0) return {ReadOutcome::Kind::data, static_cast<std::size_t>(n), {}};
       if (n == 0) return {ReadOutcome::Kind::closed, 0, "end of stream"};
-      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return {ReadOutcome::Kind::closed, 0, std::strerror(errno)};
+      if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+        return {ReadOutcome::Kind::closed, 0, std::strerror(errno)};
     } else {
       std::unique_lock lock(ssl_lock_);
       const int n = SSL_read(ssl_, into.data(), static_cast<int>(into.size()));
@@ -171,7 +171,8 @@ UpgradeAnswer websocket_upgrade_answer(std::string_view head) {
   if (key.size() != 24) return refusal(400, "Bad Request", "Sec-WebSocket-Key is not the base64 of 16 bytes");
   return {"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " +
               websocket_accept_for(std::string_view(key.data(), key.size())) + "\r\n\r\n",
-          true, {}};
+          true,
+          {}};
 }
 
 }  // namespace firemq::conform

@@ -12,8 +12,10 @@ namespace {
 constexpr const char* kKey = "dGhlIHNhbXBsZSBub25jZQ==";  // RFC 6455 1.3's example
 
 std::string request(const std::string& target, const std::string& key = kKey, const std::string& version = "13") {
-  return "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-         "Sec-WebSocket-Key: " + key + "\r\nSec-WebSocket-Version: " + version + "\r\n\r\n";
+  return "GET " + target +
+         " HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Key: " +
+         key + "\r\nSec-WebSocket-Version: " + version + "\r\n\r\n";
 }
 
 TEST(WebSocketUpgradeAnswer, UpgradeOnFireWithAQueryGets101WithTheAcceptValue) {

@@ -14,8 +14,8 @@
 
 #include "harness/client/client_tls.h"
 #include "harness/client/client_websocket.h"
-#include "harness/proxy/proxy_sockets.h"
 #include "harness/process/test_certificates.h"
+#include "harness/proxy/proxy_sockets.h"
 #include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
@@ -29,7 +29,8 @@ Clock::time_point soon() { return Clock::now() + 3s; }
 
 const TestCertificates& certificates() {
   static const TestCertificates files = [] {
-    const auto dir = std::filesystem::temp_directory_path() / ("firemq-client-proxy-test-" + std::to_string(::getpid()));
+    const auto dir = std::filesystem::temp_directory_path() /
+                     ("firemq-client-proxy-test-" + std::to_string(::getpid()));
     auto made = make_test_certificates(dir);
     if (!made) throw std::runtime_error(made.error());
     return *made;
@@ -180,7 +181,9 @@ TEST_F(ClientProxyTest, TextMessageBreaksOneMessagePerFrameAndIsAnsweredWithErro
 TEST_F(ClientProxyTest, UnmaskedClientFrameIsAnsweredWithClose1002) {
   start(Transport::ws);
   auto ws = upgrade(Transport::ws);
-  ASSERT_TRUE(ws->send_raw(encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::binary), without_len(hello_frame()), std::nullopt), soon()));
+  ASSERT_TRUE(ws->send_raw(encode_ws_frame(true, static_cast<std::uint8_t>(WsOpcode::binary),
+                                           without_len(hello_frame()), std::nullopt),
+                           soon()));
   auto got = ws->receive(soon());
   const auto* closed = std::get_if<WebSocketClient::Closed>(&got);
   ASSERT_NE(closed, nullptr);
@@ -190,7 +193,8 @@ TEST_F(ClientProxyTest, UnmaskedClientFrameIsAnsweredWithClose1002) {
 TEST_F(ClientProxyTest, UpgradeToAnotherPathIsRefused) {
   start(Transport::ws);
   auto ws = std::make_unique<WebSocketClient>(connect(Transport::ws), kDefaultMaxFrame);
-  auto upgraded = ws->upgrade(WireAddress{Transport::ws, "127.0.0.1", proxy_->port(), {}, "/other", std::nullopt}, soon());
+  auto upgraded = ws->upgrade(WireAddress{Transport::ws, "127.0.0.1", proxy_->port(), {}, "/other", std::nullopt},
+                              soon());
   ASSERT_FALSE(upgraded);
   EXPECT_EQ(upgraded.error().http_status, 404);
 }

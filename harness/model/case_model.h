@@ -16,10 +16,10 @@
 namespace firemq::conform {
 
 struct CaseSpec {
-  std::string id;       // stable: reports, known-failures files and CI history refer to it
+  std::string id;  // stable: reports, known-failures files and CI history refer to it
   std::string title;
-  std::string group;    // the case file's group, e.g. "lifecycle"
-  std::string level;    // MUST, SHOULD or MAY
+  std::string group;  // the case file's group, e.g. "lifecycle"
+  std::string level;  // MUST, SHOULD or MAY
   SpecRef spec;
   std::vector<std::string> requirements;
   std::vector<std::string> tags;

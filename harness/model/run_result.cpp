@@ -12,15 +12,12 @@ constexpr Verdict kAllVerdicts[] = {Verdict::pass,  Verdict::fail,          Verd
 
 // A case "executed" when the broker was actually put to the test, whatever came of it.
 bool executed(Verdict v) {
-  return v == Verdict::pass || v == Verdict::fail || v == Verdict::expected_fail ||
-         v == Verdict::unexpected_pass;
+  return v == Verdict::pass || v == Verdict::fail || v == Verdict::expected_fail || v == Verdict::unexpected_pass;
 }
 
 // What fails a run: the broker got something wrong, the harness could not judge, or the known-failures
 // list is out of date.
-bool fails_run(Verdict v) {
-  return v == Verdict::fail || v == Verdict::error || v == Verdict::unexpected_pass;
-}
+bool fails_run(Verdict v) { return v == Verdict::fail || v == Verdict::error || v == Verdict::unexpected_pass; }
 
 }  // namespace
 

@@ -76,7 +76,8 @@ std::string coverage_text(const SuiteCoverage& coverage) {
                   " checked (" + std::to_string(by_broker_cases) + " by broker cases, " +
                   std::to_string(by_client_cases) + " by client cases, " + std::to_string(by_monitor_only) +
                   " by the wire monitor alone)\n";
-  if (!explained.empty()) s += "\nUnchecked, with the reason (docs/spec-notes.md, \"Requirements no case checks\"):\n" + explained;
+  if (!explained.empty())
+    s += "\nUnchecked, with the reason (docs/spec-notes.md, \"Requirements no case checks\"):\n" + explained;
   const auto unexplained = coverage.unexplained();
   if (!unexplained.empty()) {
     s += "\nUnchecked and unexplained: write a case, or say why none can be written (\"untested_because\" in "

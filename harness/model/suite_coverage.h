@@ -13,14 +13,12 @@ namespace firemq::conform {
 
 struct RequirementCheckers {
   const Requirement* requirement = nullptr;
-  std::vector<std::string> broker_cases;   // ids of broker cases that list it
-  std::vector<std::string> client_cases;   // ids of client cases that list it
-  bool broker_monitor = false;             // the monitor checks it on every broker frame
-  bool client_monitor = false;             // the monitor checks it on every client frame
+  std::vector<std::string> broker_cases;  // ids of broker cases that list it
+  std::vector<std::string> client_cases;  // ids of client cases that list it
+  bool broker_monitor = false;            // the monitor checks it on every broker frame
+  bool client_monitor = false;            // the monitor checks it on every client frame
 
-  bool checked() const {
-    return !broker_cases.empty() || !client_cases.empty() || broker_monitor || client_monitor;
-  }
+  bool checked() const { return !broker_cases.empty() || !client_cases.empty() || broker_monitor || client_monitor; }
 };
 
 struct SuiteCoverage {

@@ -40,7 +40,8 @@ TEST(SuiteCoverage, CountsBrokerCasesClientCasesAndMonitorRules) {
   EXPECT_TRUE(cov.stale_reasons().empty());
   const std::string text = coverage_text(cov);
   EXPECT_NE(text.find("5 requirements: 3 checked (1 by broker cases, 1 by client cases, 1 by the wire monitor alone)"),
-            std::string::npos) << text;
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("R-explained (MUST, s)\n    no test can provoke it"), std::string::npos) << text;
   EXPECT_NE(text.find("Unchecked and unexplained"), std::string::npos) << text;
 }
@@ -53,8 +54,8 @@ TEST(SuiteCoverage, AReasonOnACheckedRequirementIsStale) {
 }
 
 TEST(RunCoverage, BrokerRunCountsTheServersAndBothsDutiesAndClientRunTheClientsAndBoths) {
-  const std::vector<Requirement> catalog = {{"s", "", "MUST", "", "", "server"}, {"c", "", "MUST", "", "", "client"},
-                                            {"b", "", "MUST", "", "", "both"}};
+  const std::vector<Requirement> catalog = {
+      {"s", "", "MUST", "", "", "server"}, {"c", "", "MUST", "", "", "client"}, {"b", "", "MUST", "", "", "both"}};
   const auto names = [](const std::vector<Requirement>& rs) {
     std::vector<std::string> out;
     for (const Requirement& r : rs) out.push_back(r.id);

@@ -4,14 +4,10 @@ namespace firemq::conform {
 
 std::string_view transport_name(Transport t) {
   switch (t) {
-    case Transport::fire:
-      return "fire";
-    case Transport::fires:
-      return "fires";
-    case Transport::ws:
-      return "ws";
-    case Transport::wss:
-      return "wss";
+    case Transport::fire: return "fire";
+    case Transport::fires: return "fires";
+    case Transport::ws: return "ws";
+    case Transport::wss: return "wss";
   }
   return "fire";
 }
@@ -28,8 +24,8 @@ std::string percent_encode(std::string_view text) {
   std::string out;
   for (const char ch : text) {
     const auto c = static_cast<unsigned char>(ch);
-    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                            c == '-' || c == '.' || c == '_' || c == '~';
+    const bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+                            c == '.' || c == '_' || c == '~';
     if (unreserved) {
       out += ch;
     } else {

@@ -37,7 +37,7 @@ struct StepRecord {
 
 struct CaseVerdict {
   Verdict verdict = Verdict::pass;
-  std::string message;  // empty on pass
+  std::string message;   // empty on pass
   int failed_step = -1;  // the index of the step it failed at, -1 when none (or after the last one)
   const MonitorViolation* violation = nullptr;  // the violation it failed for, if any (points into the input)
 };

@@ -23,8 +23,8 @@ TEST(DecideVerdict, PassesWhenEveryStepIsOkAndTheMonitorSawNothing) {
 }
 
 TEST(DecideVerdict, TheFirstStepThatDidNotEndOkDecides) {
-  const CaseVerdict failed =
-      decide_verdict({{0, StepOutcome::ok(), 10}, {1, StepOutcome::fail("expected ok"), 20}}, {});
+  const CaseVerdict failed = decide_verdict({{0, StepOutcome::ok(), 10}, {1, StepOutcome::fail("expected ok"), 20}},
+                                            {});
   EXPECT_EQ(failed.verdict, Verdict::fail);
   EXPECT_EQ(failed.message, "expected ok");
   EXPECT_EQ(failed.failed_step, 1);

@@ -102,7 +102,8 @@ DriverProcess::Line DriverProcess::next_line(Clock::time_point deadline) {
   for (;;) {
     if (auto line = take_line()) {
       auto json = nlohmann::json::parse(*line, nullptr, false);
-      if (json.is_discarded() || !json.is_object()) return {std::nullopt, "the driver wrote a line that is no JSON object: " + line->substr(0, 200)};
+      if (json.is_discarded() || !json.is_object())
+        return {std::nullopt, "the driver wrote a line that is no JSON object: " + line->substr(0, 200)};
       return {std::move(json), ""};
     }
     if (out_buffer_.size() > kMaxDriverLine) return {std::nullopt, "the driver wrote a line longer than 1 MiB"};
@@ -136,7 +137,8 @@ std::string DriverProcess::finish(Clock::time_point deadline) {
   drain_stderr();
   if (WIFSIGNALED(status)) {
     exit_status_ = 128 + WTERMSIG(status);
-    return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + ::strsignal(WTERMSIG(status)) + ")";
+    return std::string("killed by signal ") + std::to_string(WTERMSIG(status)) + " (" + ::strsignal(WTERMSIG(status)) +
+           ")";
   }
   exit_status_ = WEXITSTATUS(status);
   return "exit status " + std::to_string(exit_status_);

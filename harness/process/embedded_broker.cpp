@@ -53,14 +53,10 @@ std::map<Transport, std::uint16_t> read_ports(const std::filesystem::path& file,
 // The broker's flag for each listener.
 const char* port_flag(Transport t) {
   switch (t) {
-    case Transport::fire:
-      return "--port";
-    case Transport::fires:
-      return "--tls-port";
-    case Transport::ws:
-      return "--ws-port";
-    case Transport::wss:
-      return "--wss-port";
+    case Transport::fire: return "--port";
+    case Transport::fires: return "--tls-port";
+    case Transport::ws: return "--ws-port";
+    case Transport::wss: return "--wss-port";
   }
   return "--port";
 }
@@ -119,12 +115,13 @@ Result<std::unique_ptr<EmbeddedBroker>, std::string> EmbeddedBroker::start(const
 
   const auto data_dir = options.data_dir.empty() ? options.work_dir / "data" : options.data_dir;
   // The AMQP listener, when asked for, on a free port (port_flags): 5672 would keep brokers from running side by side.
-  std::vector<std::string> args = {options.broker_path, "--bind", "127.0.0.1",
-                                   "--port-file", (options.work_dir / "ports.json").string(),
-                                   "--data-dir", data_dir.string()};
+  std::vector<std::string> args = {
+      options.broker_path, "--bind",         "127.0.0.1", "--port-file", (options.work_dir / "ports.json").string(),
+      "--data-dir",        data_dir.string()};
   if (!options.definitions_file.empty()) args.insert(args.end(), {"--definitions", options.definitions_file});
   const bool tls = options.listeners.count(Transport::fires) || options.listeners.count(Transport::wss);
-  if (tls && (options.tls_cert.empty() || options.tls_key.empty())) return std::string("fires and wss need a certificate");
+  if (tls && (options.tls_cert.empty() || options.tls_key.empty()))
+    return std::string("fires and wss need a certificate");
   if (tls) args.insert(args.end(), {"--tls-cert", options.tls_cert.string(), "--tls-key", options.tls_key.string()});
   args.insert(args.end(), options.extra_args.begin(), options.extra_args.end());
   // AMQP inside TLS (amqps) beside AMQP whenever there is a certificate: the AMQP side of a fires or wss run.
@@ -180,15 +177,17 @@ IoStatus EmbeddedBroker::spawn(bool append_log) {
     if (!gone) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, nullptr, 0);
-      return "the reference broker did not report its port within " + std::to_string(kStartTimeout.count()) + " s:\n" + tail_of(log_);
+      return "the reference broker did not report its port within " + std::to_string(kStartTimeout.count()) + " s:\n" +
+             tail_of(log_);
     }
     // On a restart the old port may still be held for a moment (a socket of the killed process being torn
     // down): try again until the deadline. A first start that exits has a reason in its log; when the reason is
     // a port taken between its choice and the broker's bind, it tries other ports.
     const bool port_taken = tail_of(log_).find("Address already in use") != std::string::npos;
     if ((ports_.empty() && !port_taken) || steady_clock::now() >= deadline) {
-      return std::string(ports_.empty() ? "the reference broker exited at start:\n"
-                                        : "the reference broker exited at restart on port " + std::to_string(port()) + ":\n") +
+      return std::string(ports_.empty()
+                             ? "the reference broker exited at start:\n"
+                             : "the reference broker exited at restart on port " + std::to_string(port()) + ":\n") +
              tail_of(log_);
     }
     append_line(log_, ports_.empty() ? "--- firemq-conform: a port was taken; starting the broker on others ---"
@@ -223,7 +222,8 @@ void EmbeddedBroker::kill() {
   pid_ = 0;
 }
 
-Result<EmbeddedBroker::Restarted, std::string> EmbeddedBroker::restart(bool kill_it, const std::function<void()>& signalled) {
+Result<EmbeddedBroker::Restarted, std::string> EmbeddedBroker::restart(bool kill_it,
+                                                                       const std::function<void()>& signalled) {
   std::string what;
   int status = -1;
   if (kill_it) {
@@ -231,7 +231,8 @@ Result<EmbeddedBroker::Restarted, std::string> EmbeddedBroker::restart(bool kill
     what = "killed with SIGKILL";
   } else {
     status = stop(10'000, signalled);
-    what = status < 0 ? "did not exit within 10 s of SIGTERM, killed" : "SIGTERM: exit status " + std::to_string(status);
+    what = status < 0 ? "did not exit within 10 s of SIGTERM, killed"
+                      : "SIGTERM: exit status " + std::to_string(status);
   }
   append_line(log_, "--- firemq-conform: restart (" + what + "); the restarted broker's log follows ---");
   auto spawned = spawn(true);

@@ -21,12 +21,12 @@
 namespace firemq::conform {
 
 struct EmbeddedOptions {
-  std::string broker_path;                 // the firemq-broker executable
-  std::string definitions_file;            // conformance/definitions.json
-  std::filesystem::path work_dir;          // created fresh; the broker's log, port file and data dir go here
+  std::string broker_path;         // the firemq-broker executable
+  std::string definitions_file;    // conformance/definitions.json
+  std::filesystem::path work_dir;  // created fresh; the broker's log, port file and data dir go here
   std::vector<std::string> extra_args;
-  bool keep_work_dir = false;              // reuse what is there (the data dir of an earlier run) instead
-  std::filesystem::path data_dir;          // the broker's --data-dir; empty: <work_dir>/data
+  bool keep_work_dir = false;      // reuse what is there (the data dir of an earlier run) instead
+  std::filesystem::path data_dir;  // the broker's --data-dir; empty: <work_dir>/data
   // The listeners to start; the others are off. fires and wss need tls_cert and tls_key
   // (test_certificates.h makes a pair).
   std::set<Transport> listeners = {Transport::fire};
@@ -73,8 +73,13 @@ class EmbeddedBroker {
  private:
   EmbeddedBroker(std::vector<std::string> args, std::filesystem::path work_dir, std::filesystem::path data_dir,
                  std::set<Transport> listeners, bool amqp, bool amqps)
-      : args_(std::move(args)), work_dir_(std::move(work_dir)), log_(work_dir_ / "broker.log"),
-        data_dir_(std::move(data_dir)), listeners_(std::move(listeners)), amqp_(amqp), amqps_(amqps) {}
+      : args_(std::move(args)),
+        work_dir_(std::move(work_dir)),
+        log_(work_dir_ / "broker.log"),
+        data_dir_(std::move(data_dir)),
+        listeners_(std::move(listeners)),
+        amqp_(amqp),
+        amqps_(amqps) {}
   // Spawns the broker with args_ (and each listener's port: ports_, or free ones the first time) and waits until it
   // reports them.
   IoStatus spawn(bool append_log);

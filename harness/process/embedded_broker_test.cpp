@@ -4,10 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <thread>
-#include <unistd.h>
 
 #include "harness/client/wire.h"
 #include "protocol/messages.h"
@@ -21,7 +21,8 @@ std::unique_ptr<EmbeddedBroker> start_broker(const std::string& name, std::vecto
   EmbeddedOptions options;
   options.broker_path = FIREMQ_BROKER_PATH;
   options.extra_args = std::move(extra_args);
-  options.work_dir = std::filesystem::temp_directory_path() / ("firemq-broker-test-" + name + "-" + std::to_string(::getpid()));
+  options.work_dir = std::filesystem::temp_directory_path() /
+                     ("firemq-broker-test-" + name + "-" + std::to_string(::getpid()));
   auto broker = EmbeddedBroker::start(options);
   EXPECT_TRUE(broker.ok()) << (broker.ok() ? "" : broker.error());
   return broker.ok() ? std::move(*broker) : nullptr;
@@ -216,7 +217,8 @@ TEST(BrokerProcess, UsersFromADefinitionsFileSurviveARestartWithoutTheFile) {
   EmbeddedOptions options;
   options.broker_path = FIREMQ_BROKER_PATH;
   options.definitions_file = FIREMQ_CONFORMANCE_DIR "/definitions.json";
-  options.work_dir = std::filesystem::temp_directory_path() / ("firemq-broker-test-users-" + std::to_string(::getpid()));
+  options.work_dir = std::filesystem::temp_directory_path() /
+                     ("firemq-broker-test-users-" + std::to_string(::getpid()));
   auto first = EmbeddedBroker::start(options);
   ASSERT_TRUE(first.ok()) << first.error();
   const std::filesystem::path data_dir = (*first)->data_dir();
@@ -238,7 +240,8 @@ TEST(BrokerProcess, ASecondBrokerOnTheSameDataDirectoryIsRefused) {
   ASSERT_NE(first, nullptr);
   EmbeddedOptions options;
   options.broker_path = FIREMQ_BROKER_PATH;
-  options.work_dir = std::filesystem::temp_directory_path() / ("firemq-broker-test-lock2-" + std::to_string(::getpid()));
+  options.work_dir = std::filesystem::temp_directory_path() /
+                     ("firemq-broker-test-lock2-" + std::to_string(::getpid()));
   options.data_dir = first->data_dir();
   auto second = EmbeddedBroker::start(options);
   ASSERT_FALSE(second.ok());

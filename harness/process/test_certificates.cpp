@@ -53,17 +53,32 @@ Result<TestCertificates, std::string> make_test_certificates(const fs::path& dir
                                "keyUsage = critical, digitalSignature, keyEncipherment\n"
                                "extendedKeyUsage = serverAuth\n";
   const std::vector<std::string> ec_key = {"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"};
-  std::vector<std::string> make_ca = {"req", "-x509", "-days", "2", "-subj", "/CN=firemq-conform throwaway CA",
-                                      "-keyout", ca_key.string(), "-out", files.ca_file.string(),
+  std::vector<std::string> make_ca = {"req",     "-x509",
+                                      "-days",   "2",
+                                      "-subj",   "/CN=firemq-conform throwaway CA",
+                                      "-keyout", ca_key.string(),
+                                      "-out",    files.ca_file.string(),
                                       "-addext", "basicConstraints=critical,CA:TRUE",
                                       "-addext", "keyUsage=critical,keyCertSign,cRLSign"};
   make_ca.insert(make_ca.begin() + 2, ec_key.begin(), ec_key.end());
-  std::vector<std::string> make_csr = {"req", "-subj", "/CN=localhost", "-keyout", files.key_file.string(),
+  std::vector<std::string> make_csr = {"req",  "-subj",     "/CN=localhost", "-keyout", files.key_file.string(),
                                        "-out", csr.string()};
   make_csr.insert(make_csr.begin() + 1, ec_key.begin(), ec_key.end());
-  const std::vector<std::string> sign = {"x509", "-req", "-in", csr.string(), "-CA", files.ca_file.string(),
-                                         "-CAkey", ca_key.string(), "-CAcreateserial", "-days", "2",
-                                         "-extfile", extensions.string(), "-out", files.cert_file.string()};
+  const std::vector<std::string> sign = {"x509",
+                                         "-req",
+                                         "-in",
+                                         csr.string(),
+                                         "-CA",
+                                         files.ca_file.string(),
+                                         "-CAkey",
+                                         ca_key.string(),
+                                         "-CAcreateserial",
+                                         "-days",
+                                         "2",
+                                         "-extfile",
+                                         extensions.string(),
+                                         "-out",
+                                         files.cert_file.string()};
   for (const auto& command : {make_ca, make_csr, sign}) {
     if (auto ran = openssl(command, log); !ran) return ran.error();
   }

@@ -13,9 +13,9 @@
 namespace firemq::conform {
 
 struct TestCertificates {
-  std::filesystem::path ca_file;      // the CA's certificate (PEM): what the client trusts
-  std::filesystem::path cert_file;    // the server's certificate (PEM)
-  std::filesystem::path key_file;     // the server's private key (PEM)
+  std::filesystem::path ca_file;    // the CA's certificate (PEM): what the client trusts
+  std::filesystem::path cert_file;  // the server's certificate (PEM)
+  std::filesystem::path key_file;   // the server's private key (PEM)
 };
 
 // Writes ca.pem, server.pem and server.key under `dir` (created if needed), valid from now for two days; the

@@ -11,17 +11,15 @@
 #include <cerrno>
 #include <cstring>
 
-#include "harness/proxy/proxy_sockets.h"
 #include "harness/client/wire.h"
+#include "harness/proxy/proxy_sockets.h"
 #include "protocol/messages.h"
 #include "protocol/msgpack_codec.h"
 
 namespace firemq::conform {
 namespace {
 
-Rewrite pass(const RawFrame& frame) {
-  return {{frame_stream(frame.op(), frame.header(), frame.payload())}, false, {}};
-}
+Rewrite pass(const RawFrame& frame) { return {{frame_stream(frame.op(), frame.header(), frame.payload())}, false, {}}; }
 
 bool is(const RawFrame& frame, OpCode op) { return frame.op() == static_cast<std::uint8_t>(op); }
 
@@ -162,7 +160,8 @@ Fault late_first_ping() {
 
 std::vector<Fault> monitor_rule_faults() {
   return {
-      {"pong-hlen-past-the-frame", "pong frames say hlen 1 byte larger than the frame holds", [](const RawFrame& f) {
+      {"pong-hlen-past-the-frame", "pong frames say hlen 1 byte larger than the frame holds",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::pong)) return pass(f);
          Bytes bytes = pass(f).frames.front();
          Bytes hlen;
@@ -173,19 +172,23 @@ std::vector<Fault> monitor_rule_faults() {
       with_header("pong-header-an-array", "pong headers are a MessagePack array, not a map", OpCode::pong, Bytes{0x90}),
       with_header("pong-header-int-key", "pong headers are {1: 1}: a key that is no string", OpCode::pong,
                   Bytes{0x81, 0x01, 0x01}),
-      {"pong-with-payload", "pong frames carry a 1-byte payload", [](const RawFrame& f) {
+      {"pong-with-payload", "pong frames carry a 1-byte payload",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::pong)) return pass(f);
          return Rewrite{{frame_stream(f.op(), f.header(), Bytes{'x'})}, false, {}};
        }},
-      {"pong-sent-as-ack", "pong frames go out as op 0x35 (ack, a client-to-server op)", [](const RawFrame& f) {
+      {"pong-sent-as-ack", "pong frames go out as op 0x35 (ack, a client-to-server op)",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::pong)) return pass(f);
          return Rewrite{{frame_stream(static_cast<std::uint8_t>(OpCode::ack), f.header(), f.payload())}, false, {}};
        }},
-      {"welcome-over-64k", "welcome is padded past 65 536 bytes (an unknown key)", [](const RawFrame& f) {
+      {"welcome-over-64k", "welcome is padded past 65 536 bytes (an unknown key)",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "x-pad", Value(std::string(70000, 'p'))); });
        }},
-      {"welcome-max-frame-1024", "welcome.max_frame says 1024 while larger frames are sent", [](const RawFrame& f) {
+      {"welcome-max-frame-1024", "welcome.max_frame says 1024 while larger frames are sent",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "max_frame", Value(std::uint64_t{1024})); });
        }},
@@ -197,37 +200,42 @@ std::vector<Fault> monitor_rule_faults() {
       preceded_by("upto-before-nack", "each nack comes after an upto covering its seq", OpCode::confirm, upto_its_seq),
       preceded_by("confirm-before-return", "each return comes after an upto covering its seq", OpCode::return_,
                   upto_its_seq),
-      remapping_tags("tags-from-2", "delivery tags start at 2 (ack and nack are mapped back)",
-                     [](std::uint64_t t) { return t + 1; }, [](std::uint64_t t) { return t == 0 ? 0 : t - 1; }),
+      remapping_tags(
+          "tags-from-2", "delivery tags start at 2 (ack and nack are mapped back)",
+          [](std::uint64_t t) { return t + 1; }, [](std::uint64_t t) { return t == 0 ? 0 : t - 1; }),
       remapping_tags("tags-swapped", "delivery tags 2 and 3, 4 and 5, ... are swapped (ack and nack mapped back)",
                      swap_pairs, swap_pairs),
-      {"credit-plus-one", "the broker reads each subscribe's credit as one more", pass, [](const RawFrame& f) {
+      {"credit-plus-one", "the broker reads each subscribe's credit as one more", pass,
+       [](const RawFrame& f) {
          if (!is(f, OpCode::subscribe)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "credit", Value(field_uint(m, "credit") + 1)); });
        }},
-      {"unsubscribe-ignored", "unsubscribe is answered ok but never reaches the broker", pass, [](const RawFrame& f) {
+      {"unsubscribe-ignored", "unsubscribe is answered ok but never reaches the broker", pass,
+       [](const RawFrame& f) {
          if (!is(f, OpCode::unsubscribe)) return pass(f);
          return Rewrite{{}, false, {framed(OpCode::ok, {{Value("rid"), Value(header_uint(f, "rid"))}})}};
        }},
       preceded_by("cancelled-then-delivered", "each deliver after the first is preceded by a cancelled for its sub",
-                  OpCode::deliver, [](const RawFrame& f) {
+                  OpCode::deliver,
+                  [](const RawFrame& f) {
                     if (header_uint(f, "tag") < 2) return Bytes{};
                     return framed(OpCode::cancelled, {{Value("sub"), Value(header_uint(f, "sub"))},
                                                       {Value("code"), Value(std::uint64_t{404})}});
                   }),
-      {"drop-ping", "the broker's ping frames are dropped", [](const RawFrame& f) {
-         return is(f, OpCode::ping) ? Rewrite{} : pass(f);
-       }},
+      {"drop-ping", "the broker's ping frames are dropped",
+       [](const RawFrame& f) { return is(f, OpCode::ping) ? Rewrite{} : pass(f); }},
       late_first_ping(),
-      followed_by("ping-after-close", "a ping follows each close the broker sends", OpCode::close,
-                  [](const RawFrame&) { return true; }, OpCode::ping),
-      followed_by("pong-after-fatal-error", "a pong follows each error with fatal: true", OpCode::error,
-                  [](const RawFrame& f) {
-                    auto value = decode_value(f.header());
-                    const Value* fatal = value && value->is<Map>() ? find(*value->get_if<Map>(), "fatal") : nullptr;
-                    return fatal != nullptr && *fatal == Value(true);
-                  },
-                  OpCode::pong),
+      followed_by(
+          "ping-after-close", "a ping follows each close the broker sends", OpCode::close,
+          [](const RawFrame&) { return true; }, OpCode::ping),
+      followed_by(
+          "pong-after-fatal-error", "a pong follows each error with fatal: true", OpCode::error,
+          [](const RawFrame& f) {
+            auto value = decode_value(f.header());
+            const Value* fatal = value && value->is<Map>() ? find(*value->get_if<Map>(), "fatal") : nullptr;
+            return fatal != nullptr && *fatal == Value(true);
+          },
+          OpCode::pong),
   };
 }
 
@@ -235,30 +243,30 @@ std::vector<Fault> monitor_rule_faults() {
 
 const std::vector<Fault>& faults() {
   static const std::vector<Fault> all = {
-      {"drop-pong", "the broker's pong frames are dropped", [](const RawFrame& f) {
-         return is(f, OpCode::pong) ? Rewrite{} : pass(f);
-       }},
-      {"error-never-fatal", "every error frame says fatal: false", [](const RawFrame& f) {
+      {"drop-pong", "the broker's pong frames are dropped",
+       [](const RawFrame& f) { return is(f, OpCode::pong) ? Rewrite{} : pass(f); }},
+      {"error-never-fatal", "every error frame says fatal: false",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::error)) return pass(f);
          return edit_header(f, [](Map& m) { erase_field(m, "fatal"); });
        }},
-      {"error-without-rid", "error frames lose their rid", [](const RawFrame& f) {
+      {"error-without-rid", "error frames lose their rid",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::error)) return pass(f);
          return edit_header(f, [](Map& m) { erase_field(m, "rid"); });
        }},
-      {"drop-close", "the broker's close frames are dropped", [](const RawFrame& f) {
-         return is(f, OpCode::close) ? Rewrite{} : pass(f);
-       }},
-      {"close-after-540", "the connection is cut right after an error 540", [](const RawFrame& f) {
+      {"drop-close", "the broker's close frames are dropped",
+       [](const RawFrame& f) { return is(f, OpCode::close) ? Rewrite{} : pass(f); }},
+      {"close-after-540", "the connection is cut right after an error 540",
+       [](const RawFrame& f) {
          Rewrite r = pass(f);
          if (!is(f, OpCode::error)) return r;
          auto value = decode_value(f.header());
          r.cut = value && value->is<Map>() && field_uint(*value->get_if<Map>(), "code") == 540;
          return r;
        }},
-      {"drop-confirm", "the broker's confirm frames are dropped (a lost confirm)", [](const RawFrame& f) {
-         return is(f, OpCode::confirm) ? Rewrite{} : pass(f);
-       }},
+      {"drop-confirm", "the broker's confirm frames are dropped (a lost confirm)",
+       [](const RawFrame& f) { return is(f, OpCode::confirm) ? Rewrite{} : pass(f); }},
       sent_twice("duplicate-deliver", "every deliver frame is sent twice (delivers beyond the credit)",
                  [](const RawFrame& f) { return is(f, OpCode::deliver); }),
       {"topic-hash-as-star", "the broker reads '#' in binding keys as '*' (a wrong topic match)", pass,
@@ -273,17 +281,18 @@ const std::vector<Fault>& faults() {
            set_field(m, "key", Value(changed));
          });
        }},
-      {"drop-flow", "the broker's flow frames are dropped (publishers are never told to pause)", [](const RawFrame& f) {
-         return is(f, OpCode::flow) ? Rewrite{} : pass(f);
-       }},
+      {"drop-flow", "the broker's flow frames are dropped (publishers are never told to pause)",
+       [](const RawFrame& f) { return is(f, OpCode::flow) ? Rewrite{} : pass(f); }},
       ignoring_queue_argument("x-message-ttl"),
       ignoring_queue_argument("x-max-length"),
       ignoring_queue_argument("x-max-priority"),
-      {"welcome-conn-id-renamed", "welcome.conn_id is not the name the management API shows", [](const RawFrame& f) {
+      {"welcome-conn-id-renamed", "welcome.conn_id is not the name the management API shows",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "conn_id", Value("renamed-by-the-fault-proxy")); });
        }},
-      {"welcome-heartbeat-plus-one", "welcome.heartbeat is one more than negotiated", [](const RawFrame& f) {
+      {"welcome-heartbeat-plus-one", "welcome.heartbeat is one more than negotiated",
+       [](const RawFrame& f) {
          if (!is(f, OpCode::welcome)) return pass(f);
          return edit_header(f, [](Map& m) { set_field(m, "heartbeat", Value(field_uint(m, "heartbeat") + 1)); });
        }},

@@ -29,7 +29,7 @@ namespace firemq::conform {
 struct Rewrite {
   std::vector<Bytes> frames;  // TCP-framed
   bool cut = false;
-  std::vector<Bytes> back;    // TCP-framed, to the frame's sender instead of onward
+  std::vector<Bytes> back;            // TCP-framed, to the frame's sender instead of onward
   std::chrono::milliseconds hold{0};  // how long the frames wait before they go on (a late frame)
 };
 
@@ -52,7 +52,7 @@ class FaultProxy {
  public:
   // Listens on 127.0.0.1 (a free port) and forwards to upstream_host:upstream_port.
   static Result<std::unique_ptr<FaultProxy>, std::string> start(const Fault& fault, const std::string& upstream_host,
-                                                               std::uint16_t upstream_port);
+                                                                std::uint16_t upstream_port);
   ~FaultProxy();
   std::uint16_t port() const { return port_; }
 

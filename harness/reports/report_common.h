@@ -54,9 +54,7 @@ inline constexpr Verdict kVerdicts[] = {Verdict::pass,  Verdict::fail,          
 // The verdicts that fail a run, in the order reports list them.
 inline constexpr Verdict kProblemVerdicts[] = {Verdict::fail, Verdict::unexpected_pass, Verdict::error};
 
-inline bool is_problem(Verdict v) {
-  return std::ranges::find(kProblemVerdicts, v) != std::end(kProblemVerdicts);
-}
+inline bool is_problem(Verdict v) { return std::ranges::find(kProblemVerdicts, v) != std::end(kProblemVerdicts); }
 
 // Failing cases grouped by verdict (fail, unexpected pass, error), each group in case order.
 std::vector<const CaseResult*> problems(const RunResult& run);

@@ -138,8 +138,7 @@ std::string html_transcript(const std::vector<TranscriptLine>& transcript) {
   }
   s += "</table>\n";
   if (shown < transcript.size()) {
-    s += "<p class=\"muted\">" + std::to_string(transcript.size() - shown) +
-         " more lines in report.json.</p>\n";
+    s += "<p class=\"muted\">" + std::to_string(transcript.size() - shown) + " more lines in report.json.</p>\n";
   }
   return s;
 }
@@ -168,8 +167,8 @@ std::string html_case_details(const CaseResult& c) {
   const std::string message = shown_message(c);
   if (!message.empty()) s += "<p class=\"message\">" + h(message) + "</p>\n";
   if (c.failed_step >= 0) {
-    s += "<div class=\"label\">Failed step " + std::to_string(c.failed_step) + "</div>\n<pre>" +
-         h(c.failed_step_text) + "</pre>\n";
+    s += "<div class=\"label\">Failed step " + std::to_string(c.failed_step) + "</div>\n<pre>" + h(c.failed_step_text) +
+         "</pre>\n";
   }
   return s + html_violations(c.violations);
 }
@@ -186,9 +185,9 @@ std::string html_problem(const CaseResult& c) {
 std::string html_case_row(const CaseResult& c) {
   const std::string v = verdict_name(c.verdict);
   std::string s = "<details class=\"case v-" + v + (is_problem(c.verdict) ? "" : " ok") + "\"><summary>" +
-                  badge(c.verdict) + "<code class=\"id\">" + h(c.id) + "</code><span>" + h(c.title) +
-                  "</span><span>" + level_tag(c.level) + "</span><span class=\"dur\">" +
-                  human_duration(c.duration_ms) + "</span></summary>\n<div class=\"body\">\n";
+                  badge(c.verdict) + "<code class=\"id\">" + h(c.id) + "</code><span>" + h(c.title) + "</span><span>" +
+                  level_tag(c.level) + "</span><span class=\"dur\">" + human_duration(c.duration_ms) +
+                  "</span></summary>\n<div class=\"body\">\n";
   s += html_case_details(c);
   s += html_transcript(c.transcript);
   return s + "</div></details>\n";
@@ -216,10 +215,10 @@ std::string html_counts(const RunResult& run) {
 
 std::string html_coverage(const RunResult& run) {
   const Coverage cov = coverage(run);
-  const double percent = cov.total == 0 ? 100.0 : 100.0 * static_cast<double>(cov.covered) /
-                                                     static_cast<double>(cov.total);
-  std::string s = "<div><b>Requirement coverage:</b> " + std::to_string(cov.covered) + "/" +
-                  std::to_string(cov.total) + " covered (" + fixed(percent, 0) +
+  const double percent = cov.total == 0 ? 100.0
+                                        : 100.0 * static_cast<double>(cov.covered) / static_cast<double>(cov.total);
+  std::string s = "<div><b>Requirement coverage:</b> " + std::to_string(cov.covered) + "/" + std::to_string(cov.total) +
+                  " covered (" + fixed(percent, 0) +
                   "%)</div>\n<div class=\"bar\"><span style=\"width:" + fixed(percent, 1) + "%\"></span></div>\n";
   if (cov.uncovered.empty()) return s;
   s += "<details><summary>" + std::to_string(cov.uncovered.size()) +
@@ -239,12 +238,12 @@ std::string html_header(const RunResult& run) {
                   "\">\n<h1>FireMQ conformance</h1>\n<div class=\"verdict\">" + (passed ? "PASSED" : "FAILED") +
                   "</div>\n";
   if (!passed && problems(run).empty()) s += "<div class=\"why\">No case was executed.</div>\n";
-  s += "<dl class=\"facts\"><dt>Target</dt><dd>" + h(run.target) + "</dd><dt>Server</dt><dd>" +
-       h(server_text(run)) + "</dd>";
+  s += "<dl class=\"facts\"><dt>Target</dt><dd>" + h(run.target) + "</dd><dt>Server</dt><dd>" + h(server_text(run)) +
+       "</dd>";
   if (!run.server_caps.empty()) s += "<dt>Capabilities</dt><dd>" + h(join(run.server_caps, ", ")) + "</dd>";
-  s += "<dt>Duration</dt><dd>" + human_duration(run.duration_ms) + "</dd><dt>Started</dt><dd>" +
-       h(run.started_at) + "</dd><dt>Run</dt><dd><code>" + h(run.run_id) + "</code></dd><dt>Harness</dt><dd>" +
-       h(run.harness_version) + "</dd>";
+  s += "<dt>Duration</dt><dd>" + human_duration(run.duration_ms) + "</dd><dt>Started</dt><dd>" + h(run.started_at) +
+       "</dd><dt>Run</dt><dd><code>" + h(run.run_id) + "</code></dd><dt>Harness</dt><dd>" + h(run.harness_version) +
+       "</dd>";
   if (!run.command_line.empty()) s += "<dt>Command</dt><dd><code>" + h(run.command_line) + "</code></dd>";
   s += "</dl>\n" + html_counts(run) + html_coverage(run);
   return s + "</header>\n";

@@ -102,8 +102,7 @@ std::string junit_testcase(const CaseResult& c) {
     case Verdict::error:
       s += ">\n      <error message=\"" + message + "\" type=\"error\">";
       return s + xml_text(problem_text(c)) + "</error>\n    </testcase>\n";
-    case Verdict::skipped:
-      return s + ">\n      <skipped message=\"" + message + "\"/>\n    </testcase>\n";
+    case Verdict::skipped: return s + ">\n      <skipped message=\"" + message + "\"/>\n    </testcase>\n";
     case Verdict::expected_fail:
       s += ">\n      <system-out>expected failure (known-failures file)";
       if (!c.message.empty()) s += ": " + xml_text(c.message);
@@ -114,8 +113,8 @@ std::string junit_testcase(const CaseResult& c) {
 
 std::string junit_suite(const RunResult& run, const Group& group) {
   const auto& cases = group.cases;
-  std::string s = "  <testsuite name=\"" + xml_attr(group.name) + "\" tests=\"" +
-                  std::to_string(cases.size()) + "\" failures=\"" +
+  std::string s = "  <testsuite name=\"" + xml_attr(group.name) + "\" tests=\"" + std::to_string(cases.size()) +
+                  "\" failures=\"" +
                   std::to_string(count_of(cases, Verdict::fail) + count_of(cases, Verdict::unexpected_pass)) +
                   "\" errors=\"" + std::to_string(count_of(cases, Verdict::error)) + "\" skipped=\"" +
                   std::to_string(count_of(cases, Verdict::skipped)) + "\" time=\"" + seconds(total_ms(cases)) +
@@ -131,8 +130,8 @@ std::string junit_xml(const RunResult& run) {
   const auto counts = run.counts();
   std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"firemq-conform\" tests=\"" +
                   std::to_string(run.cases.size()) + "\" failures=\"" +
-                  std::to_string(counts.at(Verdict::fail) + counts.at(Verdict::unexpected_pass)) +
-                  "\" errors=\"" + std::to_string(counts.at(Verdict::error)) + "\" skipped=\"" +
+                  std::to_string(counts.at(Verdict::fail) + counts.at(Verdict::unexpected_pass)) + "\" errors=\"" +
+                  std::to_string(counts.at(Verdict::error)) + "\" skipped=\"" +
                   std::to_string(counts.at(Verdict::skipped)) + "\" time=\"" + seconds(run.duration_ms) +
                   "\" timestamp=\"" + xml_attr(run.started_at) + "\">\n";
   auto suites = groups(run);

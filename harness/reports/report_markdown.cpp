@@ -48,8 +48,8 @@ std::string md_code(std::string_view s) {
 std::string md_title(const RunResult& run) {
   const auto counts = run.counts();
   std::string s = run.passed() ? "## ✅ FireMQ conformance: passed" : "## ❌ FireMQ conformance: failed";
-  s += " — " + std::to_string(run.cases.size()) + " cases: " + std::to_string(counts.at(Verdict::pass)) +
-       " pass, " + std::to_string(counts.at(Verdict::fail)) + " fail";
+  s += " — " + std::to_string(run.cases.size()) + " cases: " + std::to_string(counts.at(Verdict::pass)) + " pass, " +
+       std::to_string(counts.at(Verdict::fail)) + " fail";
   // The rarer verdicts only when they happened, to keep the title short.
   for (Verdict v : {Verdict::skipped, Verdict::error, Verdict::expected_fail, Verdict::unexpected_pass}) {
     if (counts.at(v) > 0) s += ", " + std::to_string(counts.at(v)) + " " + verdict_name(v);
@@ -58,8 +58,8 @@ std::string md_title(const RunResult& run) {
 }
 
 std::string md_facts(const RunResult& run) {
-  std::string s = "Target " + md_code(run.target) + " · server " + md_text(server_text(run), kMessageChars) +
-                  " · " + human_duration(run.duration_ms) + " · run " + md_code(run.run_id) + "\n\n";
+  std::string s = "Target " + md_code(run.target) + " · server " + md_text(server_text(run), kMessageChars) + " · " +
+                  human_duration(run.duration_ms) + " · run " + md_code(run.run_id) + "\n\n";
   if (!run.passed() && problems(run).empty()) s += "**No case was executed**, so the run does not pass.\n\n";
   return s;
 }

@@ -4,12 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-#include <unistd.h>
 
 namespace firemq::conform {
 namespace {
@@ -117,9 +117,7 @@ TEST(RunResult, FailOrErrorFailsTheRun) {
   EXPECT_FALSE(run_of({Verdict::pass, Verdict::error}).passed());
 }
 
-TEST(RunResult, UnexpectedPassFailsTheRun) {
-  EXPECT_FALSE(run_of({Verdict::pass, Verdict::unexpected_pass}).passed());
-}
+TEST(RunResult, UnexpectedPassFailsTheRun) { EXPECT_FALSE(run_of({Verdict::pass, Verdict::unexpected_pass}).passed()); }
 
 TEST(RunResult, UncoveredRequirementsAreListed) {
   RunResult run = sample_run();
@@ -170,9 +168,16 @@ TEST(JsonReport, JsonHasRunFactsCountsAndCoverage) {
   const json j = json::parse(report_json(sample_run()));
   EXPECT_EQ(j["run_id"], "20261130T071903Z-4821");
   EXPECT_EQ(j["server"]["caps"], json({"publisher-confirms", "tls"}));
-  EXPECT_EQ(j["counts"], json({{"pass", 1}, {"fail", 1}, {"skipped", 1}, {"error", 1}, {"expected_fail", 1},
-                               {"unexpected_pass", 1}, {"total", 6}}));
-  EXPECT_EQ(j["requirements"], json({{"total", 3}, {"covered", 2}, {"uncovered", {"R-queue"}},
+  EXPECT_EQ(j["counts"], json({{"pass", 1},
+                               {"fail", 1},
+                               {"skipped", 1},
+                               {"error", 1},
+                               {"expected_fail", 1},
+                               {"unexpected_pass", 1},
+                               {"total", 6}}));
+  EXPECT_EQ(j["requirements"], json({{"total", 3},
+                                     {"covered", 2},
+                                     {"uncovered", {"R-queue"}},
                                      {"monitor_rules", json::array()},
                                      {"untested_because", {{"R-queue", "No test can see a queue <here>."}}}}));
 }
@@ -204,8 +209,7 @@ TEST(JsonReport, JsonKeysFollowTheDocumentedOrder) {
 
 TEST(JsonReport, JsonParsesValidHeadersAndKeepsOthersAsText) {
   RunResult run = sample_run();
-  run.cases[0].transcript = {line("sent", "hello", R"({"user":"alice","n":[1,2]})"),
-                             line("received", "", "not json {"),
+  run.cases[0].transcript = {line("sent", "hello", R"({"user":"alice","n":[1,2]})"), line("received", "", "not json {"),
                              line("note", "", "42")};
   const json t = json::parse(report_json(run))["cases"][0]["transcript"];
   EXPECT_EQ(t[0]["header"], json::parse(R"({"user":"alice","n":[1,2]})"));
@@ -241,8 +245,7 @@ TEST(JunitReport, JunitHasOneSuitePerGroupWithCounts) {
   EXPECT_EQ(count_of(xml, "<testsuite "), 2u);
   EXPECT_NE(xml.find(R"(<testsuite name="lifecycle" tests="3" failures="1" errors="0" skipped="1")"),
             std::string::npos);
-  EXPECT_NE(xml.find(R"(<testsuite name="queues" tests="3" failures="1" errors="1" skipped="0")"),
-            std::string::npos);
+  EXPECT_NE(xml.find(R"(<testsuite name="queues" tests="3" failures="1" errors="1" skipped="0")"), std::string::npos);
   EXPECT_NE(xml.find(R"(<testcase name="lifecycle.hello.ok" classname="firemq.conform.lifecycle" time="0.013")"),
             std::string::npos);
   EXPECT_EQ(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>", 0), 0u);
@@ -402,8 +405,7 @@ TEST(HtmlReport, HtmlCapsLongTranscripts) {
 // ===== summary.md =====
 
 TEST(MarkdownSummary, MarkdownTitleHasTheVerdictAndCounts) {
-  EXPECT_EQ(summary_markdown(sample_run()).rfind("## ❌ FireMQ conformance: failed — 6 cases: 1 pass, 1 fail", 0),
-            0u);
+  EXPECT_EQ(summary_markdown(sample_run()).rfind("## ❌ FireMQ conformance: failed — 6 cases: 1 pass, 1 fail", 0), 0u);
   EXPECT_EQ(summary_markdown(run_of({Verdict::pass})).rfind("## ✅", 0), 0u);
 }
 
@@ -461,15 +463,14 @@ TEST(MarkdownSummary, MarkdownListsUncoveredRequirements) {
 
 TEST(ConsoleSummary, ConsoleSummaryHasCountsCoverageFailuresAndVerdict) {
   const std::string text = console_summary(sample_run());
-  EXPECT_EQ(text,
-            "firemq-conform: 6 cases: 1 pass, 1 fail, 1 skipped, 1 error, 1 expected-fail, 1 unexpected-pass "
-            "(3.2 s)\n"
-            "requirements: 2/3 covered\n"
-            "FAILED lifecycle.hello.bad-credentials: message of lifecycle.hello.bad-credentials\n"
-            "UNEXPECTED-PASS queues.declare.fixed: listed in the known-failures file, but passed: message of "
-            "queues.declare.fixed\n"
-            "ERROR queues.declare.timeout: message of queues.declare.timeout\n"
-            "FAILED\n");
+  EXPECT_EQ(text, "firemq-conform: 6 cases: 1 pass, 1 fail, 1 skipped, 1 error, 1 expected-fail, 1 unexpected-pass "
+                  "(3.2 s)\n"
+                  "requirements: 2/3 covered\n"
+                  "FAILED lifecycle.hello.bad-credentials: message of lifecycle.hello.bad-credentials\n"
+                  "UNEXPECTED-PASS queues.declare.fixed: listed in the known-failures file, but passed: message of "
+                  "queues.declare.fixed\n"
+                  "ERROR queues.declare.timeout: message of queues.declare.timeout\n"
+                  "FAILED\n");
 }
 
 TEST(ConsoleSummary, ConsoleSummaryEndsWithPassedForAGoodRun) {
@@ -478,8 +479,7 @@ TEST(ConsoleSummary, ConsoleSummaryEndsWithPassedForAGoodRun) {
 }
 
 TEST(ConsoleSummary, ConsoleSummarySaysWhyARunWithNothingExecutedFails) {
-  EXPECT_NE(console_summary(run_of({Verdict::skipped})).find("no case was executed\nFAILED\n"),
-            std::string::npos);
+  EXPECT_NE(console_summary(run_of({Verdict::skipped})).find("no case was executed\nFAILED\n"), std::string::npos);
 }
 
 TEST(ConsoleSummary, ConsoleSummaryCapsFailuresAtTwenty) {
@@ -490,7 +490,8 @@ TEST(ConsoleSummary, ConsoleSummaryCapsFailuresAtTwenty) {
 
 TEST(ConsoleSummary, ConsoleSummaryKeepsTerminalEscapesOut) {
   RunResult run = run_of({Verdict::fail});
-  run.cases[0].message = "evil \x1b]0;title\x07 \xc2\x9b" "31m\nnext";
+  run.cases[0].message = "evil \x1b]0;title\x07 \xc2\x9b"
+                         "31m\nnext";
   const std::string text = console_summary(run);
   EXPECT_EQ(text.find('\x1b'), std::string::npos);
   EXPECT_NE(text.find("evil \\x1b]0;title\\x07 \\xc2\\x9b31m next\n"), std::string::npos) << text;

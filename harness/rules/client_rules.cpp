@@ -39,7 +39,8 @@ constexpr FieldsRule kFieldsRules[] = {
     {OpCode::nack, "ack.nack.fields", "Consuming / ack, nack", "nack: {\"tag\", \"multiple\", \"requeue\": bool}."},
     {OpCode::get, "get.fields", "Consuming / get", "get is {\"rid\", \"queue\", \"no_ack\": bool}."},
     {OpCode::unsubscribe, "unsubscribe.fields", "Consuming / unsubscribe", "{\"rid\", \"sub\"}."},
-    {OpCode::delete_exchange, "exchange.delete.fields", "Topology / delete_exchange", "{\"rid\", \"name\", \"if_unused\": bool}."},
+    {OpCode::delete_exchange, "exchange.delete.fields", "Topology / delete_exchange",
+     "{\"rid\", \"name\", \"if_unused\": bool}."},
     {OpCode::delete_queue, "queue.delete.fields", "Topology / delete_queue",
      "{\"rid\", \"name\", \"if_unused\": bool, \"if_empty\": bool}."},
     {OpCode::purge_queue, "queue.purge.fields", "Topology / purge_queue", "{\"rid\", \"name\"}."},
@@ -81,7 +82,8 @@ bool carries(const Map& got, const Map& asked) {
     if (it == got.end()) return false;
     const Map* asked_map = e.value.get_if<Map>();
     const Map* got_map = it->value.get_if<Map>();
-    if (asked_map != nullptr && got_map != nullptr) return asked_map->size() == got_map->size() && carries(*got_map, *asked_map);
+    if (asked_map != nullptr && got_map != nullptr)
+      return asked_map->size() == got_map->size() && carries(*got_map, *asked_map);
     return it->value == e.value;
   });
 }
@@ -97,25 +99,33 @@ bool flag(const Map& header, const char* key) {
 const std::vector<MonitorRule>& client_rules() {
   static const std::vector<MonitorRule> rules = {
       {kPreamble, "Transports", "Client first sends the 4 ASCII bytes `FMQ1`, then length-prefixed frames.", false},
-      {kRid, "Design rules", "Requests carry a request id (rid) and get exactly one reply: ok, error, or an op-specific reply.", false},
+      {kRid, "Design rules",
+       "Requests carry a request id (rid) and get exactly one reply: ok, error, or an op-specific reply.", false},
       {kSeq, "Publishing / publish", "Client-assigned sequence number, starting at 1 and increasing by 1.", false},
       {kPong, "Heartbeats", "A peer that receives ping replies pong.", false},
       {kFlow, "Replies / flow", "Clients stop publishing until pause: false.", false},
-      {kDeadPeer, "Heartbeats", "Each side considers the peer dead when it has received nothing for 2 × h seconds.", false},
+      {kDeadPeer, "Heartbeats", "Each side considers the peer dead when it has received nothing for 2 × h seconds.",
+       false},
       {kNoPreambleOnWebSocket, "Transports",
        "One binary WebSocket message per frame, without the length prefix and without `FMQ1`.", false},
       {kCloseCode200, "Connection lifecycle / close", "Code 200 means a normal shutdown.", false},
       {kCloseHandshake, "Connection lifecycle", "| -- close ----------------------------> |", false},
-      {kSubUnique, "Consuming / subscribe", "`sub` uint Client-chosen subscription id, unique on the connection.", false},
-      {kHelloFirst, "Connection lifecycle", "| -- FMQ1 (TCP only) ------------------> | | -- hello ----------------------------> |", false},
+      {kSubUnique, "Consuming / subscribe", "`sub` uint Client-chosen subscription id, unique on the connection.",
+       false},
+      {kHelloFirst, "Connection lifecycle",
+       "| -- FMQ1 (TCP only) ------------------> | | -- hello ----------------------------> |", false},
       {kVersion1, "Connection lifecycle / hello", "`ver` uint Protocol major version. Must be `1`.", false},
       {kCaps, "Connection lifecycle / hello", "`caps` [str] Capabilities the client supports.", false},
-      {"publish.seq.zero-no-confirm", "Publishing / publish", "`seq` uint Client-assigned sequence number, starting at 1 and increasing by 1. `0` means no confirm is wanted.", false},
+      {"publish.seq.zero-no-confirm", "Publishing / publish",
+       "`seq` uint Client-assigned sequence number, starting at 1 and increasing by 1. `0` means no confirm is wanted.",
+       false},
       {"publish.props", "Publishing / publish", "`props` map Message properties (below).", false},
-      {"publish.headers.any-type", "Publishing / publish", "`headers` map Application headers. Values are any MessagePack type.", false},
+      {"publish.headers.any-type", "Publishing / publish",
+       "`headers` map Application headers. Values are any MessagePack type.", false},
       // The connect URL's parts, as the hello carries them (client_mode.cpp, hello_asked_by).
       {kUrlUserinfo, "Transports", "fire://user:password@host:5673/vhost", false},
-      {kUrlVhostFromPath, "Transports", "For fire and fires, the vhost is the URL path with the leading / removed", false},
+      {kUrlVhostFromPath, "Transports", "For fire and fires, the vhost is the URL path with the leading / removed",
+       false},
   };
   static const std::vector<MonitorRule> with_fields = [] {
     std::vector<MonitorRule> all = rules;
@@ -127,7 +137,8 @@ const std::vector<MonitorRule>& client_rules() {
 
 // The first violation of each rule on the connection, as the wire monitor reports its own.
 void ClientRules::violation(const char* rule, const std::string& message, Clock::time_point at) {
-  if (std::any_of(violations_.begin(), violations_.end(), [&](const MonitorViolation& v) { return v.rule == rule; })) return;
+  if (std::any_of(violations_.begin(), violations_.end(), [&](const MonitorViolation& v) { return v.rule == rule; }))
+    return;
   const auto& rules = client_rules();
   const auto r = std::find_if(rules.begin(), rules.end(), [&](const MonitorRule& m) { return m.id == rule; });
   MonitorViolation v;
@@ -149,7 +160,8 @@ void ClientRules::observe_preamble(ByteView first_bytes, Clock::time_point at) {
 // Transports: on WebSocket there is no FMQ1, in a message of its own or before the first frame.
 void ClientRules::observe_first_message(ByteView message, Clock::time_point at) {
   static constexpr std::string_view kFmq1 = "FMQ1";
-  if (std::string_view(reinterpret_cast<const char*>(message.data()), std::min(message.size(), kFmq1.size())) == kFmq1) {
+  if (std::string_view(reinterpret_cast<const char*>(message.data()), std::min(message.size(), kFmq1.size())) ==
+      kFmq1) {
     violation(kNoPreambleOnWebSocket, "began its WebSocket messages with FMQ1, which only TCP and TLS have", at);
   }
 }
@@ -186,8 +198,10 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
   if (is(op, OpCode::subscribe) || is(op, OpCode::unsubscribe)) check_sub(op, *header, at);
   if (is(op, OpCode::publish) && paused_since_) {
     const auto since = std::chrono::duration_cast<std::chrono::milliseconds>(at - *paused_since_).count();
-    violation(kFlow, "published while paused: the server sent flow with pause: true " + std::to_string(since) +
-                         " ms before, and no pause: false since", at);
+    violation(kFlow,
+              "published while paused: the server sent flow with pause: true " + std::to_string(since) +
+                  " ms before, and no pause: false since",
+              at);
   }
 }
 
@@ -195,22 +209,28 @@ void ClientRules::observe(Side from, const RawFrame& frame, Clock::time_point at
 void ClientRules::check_hello(const Map& header, Clock::time_point at) {
   const Value* ver = find(header, "ver");
   if (ver == nullptr || !(*ver == Value(std::uint64_t{1}))) {
-    violation(kVersion1, "sent hello with ver " + (ver ? value_text(*ver) : std::string("absent (0)")) + " instead of 1", at);
+    violation(kVersion1,
+              "sent hello with ver " + (ver ? value_text(*ver) : std::string("absent (0)")) + " instead of 1", at);
   }
   // "`caps` [str]": a list of strings, or left out (the empty list).
   const Value* caps = find(header, "caps");
   const Array* list = caps ? caps->get_if<Array>() : nullptr;
-  if (caps != nullptr && (list == nullptr || !std::all_of(list->begin(), list->end(), [](const Value& c) { return c.is<std::string>(); }))) {
+  if (caps != nullptr && (list == nullptr || !std::all_of(list->begin(), list->end(),
+                                                          [](const Value& c) { return c.is<std::string>(); }))) {
     violation(kCaps, "sent hello with caps " + value_text(*caps) + ", which is no list of strings", at);
   }
 }
 
 // A field of the wrong type, in an op whose fields the spec lists in their own sentence (kFieldsRules).
 void ClientRules::check_field_types(const RawFrame& frame, Clock::time_point at) {
-  const auto rule = std::find_if(std::begin(kFieldsRules), std::end(kFieldsRules), [&](const FieldsRule& f) { return is(frame.op(), f.op); });
+  const auto rule = std::find_if(std::begin(kFieldsRules), std::end(kFieldsRules),
+                                 [&](const FieldsRule& f) { return is(frame.op(), f.op); });
   if (rule == std::end(kFieldsRules)) return;
   if (auto decoded = decode_frame(frame); !decoded) {
-    violation(rule->rule, "sent " + op_label(frame.op()) + " that does not read as the spec gives its fields: " + decoded.error().msg, at);
+    violation(rule->rule,
+              "sent " + op_label(frame.op()) +
+                  " that does not read as the spec gives its fields: " + decoded.error().msg,
+              at);
   }
 }
 
@@ -228,7 +248,8 @@ Value asked_value(const AskedFrame& asked, std::string_view key) {
 void ClientRules::application_sends(AskedFrame asked) { asked_.push_back(std::move(asked)); }
 
 void ClientRules::application_withdraws(int command) {
-  asked_.erase(std::remove_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.command == command; }), asked_.end());
+  asked_.erase(std::remove_if(asked_.begin(), asked_.end(), [&](const AskedFrame& a) { return a.command == command; }),
+               asked_.end());
 }
 
 // The frame the application asked for that this one answers: for an ack or a nack the one with its tag, else
@@ -249,12 +270,15 @@ void ClientRules::check_asked(std::uint8_t op, const Map& header, Clock::time_po
     const Value* got = find(header, field.key.c_str());
     const auto keeps = [got](const Value& wanted) {
       const Map* asked_map = wanted.get_if<Map>();
-      if (asked_map != nullptr) return got == nullptr ? asked_map->empty() : got->is<Map>() && carries(*got->get_if<Map>(), *asked_map);
+      if (asked_map != nullptr)
+        return got == nullptr ? asked_map->empty() : got->is<Map>() && carries(*got->get_if<Map>(), *asked_map);
       return got == nullptr ? is_zero(wanted) : *got == wanted;
     };
     if (keeps(field.value) || (field.same_as && keeps(*field.same_as))) continue;
-    violation(field.rule, "sent " + op_label(op) + " with " + field.key + " " + (got ? value_text(*got) : std::string("absent")) +
-                              " where the application gave " + value_text(field.value), at);
+    violation(field.rule,
+              "sent " + op_label(op) + " with " + field.key + " " + (got ? value_text(*got) : std::string("absent")) +
+                  " where the application gave " + value_text(field.value),
+              at);
   }
   // An ack or nack with multiple settles every tag up to its own: the asked ones it covers were sent in effect
   // (merged into it, which the multiple field's own check above has judged).
@@ -278,7 +302,8 @@ void ClientRules::check_asked_all_sent(Clock::time_point at) {
     std::string fields;
     for (const AskedField& f : asked.fields) fields += (fields.empty() ? "" : ", ") + f.key + " " + value_text(f.value);
     violation(asked.fields.front().rule,
-              "never sent the " + op_label(asked.op) + " the application asked for (" + fields + ") before its close", at);
+              "never sent the " + op_label(asked.op) + " the application asked for (" + fields + ") before its close",
+              at);
   }
   asked_.clear();
 }
@@ -290,7 +315,10 @@ void ClientRules::check_rid(std::uint8_t op, const Map& header, Clock::time_poin
   const auto rid = uint_field(header, "rid");
   if (!rid || *rid == 0) return violation(kRid, "sent " + op_label(op) + (rid ? " with rid 0" : " without a rid"), at);
   if (!rids_awaiting_reply_.insert(*rid).second) {
-    violation(kRid, "sent " + op_label(op) + " with rid " + std::to_string(*rid) + ", which a request still awaiting its reply carries", at);
+    violation(kRid,
+              "sent " + op_label(op) + " with rid " + std::to_string(*rid) +
+                  ", which a request still awaiting its reply carries",
+              at);
   }
 }
 
@@ -299,8 +327,10 @@ void ClientRules::check_close(const Map& header, Clock::time_point at) {
   if (normal_close_asked_ && !closing_) {
     const auto code = uint_field(header, "code");
     if (code != 200u) {
-      violation(kCloseCode200, "closed with " + (code ? "code " + std::to_string(*code) : std::string("no code")) +
-                                   " when the application asked for a normal shutdown", at);
+      violation(kCloseCode200,
+                "closed with " + (code ? "code " + std::to_string(*code) : std::string("no code")) +
+                    " when the application asked for a normal shutdown",
+                at);
     }
   }
   closing_ = true;
@@ -323,7 +353,9 @@ void ClientRules::check_sub(std::uint8_t op, const Map& header, Clock::time_poin
     return;
   }
   if (!subs_in_use_.insert(*sub).second) {
-    violation(kSubUnique, "subscribed with sub " + std::to_string(*sub) + ", which a subscription on the connection still uses", at);
+    violation(kSubUnique,
+              "subscribed with sub " + std::to_string(*sub) + ", which a subscription on the connection still uses",
+              at);
     return;
   }
   if (rid) subscribing_[*rid] = *sub;
@@ -347,8 +379,10 @@ void ClientRules::check_seq(const Map& header, Clock::time_point at) {
   const auto seq = uint_field(header, "seq").value_or(0);
   if (seq == 0) return;
   if (seq != last_seq_ + 1) {
-    violation(kSeq, "published with seq " + std::to_string(seq) + " after " +
-                        (last_seq_ == 0 ? std::string("no numbered publish (the first is 1)") : "seq " + std::to_string(last_seq_)),
+    violation(kSeq,
+              "published with seq " + std::to_string(seq) + " after " +
+                  (last_seq_ == 0 ? std::string("no numbered publish (the first is 1)")
+                                  : "seq " + std::to_string(last_seq_)),
               at);
   }
   last_seq_ = seq;
@@ -388,14 +422,19 @@ void ClientRules::check_dead_peer(Clock::time_point at, bool ended) {
   if (!silent_since_ || heartbeat_s_ == 0 || dead_peer_judged_) return;
   const auto silent = at - *silent_since_;
   const std::chrono::milliseconds dead_at(heartbeat_s_ * 2000);
-  const auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
-  const std::string when = " ms of the server's silence (heartbeat " + std::to_string(heartbeat_s_) + " s: dead after " +
-                           ms(dead_at) + " ms; " + ms(kDeadPeerEarly) + " ms early or " + ms(kDeadPeerLate) + " ms late allowed)";
+  const auto ms = [](auto d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  const std::string when = " ms of the server's silence (heartbeat " + std::to_string(heartbeat_s_) +
+                           " s: dead after " + ms(dead_at) + " ms; " + ms(kDeadPeerEarly) + " ms early or " +
+                           ms(kDeadPeerLate) + " ms late allowed)";
   if (ended && silent < dead_at - kDeadPeerEarly) {
     violation(kDeadPeer, "ended the connection after only " + ms(silent) + when, at);
   } else if (silent > dead_at + kDeadPeerLate) {
-    violation(kDeadPeer, std::string(ended ? "ended the connection only after " : "still had the connection open after ") +
-                             ms(silent) + when, at);
+    violation(kDeadPeer,
+              std::string(ended ? "ended the connection only after " : "still had the connection open after ") +
+                  ms(silent) + when,
+              at);
   } else if (!ended) {
     return;  // the case ended before the client owed anything: nothing to judge
   }

@@ -100,21 +100,21 @@ class ClientRules {
   std::set<std::uint64_t> rids_awaiting_reply_;
   std::uint64_t last_seq_ = 0;
   std::deque<Clock::time_point> pings_unanswered_;  // the server's pings the client has not answered yet
-  bool closing_ = false;                             // a close was sent: pings after it are owed nothing
-  bool client_closed_ = false;                       // the client sent close
-  bool server_ended_ = false;                        // the server sent close, or a fatal error
-  bool normal_close_asked_ = false;                  // the application asked for a normal shutdown
-  std::set<std::uint64_t> subs_in_use_;              // subs from their subscribe until freed (check_sub)
+  bool closing_ = false;                            // a close was sent: pings after it are owed nothing
+  bool client_closed_ = false;                      // the client sent close
+  bool server_ended_ = false;                       // the server sent close, or a fatal error
+  bool normal_close_asked_ = false;                 // the application asked for a normal shutdown
+  std::set<std::uint64_t> subs_in_use_;             // subs from their subscribe until freed (check_sub)
   std::map<std::uint64_t, std::uint64_t> subscribing_, unsubscribing_;  // rid -> sub, until the reply
   // Since when the server has paused the client's publishing (flow with pause: true), until pause: false. The
   // rule counts from the moment the proxy wrote the pause: the flow case sends it while the client is idle, so
   // no publish can be already on its way.
   std::optional<Clock::time_point> paused_since_;
-  std::uint64_t heartbeat_s_ = 0;                     // welcome.heartbeat, as the client got it
-  std::optional<Clock::time_point> silent_since_;    // the server's last byte before it went silent
+  std::uint64_t heartbeat_s_ = 0;                  // welcome.heartbeat, as the client got it
+  std::optional<Clock::time_point> silent_since_;  // the server's last byte before it went silent
   bool dead_peer_judged_ = false;
-  bool frame_seen_ = false;                          // the client sent a frame (the first must be hello)
-  std::deque<AskedFrame> asked_;                      // frames the application asked for, not sent yet
+  bool frame_seen_ = false;       // the client sent a frame (the first must be hello)
+  std::deque<AskedFrame> asked_;  // frames the application asked for, not sent yet
 };
 
 }  // namespace firemq::conform

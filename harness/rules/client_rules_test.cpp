@@ -43,7 +43,8 @@ class ClientRulesTest : public ::testing::Test {
 TEST(ClientRulesHello, FrameBeforeHelloAndHelloOtherThanVersion1AreFlagged) {
   ClientRules rules("c", Clock::time_point{});
   rules.observe(Side::client, frame(OpCode::ping), Clock::time_point{});
-  rules.observe(Side::client, frame(OpCode::hello, {{Value("ver"), Value(2)}, {Value("caps"), Value("confirms")}}), Clock::time_point{});
+  rules.observe(Side::client, frame(OpCode::hello, {{Value("ver"), Value(2)}, {Value("caps"), Value("confirms")}}),
+                Clock::time_point{});
   std::vector<std::string> ids;
   for (const MonitorViolation& v : rules.violations()) ids.push_back(v.rule);
   EXPECT_EQ(ids, (std::vector<std::string>{"lifecycle.hello-first", "hello.ver.must-be-1", "hello.caps"}));
@@ -61,7 +62,8 @@ TEST_F(ClientRulesTest, FrameAsTheApplicationAskedIsQuietAndOtherwiseFlagged) {
   const Map headers = {{Value("a"), Value(std::uint64_t{1})}, {Value("b"), Value("x")}};
   rules_.application_sends({static_cast<std::uint8_t>(OpCode::publish),
                             {{"seq", Value(std::uint64_t{0}), "publish.seq.zero-no-confirm"},
-                             {"props", Value(props), "publish.props"}, {"headers", Value(headers), "publish.headers.any-type"}}});
+                             {"props", Value(props), "publish.props"},
+                             {"headers", Value(headers), "publish.headers.any-type"}}});
   // Headers in another order, with one the SDK added, and the props: as asked.
   Map sent_headers = {{Value("b"), Value("x")}, {Value("sdk"), Value(true)}, {Value("a"), Value(std::uint64_t{1})}};
   client(OpCode::publish, {{Value("props"), Value(props)}, {Value("headers"), Value(sent_headers)}});
@@ -108,7 +110,8 @@ TEST_F(ClientRulesTest, AskedFrameIsOwedNothingOnceTheServerClosed) {
 }
 
 TEST_F(ClientRulesTest, FrameOfACommandThatFailedIsOwedNoMore) {
-  AskedFrame asked{static_cast<std::uint8_t>(OpCode::publish), {{"seq", Value(std::uint64_t{0}), "publish.seq.zero-no-confirm"}}, 7};
+  AskedFrame asked{
+      static_cast<std::uint8_t>(OpCode::publish), {{"seq", Value(std::uint64_t{0}), "publish.seq.zero-no-confirm"}}, 7};
   rules_.application_sends(asked);
   rules_.application_withdraws(7);
   client(OpCode::publish, with("seq", 1));

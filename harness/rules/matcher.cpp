@@ -11,9 +11,8 @@ using Json = nlohmann::json;
 __extension__ typedef __int128 Int128;  // wide enough for every uint64 and int64
 
 const std::set<std::string>& operators() {
-  static const std::set<std::string> ops = {"$one_of", "$ge",   "$gt",       "$le",      "$lt", "$type", "$present",
-                                            "$absent", "$zero", "$nonzero", "$contains", "$eq", "$capture",
-                                            "$some"};
+  static const std::set<std::string> ops = {"$one_of", "$ge",   "$gt",      "$le",       "$lt", "$type",    "$present",
+                                            "$absent", "$zero", "$nonzero", "$contains", "$eq", "$capture", "$some"};
   return ops;
 }
 

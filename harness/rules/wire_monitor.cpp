@@ -62,7 +62,7 @@ const char* side_name(Side s) { return s == Side::server ? "server" : "client"; 
 std::string op_row(const OpInfo& info) {
   static constexpr const char* kHex = "0123456789abcdef";
   const auto code = static_cast<std::uint8_t>(info.code);
-  const char* direction = info.direction == Direction::both              ? "both"
+  const char* direction = info.direction == Direction::both               ? "both"
                           : info.direction == Direction::client_to_server ? "client → server"
                                                                           : "server → client";
   return std::string("`0x") + kHex[code >> 4] + kHex[code & 0xf] + "`\t`" + std::string(info.name) + "`\t" + direction;
@@ -72,12 +72,17 @@ std::string op_row(const OpInfo& info) {
 
 bool is_request(std::uint8_t op) {
   switch (static_cast<OpCode>(op)) {
-    case OpCode::declare_exchange: case OpCode::delete_exchange: case OpCode::declare_queue:
-    case OpCode::delete_queue: case OpCode::purge_queue: case OpCode::bind: case OpCode::unbind:
-    case OpCode::subscribe: case OpCode::unsubscribe: case OpCode::get:
-      return true;
-    default:
-      return false;
+    case OpCode::declare_exchange:
+    case OpCode::delete_exchange:
+    case OpCode::declare_queue:
+    case OpCode::delete_queue:
+    case OpCode::purge_queue:
+    case OpCode::bind:
+    case OpCode::unbind:
+    case OpCode::subscribe:
+    case OpCode::unsubscribe:
+    case OpCode::get: return true;
+    default: return false;
   }
 }
 
@@ -86,7 +91,8 @@ const std::vector<MonitorRule>& monitor_rules() {
       {kLen, "Frame format", "len counts every byte after the len field: 1 + 4 + hlen + payload length.", false},
       {kWebSocketMessage, "Transports",
        "One binary WebSocket message per frame, without the length prefix and without `FMQ1`.", false},
-      {kHeaderMap, "Frame format", "header is a MessagePack map with string keys. hlen may be 0, meaning an empty map.", false},
+      {kHeaderMap, "Frame format", "header is a MessagePack map with string keys. hlen may be 0, meaning an empty map.",
+       false},
       {kStringKeys, "Frame format", "header is a MessagePack map with string keys.", false},
       {kPayload, "Frame format", "Only publish, return, deliver and get_ok carry a payload.", false},
       {kDirection, "Op codes", "Op\tName\tDirection\tPayload", false},
@@ -99,18 +105,21 @@ const std::vector<MonitorRule>& monitor_rules() {
       {kCloseSocket, "close", "The receiver replies with its own close and closes the socket.", false},
       {kOneReply, "Design rules",
        "Requests carry a request id (rid) and get exactly one reply: ok, error, or an op-specific reply.", true},
-      {kWelcome, "Connection lifecycle", "| -- hello ----------------------------> |\n  | <-------------------- welcome or error |",
-       true},
+      {kWelcome, "Connection lifecycle",
+       "| -- hello ----------------------------> |\n  | <-------------------- welcome or error |", true},
       {kFatal, "Replies / error", "`true` when the server closes the connection after this frame.", true},
-      {kConfirmOnce, "Publishing / confirm", "The server confirms every publish with a non-zero seq exactly once.", true},
-      {kNackFirst, "Publishing / confirm", "A nack for a sequence number is always sent before any upto that covers it.", true},
+      {kConfirmOnce, "Publishing / confirm", "The server confirms every publish with a non-zero seq exactly once.",
+       true},
+      {kNackFirst, "Publishing / confirm",
+       "A nack for a sequence number is always sent before any upto that covers it.", true},
       {kReturnFirst, "Publishing / return", "The return is sent before the publish's confirm.", true},
       {kTagStart, "Consuming / deliver", "Delivery tag, unique and increasing on the connection, starting at 1.", true},
       {kTagOrder, "Consuming / deliver", "Delivery tag, unique and increasing on the connection, starting at 1.", true},
-      {kCredit, "Consuming / credit", "The server sends at most as many deliver frames as the credit granted so far.", true},
-      {kUnsubscribed, "Consuming / unsubscribe", "The server sends no more deliveries for sub.", true},
-      {kCancelled, "Consuming / cancelled", "The server ended a subscription, for example because its queue was deleted.",
+      {kCredit, "Consuming / credit", "The server sends at most as many deliver frames as the credit granted so far.",
        true},
+      {kUnsubscribed, "Consuming / unsubscribe", "The server sends no more deliveries for sub.", true},
+      {kCancelled, "Consuming / cancelled",
+       "The server ended a subscription, for example because its queue was deleted.", true},
   };
   return rules;
 }
@@ -135,7 +144,8 @@ bool WireMonitor::applies(std::string_view rule) const {
 void WireMonitor::violation(std::string_view rule, const std::string& message, Clock::time_point at,
                             const std::string& quote) {
   if (!applies(rule)) return;
-  if (std::any_of(violations_.begin(), violations_.end(), [&](const MonitorViolation& v) { return v.rule == rule; })) return;
+  if (std::any_of(violations_.begin(), violations_.end(), [&](const MonitorViolation& v) { return v.rule == rule; }))
+    return;
   const MonitorRule& r = *find_monitor_rule(rule);
   MonitorViolation v;
   v.rule = std::string(rule);
@@ -198,28 +208,35 @@ bool WireMonitor::check_layout(const RawFrame& frame, const Value* header, Clock
   const std::size_t limit = welcomed_ ? max_frame_ : kMaxFrameBeforeWelcome;
   if (frame.size() > limit) {
     violation(welcomed_ ? kMaxFrame : kPreWelcome,
-              "sent a " + op_label(frame.op()) + " frame of " + std::to_string(frame.size()) + " bytes (4 + len); the limit " +
-                  (welcomed_ ? "after welcome is max_frame, " : "before welcome is ") + std::to_string(limit),
+              "sent a " + op_label(frame.op()) + " frame of " + std::to_string(frame.size()) +
+                  " bytes (4 + len); the limit " + (welcomed_ ? "after welcome is max_frame, " : "before welcome is ") +
+                  std::to_string(limit),
               at);
   }
   const OpInfo* info = find_op(frame.op());
   if (info != nullptr && !info->has_payload && !frame.payload().empty()) {
-    violation(kPayload, "sent " + op_label(frame.op()) + " with a payload of " + std::to_string(frame.payload().size()) + " bytes", at);
+    violation(
+        kPayload,
+        "sent " + op_label(frame.op()) + " with a payload of " + std::to_string(frame.payload().size()) + " bytes", at);
   }
   if (info != nullptr && !sent_by(*info, judged_)) {
-    violation(kDirection, "sent " + op_label(frame.op()) + ", which only the " +
-                              side_name(judged_ == Side::server ? Side::client : Side::server) + " sends",
+    violation(kDirection,
+              "sent " + op_label(frame.op()) + ", which only the " +
+                  side_name(judged_ == Side::server ? Side::client : Side::server) + " sends",
               at, op_row(*info));
   }
   const Map* map = header ? header->get_if<Map>() : nullptr;
   if (map == nullptr) {
-    violation(kHeaderMap, "sent " + op_label(frame.op()) + " with a header that is no MessagePack map: " +
-                              header_summary(frame.header()),
+    violation(kHeaderMap,
+              "sent " + op_label(frame.op()) +
+                  " with a header that is no MessagePack map: " + header_summary(frame.header()),
               at);
     return false;
   }
   if (std::any_of(map->begin(), map->end(), [](const MapEntry& e) { return !e.key.is<std::string>(); })) {
-    violation(kStringKeys, "sent " + op_label(frame.op()) + " with a header key that is no string: " + header_summary(frame.header()), at);
+    violation(
+        kStringKeys,
+        "sent " + op_label(frame.op()) + " with a header key that is no string: " + header_summary(frame.header()), at);
   }
   return true;
 }
@@ -229,8 +246,9 @@ bool WireMonitor::check_layout(const RawFrame& frame, const Value* header, Clock
 void WireMonitor::check_after_last_frame(const RawFrame& frame, Clock::time_point at) {
   if (!judged_last_frame_at_) return;
   if (last_frame_rule_ == kFatal && is(frame.op(), OpCode::close)) return;
-  violation(last_frame_rule_, std::string("sent ") + op_label(frame.op()) + " after " +
-                                  (last_frame_rule_ == kFatal ? "an error with fatal: true" : "its reply to the client's close"),
+  violation(last_frame_rule_,
+            std::string("sent ") + op_label(frame.op()) + " after " +
+                (last_frame_rule_ == kFatal ? "an error with fatal: true" : "its reply to the client's close"),
             at);
 }
 
@@ -316,8 +334,9 @@ void WireMonitor::check_reply(std::uint8_t op, const Map& header, Clock::time_po
   if (!rid) return;
   auto it = pending_rids_.find(*rid);
   if (it == pending_rids_.end() || it->second == 0) {
-    violation(kOneReply, "sent " + op_label(op) + " for rid " + std::to_string(*rid) +
-                             ", which no request awaits (never sent, or already answered)",
+    violation(kOneReply,
+              "sent " + op_label(op) + " for rid " + std::to_string(*rid) +
+                  ", which no request awaits (never sent, or already answered)",
               at);
     return;
   }
@@ -355,8 +374,9 @@ void WireMonitor::check_confirm(const Map& header, Clock::time_point at) {
   if (before != confirmed_by_.end() && before->second == std::string_view("upto")) {
     violation(kNackFirst, "nacked seq " + std::to_string(*seq) + " after an upto that covered it", at);
   } else {
-    violation(kConfirmOnce, "nacked seq " + std::to_string(*seq) + ", which no publish awaits (" +
-                                (before != confirmed_by_.end() ? "already nacked" : "never published with that seq") + ")",
+    violation(kConfirmOnce,
+              "nacked seq " + std::to_string(*seq) + ", which no publish awaits (" +
+                  (before != confirmed_by_.end() ? "already nacked" : "never published with that seq") + ")",
               at);
   }
 }
@@ -367,7 +387,8 @@ void WireMonitor::check_return(const Map& header, Clock::time_point at) {
   if (untracked_ || !seq || *seq == 0 || outstanding_seqs_.count(*seq)) return;
   auto confirmed = confirmed_by_.find(*seq);
   if (confirmed == confirmed_by_.end()) return;
-  violation(kReturnFirst, "returned seq " + std::to_string(*seq) + " after its confirm (" + confirmed->second + ")", at);
+  violation(kReturnFirst, "returned seq " + std::to_string(*seq) + " after its confirm (" + confirmed->second + ")",
+            at);
 }
 
 // Consuming: tags (deliver and get_ok share one sequence, docs/spec-notes.md Q33), credit, and no deliveries
@@ -376,9 +397,12 @@ void WireMonitor::check_delivery(std::uint8_t op, const Map& header, Clock::time
   const auto tag = uint_or_zero(header, "tag");
   if (tag) {
     if (last_tag_ == 0 && *tag != 1) {
-      violation(kTagStart, "gave its first delivery on the connection (" + op_label(op) + ") tag " + std::to_string(*tag), at);
+      violation(kTagStart,
+                "gave its first delivery on the connection (" + op_label(op) + ") tag " + std::to_string(*tag), at);
     } else if (last_tag_ != 0 && *tag <= last_tag_) {
-      violation(kTagOrder, "gave " + op_label(op) + " tag " + std::to_string(*tag) + " after tag " + std::to_string(last_tag_), at);
+      violation(kTagOrder,
+                "gave " + op_label(op) + " tag " + std::to_string(*tag) + " after tag " + std::to_string(last_tag_),
+                at);
     }
     last_tag_ = std::max(last_tag_, *tag);
   }
@@ -387,19 +411,22 @@ void WireMonitor::check_delivery(std::uint8_t op, const Map& header, Clock::time
   if (!sub) return;
   auto it = subs_.find(*sub);
   if (it == subs_.end()) {
-    violation(kCredit, "delivered to sub " + std::to_string(*sub) + ", which the client never subscribed (no credit)", at);
+    violation(kCredit, "delivered to sub " + std::to_string(*sub) + ", which the client never subscribed (no credit)",
+              at);
     return;
   }
   Subscription& s = it->second;
   if (s.ended_by != nullptr) {
-    violation(s.ended_by, "delivered to sub " + std::to_string(*sub) + " after " +
-                              (s.ended_by == kCancelled ? "cancelling it" : "its unsubscribe's ok"),
+    violation(s.ended_by,
+              "delivered to sub " + std::to_string(*sub) + " after " +
+                  (s.ended_by == kCancelled ? "cancelling it" : "its unsubscribe's ok"),
               at);
     return;
   }
   if (++s.delivered > s.credit) {
-    violation(kCredit, "sent deliver " + std::to_string(s.delivered) + " to sub " + std::to_string(*sub) +
-                           " with credit " + std::to_string(s.credit) + " granted so far",
+    violation(kCredit,
+              "sent deliver " + std::to_string(s.delivered) + " to sub " + std::to_string(*sub) + " with credit " +
+                  std::to_string(s.credit) + " granted so far",
               at);
   }
 }
@@ -417,20 +444,24 @@ void WireMonitor::observe_untracked(Side from) {
 void WireMonitor::observe_quiet(Side from, Clock::time_point at) {
   if (!judged(from) || ended_ || !last_from_judged_) return;
   const auto silent = at - *last_from_judged_;
-  const auto ms = [](auto d) { return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count()); };
+  const auto ms = [](auto d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
   if (welcomed_ && heartbeat_s_ > 0 && !judged_last_frame_at_) {
     const auto due = std::chrono::milliseconds(heartbeat_s_ * 500) + kHeartbeatTolerance;
     if (silent > due) {
-      violation(kPing, "sent nothing for " + ms(silent) + " ms with heartbeat " + std::to_string(heartbeat_s_) +
-                           " s: a ping was due after " + std::to_string(heartbeat_s_ * 500) + " ms (tolerance " +
-                           ms(kHeartbeatTolerance) + " ms)",
+      violation(kPing,
+                "sent nothing for " + ms(silent) + " ms with heartbeat " + std::to_string(heartbeat_s_) +
+                    " s: a ping was due after " + std::to_string(heartbeat_s_ * 500) + " ms (tolerance " +
+                    ms(kHeartbeatTolerance) + " ms)",
                 at);
     }
   }
   if (judged_last_frame_at_ && at - *judged_last_frame_at_ > kCloseTolerance) {
-    violation(last_frame_rule_, std::string("kept the socket open ") + ms(at - *judged_last_frame_at_) + " ms after " +
-                                    (last_frame_rule_ == kFatal ? "an error with fatal: true" : "its reply to the client's close") +
-                                    " (tolerance " + ms(kCloseTolerance) + " ms)",
+    violation(last_frame_rule_,
+              std::string("kept the socket open ") + ms(at - *judged_last_frame_at_) + " ms after " +
+                  (last_frame_rule_ == kFatal ? "an error with fatal: true" : "its reply to the client's close") +
+                  " (tolerance " + ms(kCloseTolerance) + " ms)",
               at);
   }
 }

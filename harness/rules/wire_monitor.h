@@ -64,7 +64,7 @@ class WireMonitor {
 
  private:
   struct Subscription {
-    std::uint64_t credit = 0;     // granted so far: at subscribe, then by credit frames
+    std::uint64_t credit = 0;  // granted so far: at subscribe, then by credit frames
     std::uint64_t delivered = 0;
     const char* ended_by = nullptr;  // the rule that forbids more deliveries, once unsubscribed or cancelled
   };
@@ -93,8 +93,8 @@ class WireMonitor {
   std::string connection_;
   Clock::time_point origin_;
   std::vector<MonitorViolation> violations_;
-  std::deque<TranscriptLine> recent_;    // the last frames both ways, for a violation's context
-  std::size_t context_to_follow_ = 0;    // frames still to add to the last violation's context
+  std::deque<TranscriptLine> recent_;  // the last frames both ways, for a violation's context
+  std::size_t context_to_follow_ = 0;  // frames still to add to the last violation's context
 
   // The handshake and the frame limit (the same for both sides).
   bool welcomed_ = false;
@@ -106,18 +106,18 @@ class WireMonitor {
   // Context from the other side; `untracked_` once it cannot be followed.
   bool untracked_ = false;
   int hellos_ = 0;
-  std::map<std::uint64_t, int> pending_rids_;              // requests awaiting their reply, by rid
+  std::map<std::uint64_t, int> pending_rids_;                // requests awaiting their reply, by rid
   std::map<std::uint64_t, std::uint64_t> unsubscribe_rids_;  // rid -> sub
-  std::map<std::uint64_t, int> outstanding_seqs_;          // publishes awaiting their confirm, by seq
-  std::map<std::uint64_t, const char*> confirmed_by_;      // seq -> "upto" or "nack"
+  std::map<std::uint64_t, int> outstanding_seqs_;            // publishes awaiting their confirm, by seq
+  std::map<std::uint64_t, const char*> confirmed_by_;        // seq -> "upto" or "nack"
   std::map<std::uint64_t, Subscription> subs_;
   std::uint64_t last_tag_ = 0;
 
   // The end of the conversation.
-  bool peer_closed_ = false;         // the other side sent close first
-  bool judged_closed_first_ = false; // the judged side sent close first: the other side's close is its reply
+  bool peer_closed_ = false;          // the other side sent close first
+  bool judged_closed_first_ = false;  // the judged side sent close first: the other side's close is its reply
   std::optional<Clock::time_point> judged_last_frame_at_;  // its close reply, or its fatal error
-  const char* last_frame_rule_ = nullptr;  // the rule that made that frame its last
+  const char* last_frame_rule_ = nullptr;                  // the rule that made that frame its last
   bool ended_ = false;
 };
 

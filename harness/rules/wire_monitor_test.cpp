@@ -34,8 +34,12 @@ Value u(std::uint64_t v) { return Value(v); }
 // A broker-mode monitor (judging the server) with helpers that feed it a conversation, 10 ms a frame.
 class MonitorTest : public ::testing::Test {
  protected:
-  void client(OpCode op, Map header = {}, const std::string& payload = "") { feed(Side::client, frame(op, std::move(header), payload)); }
-  void server(OpCode op, Map header = {}, const std::string& payload = "") { feed(Side::server, frame(op, std::move(header), payload)); }
+  void client(OpCode op, Map header = {}, const std::string& payload = "") {
+    feed(Side::client, frame(op, std::move(header), payload));
+  }
+  void server(OpCode op, Map header = {}, const std::string& payload = "") {
+    feed(Side::server, frame(op, std::move(header), payload));
+  }
   void feed(Side from, const RawFrame& f) {
     now_ += milliseconds(10);
     monitor_.observe(from, f, now_);
@@ -154,7 +158,13 @@ TEST_F(MonitorTest, ExactlyOneReplyPerRequest) {
 
 TEST_F(MonitorTest, AnUnknownOpWithARidMayGetItsErrorWithThatRid) {
   handshake();
-  feed(Side::client, RawFrame(frame_message(0x7f, [] { Bytes b; encode_map({{Value("rid"), u(9)}}, b); return b; }(), {})));
+  feed(Side::client, RawFrame(frame_message(0x7f,
+                                            [] {
+                                              Bytes b;
+                                              encode_map({{Value("rid"), u(9)}}, b);
+                                              return b;
+                                            }(),
+                                            {})));
   server(OpCode::error, {{Value("rid"), u(9)}, {Value("code"), u(540)}});
   EXPECT_EQ(rules(), Rules{});
 }
@@ -287,7 +297,7 @@ TEST_F(MonitorTest, AClosingHarnessIsNotAnsweredAfterItLeft) {
 TEST_F(MonitorTest, AFatalErrorIsTheLastFrameAndTheSocketCloses) {
   handshake();
   server(OpCode::error, {{Value("code"), u(502)}, {Value("fatal"), Value(true)}});
-  server(OpCode::close, {{Value("code"), u(502)}});  // a close may still come
+  server(OpCode::close, {{Value("code"), u(502)}});                                 // a close may still come
   monitor_.observe_quiet(Side::server, now_ + kCloseTolerance - milliseconds(10));  // 3 s after the error
   EXPECT_EQ(rules(), Rules{});
   server(OpCode::pong);
@@ -340,7 +350,8 @@ TEST(MonitorRules, AreCatalogRequirementsQuotingTheSpec) {
   std::vector<MonitorRule> rules = monitor_rules();
   rules.insert(rules.end(), client_rules().begin(), client_rules().end());
   for (const MonitorRule& rule : rules) {
-    const bool listed = std::any_of(catalog->begin(), catalog->end(), [&](const Requirement& r) { return r.id == rule.id; });
+    const bool listed = std::any_of(catalog->begin(), catalog->end(),
+                                    [&](const Requirement& r) { return r.id == rule.id; });
     EXPECT_TRUE(listed) << rule.id << " is not in requirements.json";
     EXPECT_NE(text.find(squeeze(std::string(rule.quote))), std::string::npos) << rule.id << ": " << rule.quote;
   }

@@ -103,8 +103,7 @@ Result<amqp_field_value_t, std::string> field_from_json(const Json& j, Arena& ar
         f.value.table = *table;
         break;
       }
-      default:
-        return path + ": unknown field type letter '" + std::string(1, letter) + "'";
+      default: return path + ": unknown field type letter '" + std::string(1, letter) + "'";
     }
   } catch (const Json::exception& e) {
     return path + ": a value that does not fit its type " + std::string(1, letter) + ": " + e.what();
@@ -142,7 +141,8 @@ Value value_of_field(const amqp_field_value_t& f) {
     case 'B': v = Value(std::uint64_t{f.value.u8}); break;
     case 'u': v = Value(std::uint64_t{f.value.u16}); break;
     case 'i': v = Value(std::uint64_t{f.value.u32}); break;
-    case 'L': case 'T': v = Value(std::uint64_t{f.value.u64}); break;
+    case 'L':
+    case 'T': v = Value(std::uint64_t{f.value.u64}); break;
     case 'f': v = Value(f.value.f32); break;
     case 'd': v = Value(f.value.f64); break;
     case 'D':
@@ -236,7 +236,8 @@ Value value_of_properties(const amqp_basic_properties_t& p) {
   for (const TextProperty& t : kTextProperties) {
     if (p._flags & t.flag) out.push_back({Value(t.name), Value(text_of(p.*(t.field)))});
   }
-  if (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG) out.push_back({Value("delivery_mode"), Value(std::uint64_t{p.delivery_mode})});
+  if (p._flags & AMQP_BASIC_DELIVERY_MODE_FLAG)
+    out.push_back({Value("delivery_mode"), Value(std::uint64_t{p.delivery_mode})});
   if (p._flags & AMQP_BASIC_PRIORITY_FLAG) out.push_back({Value("priority"), Value(std::uint64_t{p.priority})});
   if (p._flags & AMQP_BASIC_TIMESTAMP_FLAG) out.push_back({Value("timestamp"), Value(std::uint64_t{p.timestamp})});
   if (p._flags & AMQP_BASIC_HEADERS_FLAG) out.push_back({Value("headers"), value_of_table(p.headers)});
@@ -266,20 +267,26 @@ Value fields_of(const amqp_method_t& m) {
   switch (m.id) {
     case AMQP_BASIC_DELIVER_METHOD: {
       const auto* x = static_cast<const amqp_basic_deliver_t*>(d);
-      return Value(Map{{Value("consumer_tag"), str(x->consumer_tag)}, {Value("delivery_tag"), uint(x->delivery_tag)},
-                       {Value("redelivered"), flag(x->redelivered)}, {Value("exchange"), str(x->exchange)},
+      return Value(Map{{Value("consumer_tag"), str(x->consumer_tag)},
+                       {Value("delivery_tag"), uint(x->delivery_tag)},
+                       {Value("redelivered"), flag(x->redelivered)},
+                       {Value("exchange"), str(x->exchange)},
                        {Value("routing_key"), str(x->routing_key)}});
     }
     case AMQP_BASIC_GET_OK_METHOD: {
       const auto* x = static_cast<const amqp_basic_get_ok_t*>(d);
-      return Value(Map{{Value("delivery_tag"), uint(x->delivery_tag)}, {Value("redelivered"), flag(x->redelivered)},
-                       {Value("exchange"), str(x->exchange)}, {Value("routing_key"), str(x->routing_key)},
+      return Value(Map{{Value("delivery_tag"), uint(x->delivery_tag)},
+                       {Value("redelivered"), flag(x->redelivered)},
+                       {Value("exchange"), str(x->exchange)},
+                       {Value("routing_key"), str(x->routing_key)},
                        {Value("message_count"), uint(x->message_count)}});
     }
     case AMQP_BASIC_RETURN_METHOD: {
       const auto* x = static_cast<const amqp_basic_return_t*>(d);
-      return Value(Map{{Value("reply_code"), uint(x->reply_code)}, {Value("reply_text"), str(x->reply_text)},
-                       {Value("exchange"), str(x->exchange)}, {Value("routing_key"), str(x->routing_key)}});
+      return Value(Map{{Value("reply_code"), uint(x->reply_code)},
+                       {Value("reply_text"), str(x->reply_text)},
+                       {Value("exchange"), str(x->exchange)},
+                       {Value("routing_key"), str(x->routing_key)}});
     }
     case AMQP_BASIC_ACK_METHOD: {
       const auto* x = static_cast<const amqp_basic_ack_t*>(d);
@@ -287,7 +294,8 @@ Value fields_of(const amqp_method_t& m) {
     }
     case AMQP_BASIC_NACK_METHOD: {
       const auto* x = static_cast<const amqp_basic_nack_t*>(d);
-      return Value(Map{{Value("delivery_tag"), uint(x->delivery_tag)}, {Value("multiple"), flag(x->multiple)},
+      return Value(Map{{Value("delivery_tag"), uint(x->delivery_tag)},
+                       {Value("multiple"), flag(x->multiple)},
                        {Value("requeue"), flag(x->requeue)}});
     }
     case AMQP_BASIC_CANCEL_METHOD: {
@@ -296,17 +304,22 @@ Value fields_of(const amqp_method_t& m) {
     }
     case AMQP_CHANNEL_CLOSE_METHOD: {
       const auto* x = static_cast<const amqp_channel_close_t*>(d);
-      return Value(Map{{Value("reply_code"), uint(x->reply_code)}, {Value("reply_text"), str(x->reply_text)},
-                       {Value("class_id"), uint(x->class_id)}, {Value("method_id"), uint(x->method_id)}});
+      return Value(Map{{Value("reply_code"), uint(x->reply_code)},
+                       {Value("reply_text"), str(x->reply_text)},
+                       {Value("class_id"), uint(x->class_id)},
+                       {Value("method_id"), uint(x->method_id)}});
     }
     case AMQP_CONNECTION_CLOSE_METHOD: {
       const auto* x = static_cast<const amqp_connection_close_t*>(d);
-      return Value(Map{{Value("reply_code"), uint(x->reply_code)}, {Value("reply_text"), str(x->reply_text)},
-                       {Value("class_id"), uint(x->class_id)}, {Value("method_id"), uint(x->method_id)}});
+      return Value(Map{{Value("reply_code"), uint(x->reply_code)},
+                       {Value("reply_text"), str(x->reply_text)},
+                       {Value("class_id"), uint(x->class_id)},
+                       {Value("method_id"), uint(x->method_id)}});
     }
     case AMQP_QUEUE_DECLARE_OK_METHOD: {
       const auto* x = static_cast<const amqp_queue_declare_ok_t*>(d);
-      return Value(Map{{Value("queue"), str(x->queue)}, {Value("message_count"), uint(x->message_count)},
+      return Value(Map{{Value("queue"), str(x->queue)},
+                       {Value("message_count"), uint(x->message_count)},
                        {Value("consumer_count"), uint(x->consumer_count)}});
     }
     case AMQP_BASIC_CONSUME_OK_METHOD: {
@@ -317,8 +330,7 @@ Value fields_of(const amqp_method_t& m) {
       const auto* x = static_cast<const amqp_connection_blocked_t*>(d);
       return Value(Map{{Value("reason"), str(x->reason)}});
     }
-    default:
-      return Value(Map{});
+    default: return Value(Map{});
   }
 }
 
@@ -402,9 +414,11 @@ IoStatus read_content(amqp_connection_state_t state, std::uint16_t channel, Amqp
                       Clock::time_point deadline) {
   amqp_frame_t frame;
   int status = wait_frame(state, frame, deadline);
-  if (status != AMQP_STATUS_OK) return "waiting for the content header of " + event.method + ": " + library_error(status);
+  if (status != AMQP_STATUS_OK)
+    return "waiting for the content header of " + event.method + ": " + library_error(status);
   if (frame.frame_type != AMQP_FRAME_HEADER || frame.channel != channel) {
-    return "expected the content header of " + event.method + ", got a frame of type " + std::to_string(frame.frame_type);
+    return "expected the content header of " + event.method + ", got a frame of type " +
+           std::to_string(frame.frame_type);
   }
   const std::size_t size = frame.payload.properties.body_size;
   event.properties = value_of_properties(*static_cast<amqp_basic_properties_t*>(frame.payload.properties.decoded));
@@ -490,7 +504,8 @@ Result<AmqpEndpoint, std::string> parse_amqp_url(const std::string& text, const 
   auto url = parse_url("fire://" + rest);
   if (!url) return url.error();
   const std::string authority = rest.substr(0, rest.find('/'));
-  const bool has_port = authority.find(':', authority.rfind('@') == std::string::npos ? 0 : authority.rfind('@')) != std::string::npos &&
+  const bool has_port = authority.find(':', authority.rfind('@') == std::string::npos ? 0 : authority.rfind('@')) !=
+                            std::string::npos &&
                         !authority.ends_with("]");
   const std::uint16_t default_port = amqps ? 5671 : 5672;  // RabbitMQ's and the reference broker's
   return AmqpEndpoint{url->host, has_port ? url->port : default_port, url->user, url->password, url->vhost, amqps, tls};
@@ -511,7 +526,8 @@ IoStatus open_amqp_socket(amqp_connection_state_t state, const AmqpEndpoint& end
     amqp_ssl_socket_set_verify_peer(socket, tls.insecure ? 0 : 1);
     amqp_ssl_socket_set_verify_hostname(socket, tls.insecure ? 0 : 1);
   }
-  if (int status = amqp_socket_open_noblock(socket, endpoint.host.c_str(), endpoint.port, &tv); status != AMQP_STATUS_OK) {
+  if (int status = amqp_socket_open_noblock(socket, endpoint.host.c_str(), endpoint.port, &tv);
+      status != AMQP_STATUS_OK) {
     return std::string("cannot reach ") + (endpoint.tls ? "amqps " : "") + endpoint.host + ":" +
            std::to_string(endpoint.port) + ": " + library_error(status);
   }
@@ -522,11 +538,12 @@ IoStatus open_amqp_socket(amqp_connection_state_t state, const AmqpEndpoint& end
 
 const std::vector<std::string>& amqp_step_verbs() {
   static const std::vector<std::string> verbs = {
-      "amqp_open",          "amqp_channel", "amqp_declare_queue", "amqp_declare_exchange", "amqp_bind",
-      "amqp_delete_queue",  "amqp_publish", "amqp_confirm_select", "amqp_qos",            "amqp_consume",
-      "amqp_cancel",        "amqp_get",     "amqp_expect",        "amqp_expect_none",      "amqp_ack",
-      "amqp_nack",          "amqp_reject",  "amqp_close",         "amqp_tx_select",        "amqp_tx_commit",
-      "amqp_tx_rollback",   "amqp_delete_exchange", "amqp_unbind", "amqp_channel_close"};
+      "amqp_open",        "amqp_channel",         "amqp_declare_queue", "amqp_declare_exchange",
+      "amqp_bind",        "amqp_delete_queue",    "amqp_publish",       "amqp_confirm_select",
+      "amqp_qos",         "amqp_consume",         "amqp_cancel",        "amqp_get",
+      "amqp_expect",      "amqp_expect_none",     "amqp_ack",           "amqp_nack",
+      "amqp_reject",      "amqp_close",           "amqp_tx_select",     "amqp_tx_commit",
+      "amqp_tx_rollback", "amqp_delete_exchange", "amqp_unbind",        "amqp_channel_close"};
   return verbs;
 }
 
@@ -549,7 +566,8 @@ Result<AmqpServer, std::string> probe_amqp(const AmqpEndpoint& endpoint) {
   if (login.reply_type != AMQP_RESPONSE_NORMAL) {
     return "the AMQP handshake of vhost '" + endpoint.vhost + "' as '" + endpoint.user + "' failed (" +
            (login.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? library_error(login.library_error)
-                                                                 : std::string("the server closed the connection")) + ")";
+                                                                : std::string("the server closed the connection")) +
+           ")";
   }
   closer.logged_in = true;
   // connection.start's server-properties: RabbitMQ's product and version, as the welcome's server name.
@@ -590,11 +608,13 @@ StepOutcome judge_reply(StepContext& s, const std::string& what, const amqp_rpc_
   const Json* expected = s.args.contains("expect_close") ? &s.args.at("expect_close") : nullptr;
   if (reply.reply_type == AMQP_RESPONSE_NORMAL) {
     s.note("sent " + what + ", got its reply");
-    if (expected) return StepOutcome::fail(what + ": expected a close with " + expected->dump() + ", got the method's reply");
+    if (expected)
+      return StepOutcome::fail(what + ": expected a close with " + expected->dump() + ", got the method's reply");
     return StepOutcome::ok();
   }
   if (reply.reply_type != AMQP_RESPONSE_SERVER_EXCEPTION) {
-    const std::string why = reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? library_error(reply.library_error) : "no reply";
+    const std::string why = reply.reply_type == AMQP_RESPONSE_LIBRARY_EXCEPTION ? library_error(reply.library_error)
+                                                                                : "no reply";
     // After a timeout rabbitmq-c's state is undefined (a late reply could be read as the next step's): the
     // connection is not used again, as after any other library error.
     s.conn.open = false;
@@ -616,7 +636,9 @@ StepOutcome judge_reply(StepContext& s, const std::string& what, const amqp_rpc_
   return StepOutcome::ok();
 }
 
-StepOutcome judge_rpc(StepContext& s, const std::string& what) { return judge_reply(s, what, amqp_get_rpc_reply(s.conn.state)); }
+StepOutcome judge_rpc(StepContext& s, const std::string& what) {
+  return judge_reply(s, what, amqp_get_rpc_reply(s.conn.state));
+}
 
 Result<amqp_table_t, std::string> arguments_of(StepContext& s, const char* key = "arguments") {
   if (!s.args.contains(key)) return amqp_empty_table;
@@ -638,16 +660,19 @@ StepOutcome match_event(StepContext& s, const AmqpEvent& e) {
   }
   Vars& vars = s.scenario.vars();
   if (s.args.contains("fields")) {
-    if (std::string m = match_value(s.args.at("fields"), &e.fields, e.method, vars); !m.empty()) return StepOutcome::fail(m);
+    if (std::string m = match_value(s.args.at("fields"), &e.fields, e.method, vars); !m.empty())
+      return StepOutcome::fail(m);
   }
   if (s.args.contains("properties")) {
     const Value none(Map{});
     const Value& props = e.properties ? *e.properties : none;
-    if (std::string m = match_value(s.args.at("properties"), &props, "properties", vars); !m.empty()) return StepOutcome::fail(m);
+    if (std::string m = match_value(s.args.at("properties"), &props, "properties", vars); !m.empty())
+      return StepOutcome::fail(m);
   }
   if (s.args.contains("body") && body_of(s.args) != e.body) {
-    return StepOutcome::fail(e.method + ": expected the body " + s.args.at("body").dump() + ", got " + std::to_string(e.body.size()) +
-           " bytes \"" + std::string(e.body.begin(), e.body.begin() + std::min<std::size_t>(e.body.size(), 60)) + "\"");
+    return StepOutcome::fail(
+        e.method + ": expected the body " + s.args.at("body").dump() + ", got " + std::to_string(e.body.size()) +
+        " bytes \"" + std::string(e.body.begin(), e.body.begin() + std::min<std::size_t>(e.body.size(), 60)) + "\"");
   }
   return StepOutcome::ok();
 }
@@ -679,9 +704,10 @@ StepOutcome step_open(Scenario& scenario, AmqpSide::Conn& c, const AmqpEndpoint&
   capabilities.value.kind = AMQP_FIELD_KIND_TABLE;
   capabilities.value.value.table = {2, capability};
   const amqp_table_t client_properties{1, &capabilities};
-  const amqp_rpc_reply_t login =
-      amqp_login_with_properties(c.state, vhost.c_str(), 0, args.value("frame_max", kDefaultFrameMax), 0,
-                                 &client_properties, AMQP_SASL_METHOD_PLAIN, user.c_str(), pass.c_str());
+  const amqp_rpc_reply_t login = amqp_login_with_properties(c.state, vhost.c_str(), 0,
+                                                            args.value("frame_max", kDefaultFrameMax), 0,
+                                                            &client_properties, AMQP_SASL_METHOD_PLAIN, user.c_str(),
+                                                            pass.c_str());
   StepOutcome logged_in = judge_reply(s, "connection.open of vhost '" + vhost + "' as '" + user + "'", login);
   if (logged_in.kind != StepOutcome::Kind::ok || args.contains("expect_close")) return logged_in;
   const int channel = args.value("channel", 1);
@@ -721,7 +747,8 @@ StepOutcome step_declare_exchange(StepContext& s) {
 StepOutcome step_bind(StepContext& s) {
   auto arguments = arguments_of(s);
   if (!arguments) return StepOutcome::error(arguments.error());
-  amqp_queue_bind(s.conn.state, s.channel, text_arg(s, "queue"), text_arg(s, "exchange"), text_arg(s, "key"), *arguments);
+  amqp_queue_bind(s.conn.state, s.channel, text_arg(s, "queue"), text_arg(s, "exchange"), text_arg(s, "key"),
+                  *arguments);
   return judge_rpc(s, "queue.bind '" + s.args.value("queue", "") + "' to '" + s.args.value("exchange", "") + "'");
 }
 
@@ -809,7 +836,8 @@ StepOutcome step_cancel(StepContext& s) {
 // basic.get: get-ok with its content (matched as amqp_expect matches), or get-empty when "empty": true.
 StepOutcome step_get(StepContext& s) {
   const std::string queue = s.args.value("queue", "");
-  const amqp_rpc_reply_t reply = amqp_basic_get(s.conn.state, s.channel, s.arena.text(queue), s.args.value("no_ack", false));
+  const amqp_rpc_reply_t reply = amqp_basic_get(s.conn.state, s.channel, s.arena.text(queue),
+                                                s.args.value("no_ack", false));
   if (reply.reply_type != AMQP_RESPONSE_NORMAL || s.args.contains("expect_close")) {
     return judge_reply(s, "basic.get '" + queue + "'", reply);
   }
@@ -824,7 +852,8 @@ StepOutcome step_get(StepContext& s) {
   }
   s.note("sent basic.get '" + queue + "', got " + describe(e));
   if (s.args.value("empty", false)) {
-    return e.method == "basic.get-empty" ? StepOutcome::ok() : StepOutcome::fail("expected basic.get-empty, got " + describe(e));
+    return e.method == "basic.get-empty" ? StepOutcome::ok()
+                                         : StepOutcome::fail("expected basic.get-empty, got " + describe(e));
   }
   if (e.method != "basic.get-ok") return StepOutcome::fail("expected basic.get-ok, got " + describe(e));
   return match_event(s, e);
@@ -863,8 +892,12 @@ StepOutcome step_settle(StepContext& s, const std::string& verb) {
   if (verb == "amqp_ack") status = amqp_basic_ack(s.conn.state, s.channel, tag, multiple);
   if (verb == "amqp_nack") status = amqp_basic_nack(s.conn.state, s.channel, tag, multiple, requeue);
   if (verb == "amqp_reject") status = amqp_basic_reject(s.conn.state, s.channel, tag, requeue);
-  s.note("sent basic." + verb.substr(5) + " delivery_tag " + std::to_string(tag) + (verb == "amqp_ack" ? "" : requeue ? " requeue" : " no requeue"));
-  return status == AMQP_STATUS_OK ? StepOutcome::ok() : StepOutcome::fail(verb.substr(5) + ": " + library_error(status));
+  s.note("sent basic." + verb.substr(5) + " delivery_tag " + std::to_string(tag) +
+         (verb == "amqp_ack" ? ""
+          : requeue          ? " requeue"
+                             : " no requeue"));
+  return status == AMQP_STATUS_OK ? StepOutcome::ok()
+                                  : StepOutcome::fail(verb.substr(5) + ": " + library_error(status));
 }
 
 StepOutcome step_channel(StepContext& s) {
@@ -892,7 +925,8 @@ void AmqpSide::drop_all() { conns_.clear(); }
 
 StepOutcome AmqpSide::run(const std::string& verb, const Json& args) {
   if (!endpoint_) {
-    return StepOutcome::error("the target has no AMQP listener: a case with amqp_* steps must require the feature amqp");
+    return StepOutcome::error(
+        "the target has no AMQP listener: a case with amqp_* steps must require the feature amqp");
   }
   const std::string name = args.value("conn", "amqp");
   if (verb == "amqp_open") {
@@ -908,14 +942,22 @@ StepOutcome AmqpSide::run(const std::string& verb, const Json& args) {
   StepContext s{scenario_, c, args, static_cast<std::uint16_t>(args.value("channel", 1)), {}};
   s.set_rpc_timeout();
   static const std::map<std::string, StepOutcome (*)(StepContext&)> kSteps = {
-      {"amqp_channel", step_channel},       {"amqp_declare_queue", step_declare_queue},
-      {"amqp_declare_exchange", step_declare_exchange}, {"amqp_bind", step_bind},
-      {"amqp_delete_queue", step_delete_queue}, {"amqp_publish", step_publish},
-      {"amqp_confirm_select", step_confirm_select}, {"amqp_qos", step_qos},
-      {"amqp_consume", step_consume},       {"amqp_cancel", step_cancel},
-      {"amqp_get", step_get},               {"amqp_expect", step_expect},
-      {"amqp_expect_none", step_expect_none}, {"amqp_close", step_close},
-      {"amqp_unbind", step_unbind},         {"amqp_delete_exchange", step_delete_exchange},
+      {"amqp_channel", step_channel},
+      {"amqp_declare_queue", step_declare_queue},
+      {"amqp_declare_exchange", step_declare_exchange},
+      {"amqp_bind", step_bind},
+      {"amqp_delete_queue", step_delete_queue},
+      {"amqp_publish", step_publish},
+      {"amqp_confirm_select", step_confirm_select},
+      {"amqp_qos", step_qos},
+      {"amqp_consume", step_consume},
+      {"amqp_cancel", step_cancel},
+      {"amqp_get", step_get},
+      {"amqp_expect", step_expect},
+      {"amqp_expect_none", step_expect_none},
+      {"amqp_close", step_close},
+      {"amqp_unbind", step_unbind},
+      {"amqp_delete_exchange", step_delete_exchange},
       {"amqp_channel_close", step_channel_close}};
   StepOutcome outcome;
   if (verb == "amqp_ack" || verb == "amqp_nack" || verb == "amqp_reject") {

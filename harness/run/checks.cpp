@@ -32,8 +32,8 @@ StepOutcome heartbeat_ping(Scenario& s, const Json& args) {
   const auto waited = duration_cast<milliseconds>(steady_clock::now() - start).count();
   if (r.kind != Scenario::Received::Kind::frame || r.frame.op() != static_cast<std::uint8_t>(OpCode::ping)) {
     return StepOutcome::fail("with heartbeat " + std::to_string(h) + " s and nothing sent, expected a ping within " +
-                             std::to_string(h * 500 + slack.count()) + " ms; after " + std::to_string(waited) + " ms: " +
-                             (r.kind == Scenario::Received::Kind::frame ? "another frame" : "none"));
+                             std::to_string(h * 500 + slack.count()) + " ms; after " + std::to_string(waited) +
+                             " ms: " + (r.kind == Scenario::Received::Kind::frame ? "another frame" : "none"));
   }
   s.note(c->name, "ping after " + std::to_string(waited) + " ms (h/2 = " + std::to_string(h * 500) + " ms)");
   return StepOutcome::ok();
@@ -64,7 +64,8 @@ StepOutcome heartbeat_dead_peer(Scenario& s, const Json& args) {
       return StepOutcome::fail("the broker closed the connection after " + std::to_string(after) +
                                " ms of silence, before 2h = " + std::to_string(2000 * h) + " ms");
     }
-    s.note(c->name, "closed after " + std::to_string(after) + " ms of silence (2h = " + std::to_string(2000 * h) + " ms)");
+    s.note(c->name,
+           "closed after " + std::to_string(after) + " ms of silence (2h = " + std::to_string(2000 * h) + " ms)");
     return StepOutcome::ok();
   }
 }
@@ -113,7 +114,8 @@ StepOutcome var_between(Scenario& s, const Json& args) {
   const auto min = args.value("min", std::uint64_t{0});
   const auto max = args.value("max", std::numeric_limits<std::uint64_t>::max());
   if (n == nullptr || *n < min || *n > max) {
-    return StepOutcome::fail("expected an integer from " + std::to_string(min) + " to " + std::to_string(max) + ", got " + show(v));
+    return StepOutcome::fail("expected an integer from " + std::to_string(min) + " to " + std::to_string(max) +
+                             ", got " + show(v));
   }
   return StepOutcome::ok();
 }
@@ -139,7 +141,7 @@ StepOutcome confirms(Scenario& s, const Json& args) {
   Scenario::Conn* c = s.conn(args.value("conn", "main"));
   if (c == nullptr) return StepOutcome::error("confirms: no connection");
   const std::uint64_t count = args.at("count").get<std::uint64_t>();
-  std::map<std::uint64_t, std::uint64_t> must_nack;  // seq -> code (0: any)
+  std::map<std::uint64_t, std::uint64_t> must_nack;          // seq -> code (0: any)
   const Json nacked = args.value("nacked", Json::object());  // named: items() on a temporary would dangle
   for (const auto& [seq, code] : nacked.items()) must_nack[std::stoull(seq)] = code.get<std::uint64_t>();
   std::map<std::uint64_t, std::string> settled;  // seq -> "ack" or "nack"
@@ -155,23 +157,31 @@ StepOutcome confirms(Scenario& s, const Json& args) {
     const Map& h = *header_map(r);
     if (bool_of(h, "nack")) {
       const std::uint64_t seq = uint_of(h, "seq");
-      if (seq == 0 || seq > count) return StepOutcome::fail("a nack for seq " + std::to_string(seq) + ", which was never published");
-      if (settled.count(seq)) return StepOutcome::fail("seq " + std::to_string(seq) + " was confirmed twice (" + settled[seq] + ", then a nack)");
-      if (seq <= highest_upto) return StepOutcome::fail("the nack for seq " + std::to_string(seq) + " came after an upto that covers it");
-      if (!must_nack.count(seq)) return StepOutcome::fail("seq " + std::to_string(seq) + " was nacked: " + show(find(h, "msg")));
+      if (seq == 0 || seq > count)
+        return StepOutcome::fail("a nack for seq " + std::to_string(seq) + ", which was never published");
+      if (settled.count(seq))
+        return StepOutcome::fail("seq " + std::to_string(seq) + " was confirmed twice (" + settled[seq] +
+                                 ", then a nack)");
+      if (seq <= highest_upto)
+        return StepOutcome::fail("the nack for seq " + std::to_string(seq) + " came after an upto that covers it");
+      if (!must_nack.count(seq))
+        return StepOutcome::fail("seq " + std::to_string(seq) + " was nacked: " + show(find(h, "msg")));
       if (must_nack[seq] != 0 && uint_of(h, "code") != must_nack[seq]) {
-        return StepOutcome::fail("the nack for seq " + std::to_string(seq) + " has code " + std::to_string(uint_of(h, "code")) +
-                                 ", expected " + std::to_string(must_nack[seq]));
+        return StepOutcome::fail("the nack for seq " + std::to_string(seq) + " has code " +
+                                 std::to_string(uint_of(h, "code")) + ", expected " + std::to_string(must_nack[seq]));
       }
       settled[seq] = "nack";
       continue;
     }
     const std::uint64_t upto = uint_of(h, "upto");
     if (upto == 0) return StepOutcome::fail("a confirm that is neither {upto: n} nor a nack: " + show(&r.header));
-    if (upto > count) return StepOutcome::fail("upto " + std::to_string(upto) + " covers seqs that were never published");
+    if (upto > count)
+      return StepOutcome::fail("upto " + std::to_string(upto) + " covers seqs that were never published");
     for (std::uint64_t seq = highest_upto + 1; seq <= upto; ++seq) {
       if (settled.count(seq)) continue;  // nacked before: no longer outstanding
-      if (must_nack.count(seq)) return StepOutcome::fail("seq " + std::to_string(seq) + " should have been nacked, but upto " + std::to_string(upto) + " confirmed it");
+      if (must_nack.count(seq))
+        return StepOutcome::fail("seq " + std::to_string(seq) + " should have been nacked, but upto " +
+                                 std::to_string(upto) + " confirmed it");
       settled[seq] = "ack";
     }
     highest_upto = std::max(highest_upto, upto);

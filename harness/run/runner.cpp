@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <atomic>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -194,15 +194,16 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
   // While the command stops the broker gracefully, the case's connections answer its close as clients do, so
   // that it need not wait for them.
   const std::string kill_flag = kill ? "FIREMQ_RESTART_KILL=1" : "FIREMQ_RESTART_KILL";  // bare: unset
-  const IoStatus ran =
-      run_target_command("restart", how.command, {kill_flag}, deadline, kill ? std::function<void()>() : signalled);
+  const IoStatus ran = run_target_command("restart", how.command, {kill_flag}, deadline,
+                                          kill ? std::function<void()>() : signalled);
   if (!ran) return StepOutcome::error(ran.error());
   // The command has returned: the old broker is gone; wait for the new one to listen.
   while (true) {
     WireConnection probe;
     if (probe.connect(how.host, how.port, std::min(deadline, Clock::now() + std::chrono::seconds(1))).ok()) {
-      return StepOutcome{StepOutcome::Kind::ok, "'" + how.command + "' ran" + (kill ? " with FIREMQ_RESTART_KILL=1" : "") +
-                                                    "; " + how.host + ":" + std::to_string(how.port) + " accepts connections again"};
+      return StepOutcome{StepOutcome::Kind::ok, "'" + how.command + "' ran" +
+                                                    (kill ? " with FIREMQ_RESTART_KILL=1" : "") + "; " + how.host +
+                                                    ":" + std::to_string(how.port) + " accepts connections again"};
     }
     if (Clock::now() >= deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -212,8 +213,8 @@ StepOutcome restart_with_command(const RestartCommand& how, bool kill, Clock::ti
 }
 
 StepOutcome alarm_with_command(const std::string& command, bool raise, Clock::time_point deadline) {
-  const IoStatus ran =
-      run_target_command("alarm", command, {std::string("FIREMQ_ALARM=") + (raise ? "raise" : "clear")}, deadline, {});
+  const IoStatus ran = run_target_command("alarm", command,
+                                          {std::string("FIREMQ_ALARM=") + (raise ? "raise" : "clear")}, deadline, {});
   if (!ran) return StepOutcome::error(ran.error());
   return StepOutcome{StepOutcome::Kind::ok, "'" + command + "' ran with FIREMQ_ALARM=" + (raise ? "raise" : "clear")};
 }
@@ -228,7 +229,8 @@ std::vector<const CaseSpec*> select_cases(const std::vector<CaseSpec>& cases, co
     if (!sel.id_globs.empty() && !any_glob(sel.id_globs, c.id)) continue;
     if (!sel.groups.empty() && !sel.groups.count(c.group)) continue;
     if (!sel.levels.empty() && !sel.levels.count(c.level)) continue;
-    if (!sel.tags.empty() && std::none_of(c.tags.begin(), c.tags.end(), [&](const auto& t) { return sel.tags.count(t); })) {
+    if (!sel.tags.empty() &&
+        std::none_of(c.tags.begin(), c.tags.end(), [&](const auto& t) { return sel.tags.count(t); })) {
       continue;
     }
     out.push_back(&c);
@@ -275,7 +277,8 @@ Result<ServerInfo, std::string> probe_server(const Target& target) {
   if (message && std::holds_alternative<op::Error>(*message)) {
     return "the target refused the harness's hello: " + std::get<op::Error>(*message).msg;
   }
-  if (!message || !std::holds_alternative<op::Welcome>(*message)) return std::string("the target did not answer hello with welcome");
+  if (!message || !std::holds_alternative<op::Welcome>(*message))
+    return std::string("the target did not answer hello with welcome");
   const op::Welcome& welcome = std::get<op::Welcome>(*message);
   const Bytes close = encode_frame(op::Close{200, "probe done"});
   wire.send(close, deadline);

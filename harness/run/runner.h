@@ -8,11 +8,11 @@
 #include <string>
 #include <vector>
 
-#include "harness/model/case_model.h"
-#include "harness/process/embedded_broker.h"
-#include "harness/model/run_result.h"
-#include "harness/run/scenario.h"
 #include "harness/client/target.h"
+#include "harness/model/case_model.h"
+#include "harness/model/run_result.h"
+#include "harness/process/embedded_broker.h"
+#include "harness/run/scenario.h"
 
 namespace firemq::conform {
 

@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <thread>
 
-#include "harness/run/amqp_side.h"
 #include "harness/rules/frame_text.h"
+#include "harness/run/amqp_side.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/ops.h"
 #include "protocol/plain_json.h"
-#include "protocol/url.h"
 #include "protocol/typed_json.h"
+#include "protocol/url.h"
 
 namespace firemq::conform {
 namespace {
@@ -39,8 +39,8 @@ StepOutcome check_ws_close_code(Scenario::Conn& c, const Scenario::Received& r, 
   if (!args.contains("ws_close_code") || !is_websocket(c.wire.transport())) return StepOutcome::ok();
   const std::vector<std::uint64_t> codes = codes_of(args.at("ws_close_code"));
   if (!r.ws_close_code) {
-    return StepOutcome::fail("expected a WebSocket close " + join_codes(codes) + ", the connection closed without one (" +
-                             r.detail + ")");
+    return StepOutcome::fail("expected a WebSocket close " + join_codes(codes) +
+                             ", the connection closed without one (" + r.detail + ")");
   }
   if (std::find(codes.begin(), codes.end(), *r.ws_close_code) == codes.end()) {
     return StepOutcome::fail("expected a WebSocket close " + join_codes(codes) + ", got " + r.detail);
@@ -190,15 +190,24 @@ std::vector<MonitorViolation> Scenario::all_violations() const {
 
 StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
   static const std::map<std::string, StepOutcome (Scenario::*)(const Json&)> kSteps = {
-      {"connect", &Scenario::step_connect},         {"hello", &Scenario::step_hello},
-      {"handshake", &Scenario::step_handshake},     {"send", &Scenario::step_send},
-      {"send_raw", &Scenario::step_send_raw},       {"expect", &Scenario::step_expect},
-      {"expect_error", &Scenario::step_expect_error}, {"expect_close", &Scenario::step_expect_close},
-      {"expect_none", &Scenario::step_expect_none}, {"sleep", &Scenario::step_sleep},
-      {"disconnect", &Scenario::step_disconnect},   {"auto_pong", &Scenario::step_auto_pong},
-      {"check", &Scenario::step_check},             {"stop_broker", &Scenario::step_stop_broker},
-      {"restart_broker", &Scenario::step_restart_broker}, {"alarm", &Scenario::step_alarm},
-      {"ws_send", &Scenario::step_ws_send},         {"expect_ws_pong", &Scenario::step_expect_ws_pong},
+      {"connect", &Scenario::step_connect},
+      {"hello", &Scenario::step_hello},
+      {"handshake", &Scenario::step_handshake},
+      {"send", &Scenario::step_send},
+      {"send_raw", &Scenario::step_send_raw},
+      {"expect", &Scenario::step_expect},
+      {"expect_error", &Scenario::step_expect_error},
+      {"expect_close", &Scenario::step_expect_close},
+      {"expect_none", &Scenario::step_expect_none},
+      {"sleep", &Scenario::step_sleep},
+      {"disconnect", &Scenario::step_disconnect},
+      {"auto_pong", &Scenario::step_auto_pong},
+      {"check", &Scenario::step_check},
+      {"stop_broker", &Scenario::step_stop_broker},
+      {"restart_broker", &Scenario::step_restart_broker},
+      {"alarm", &Scenario::step_alarm},
+      {"ws_send", &Scenario::step_ws_send},
+      {"expect_ws_pong", &Scenario::step_expect_ws_pong},
       {"expect_http_status", &Scenario::step_expect_http_status},
       {"http", &Scenario::step_http},
   };
@@ -209,12 +218,11 @@ StepOutcome Scenario::run_step(const std::string& verb, const Json& args) {
 }
 
 const std::vector<std::string>& step_verbs() {
-  static const std::vector<std::string> verbs = {"connect",      "hello",        "handshake",   "send",
-                                                 "send_raw",     "expect",       "expect_error", "expect_close",
-                                                 "expect_none",  "sleep",        "disconnect",  "auto_pong",
-                                                 "check",        "stop_broker",  "restart_broker", "alarm",
-                                                 "ws_send",      "expect_ws_pong", "expect_http_status",
-                                                 "http"};
+  static const std::vector<std::string> verbs = {"connect",     "hello",          "handshake",          "send",
+                                                 "send_raw",    "expect",         "expect_error",       "expect_close",
+                                                 "expect_none", "sleep",          "disconnect",         "auto_pong",
+                                                 "check",       "stop_broker",    "restart_broker",     "alarm",
+                                                 "ws_send",     "expect_ws_pong", "expect_http_status", "http"};
   static const std::vector<std::string> with_amqp = [] {
     std::vector<std::string> all = verbs;
     all.insert(all.end(), amqp_step_verbs().begin(), amqp_step_verbs().end());
@@ -294,7 +302,7 @@ bool Scenario::send_bytes(Conn& c, const Bytes& bytes, const std::string& op, co
   const bool ok = c.wire.send(bytes, std::min(Clock::now() + std::chrono::seconds(5), case_deadline_));
   if (ok && c.wire.held_back() > 0) {
     note(c.name, std::to_string(c.wire.held_back()) + " bytes held back until their frame is complete (one "
-                 "WebSocket message per frame)");
+                                                      "WebSocket message per frame)");
   }
   return ok;
 }
@@ -353,14 +361,10 @@ Scenario::Received Scenario::next(Conn& c, Clock::time_point deadline, bool want
 
 std::string Scenario::describe(const Received& r) const {
   switch (r.kind) {
-    case Received::Kind::timeout:
-      return "nothing arrived";
-    case Received::Kind::closed:
-      return "the connection closed (" + r.detail + ")";
-    case Received::Kind::bad_framing:
-      return "bytes that are not a frame (" + r.detail + ")";
-    case Received::Kind::frame:
-      break;
+    case Received::Kind::timeout: return "nothing arrived";
+    case Received::Kind::closed: return "the connection closed (" + r.detail + ")";
+    case Received::Kind::bad_framing: return "bytes that are not a frame (" + r.detail + ")";
+    case Received::Kind::frame: break;
   }
   return op_label(r.frame.op()) + " " + header_text(r.frame.header());
 }
@@ -397,7 +401,8 @@ StepOutcome Scenario::step_connect(const Json& args) {
   c->name = name;
   c->wire.watch(std::make_unique<WireMonitor>(Side::server, name, started_));
   // Every frame the broker sends is in the transcript, at its arrival, read by a step or not.
-  c->wire.on_received([this, name](const RawFrame& f) { log_frame(name, "received", f.op(), f.header(), f.payload()); });
+  c->wire.on_received(
+      [this, name](const RawFrame& f) { log_frame(name, "received", f.op(), f.header(), f.payload()); });
   auto connected = c->wire.connect(address, deadline_after(args, "within_ms", 5000));
   if (!connected) {
     // Not reaching the target is the harness's error; a server that answers the upgrade wrongly fails.
@@ -410,8 +415,9 @@ StepOutcome Scenario::step_connect(const Json& args) {
   conns_[name] = std::move(c);
   // FMQ1 opens the TCP and TLS framings only: "without FMQ1" on WebSocket.
   if (!stream || !args.value("preamble", true)) return StepOutcome::ok();
-  const Bytes preamble = args.contains("preamble_hex") ? from_hex(args.at("preamble_hex").get<std::string>()).value_or(Bytes{})
-                                                       : Bytes(kPreamble.begin(), kPreamble.end());
+  const Bytes preamble = args.contains("preamble_hex")
+                             ? from_hex(args.at("preamble_hex").get<std::string>()).value_or(Bytes{})
+                             : Bytes(kPreamble.begin(), kPreamble.end());
   if (!send_bytes(ref, preamble, "", "preamble " + preview(preamble), {})) {
     return StepOutcome::fail("the broker closed the connection before the preamble was sent");
   }
@@ -476,14 +482,16 @@ StepOutcome Scenario::step_send(const Json& args) {
   auto map = decode_value(header);
   // pad_to: a size, or {"size": n, "add": k} (variables are substituted first: "${welcome_max_frame}").
   const Json& pad = args.at("pad_to");
-  const std::size_t size = pad.is_object() ? pad.at("size").get<std::size_t>() + pad.value("add", 0) : pad.get<std::size_t>();
+  const std::size_t size = pad.is_object() ? pad.at("size").get<std::size_t>() + pad.value("add", 0)
+                                           : pad.get<std::size_t>();
   const Map* fields = map ? map->get_if<Map>() : nullptr;
   auto padded = padded_frame(*op, fields ? *fields : Map{}, payload, size);
   if (!padded) return StepOutcome::error(padded.error());
   const Bytes& frame = *padded;
   // The padded size counts the len field on every transport (4 + len): on WebSocket the message is 4 bytes
   // shorter, as the spec's limits count it.
-  const std::string text = frame.size() > 4096 ? "(" + std::to_string(frame.size()) + "-byte frame)" : header_text(header);
+  const std::string text = frame.size() > 4096 ? "(" + std::to_string(frame.size()) + "-byte frame)"
+                                               : header_text(header);
   // A broker may refuse a frame and close before all of it is written; the next step judges what it said.
   return sent(**c, send_bytes(**c, frame, op_label(*op), text, payload), args);
 }
@@ -517,7 +525,8 @@ StepOutcome Scenario::step_expect(const Json& args) {
   const auto deadline = deadline_after(args, "within_ms", kDefaultWithinMs);
   Received r = next(**c, deadline, want_ping);
   auto wanted_op = [&ops](std::uint8_t got) { return std::count(ops.begin(), ops.end(), got) > 0; };
-  while (r.kind == Received::Kind::frame && !wanted_op(r.frame.op()) && std::count(skip.begin(), skip.end(), r.frame.op())) {
+  while (r.kind == Received::Kind::frame && !wanted_op(r.frame.op()) &&
+         std::count(skip.begin(), skip.end(), r.frame.op())) {
     r = next(**c, deadline, want_ping);
   }
   std::string wanted;
@@ -533,7 +542,8 @@ StepOutcome Scenario::step_expect(const Json& args) {
   if (args.contains("payload")) {
     const Bytes expected = payload_of(args);
     if (!std::equal(expected.begin(), expected.end(), r.frame.payload().begin(), r.frame.payload().end())) {
-      return StepOutcome::fail(wanted + " payload: expected " + preview(expected) + ", got " + preview(r.frame.payload()));
+      return StepOutcome::fail(wanted + " payload: expected " + preview(expected) + ", got " +
+                               preview(r.frame.payload()));
     }
   }
   return StepOutcome::ok();
@@ -556,22 +566,26 @@ StepOutcome Scenario::step_expect_error(const Json& args) {
   if (r.frame.op() == static_cast<std::uint8_t>(OpCode::close) && or_close && code_ok) {
     // An AMQP-style broker may close the connection with the code instead of sending error first.
     send_message(**c, op::Close{static_cast<std::uint64_t>(200), "closing"});
-    return expect_closed_after_fatal(**c, "close " + std::to_string(*code), deadline_after(args, "close_within_ms", kDefaultCloseWithinMs));
+    return expect_closed_after_fatal(**c, "close " + std::to_string(*code),
+                                     deadline_after(args, "close_within_ms", kDefaultCloseWithinMs));
   }
-  if (r.frame.op() != static_cast<std::uint8_t>(OpCode::error)) return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
+  if (r.frame.op() != static_cast<std::uint8_t>(OpCode::error))
+    return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
   if (!code_ok) return StepOutcome::fail("expected " + wanted + ", received " + describe(r));
   if (args.contains("rid")) {
-    if (std::string bad = match_value(args.at("rid"), find(*r.header.get_if<Map>(), "rid"), "rid", vars_); !bad.empty()) {
+    if (std::string bad = match_value(args.at("rid"), find(*r.header.get_if<Map>(), "rid"), "rid", vars_);
+        !bad.empty()) {
       return StepOutcome::fail("error " + bad);
     }
   }
   if (args.contains("header")) {
-    if (std::string bad = match_value(args.at("header"), &r.header, "", vars_); !bad.empty()) return StepOutcome::fail("error " + bad);
+    if (std::string bad = match_value(args.at("header"), &r.header, "", vars_); !bad.empty())
+      return StepOutcome::fail("error " + bad);
   }
   const bool fatal = bool_field(r.header, "fatal");
   if (args.contains("fatal") && args.at("fatal").get<bool>() != fatal) {
-    return StepOutcome::fail("expected the error to be " + std::string(fatal ? "not fatal" : "fatal") + ", got fatal: " +
-                             (fatal ? "true" : "false") + " in " + describe(r));
+    return StepOutcome::fail("expected the error to be " + std::string(fatal ? "not fatal" : "fatal") +
+                             ", got fatal: " + (fatal ? "true" : "false") + " in " + describe(r));
   }
   // The fatal flag must tell the truth either way: "true when the server closes the connection after this frame".
   const auto deadline = deadline_after(args, "close_within_ms", kDefaultCloseWithinMs);
@@ -594,8 +608,10 @@ StepOutcome Scenario::expect_still_open(Conn& c, Clock::time_point deadline) {
   // A non-fatal error leaves the connection usable: a ping must still get its pong.
   send_message(c, op::Ping{});
   const Received r = next(c, deadline);
-  if (r.kind == Received::Kind::frame && r.frame.op() == static_cast<std::uint8_t>(OpCode::pong)) return StepOutcome::ok();
-  return StepOutcome::fail("after a non-fatal error (fatal: false) the connection must stay open; a ping got " + describe(r));
+  if (r.kind == Received::Kind::frame && r.frame.op() == static_cast<std::uint8_t>(OpCode::pong))
+    return StepOutcome::ok();
+  return StepOutcome::fail("after a non-fatal error (fatal: false) the connection must stay open; a ping got " +
+                           describe(r));
 }
 
 StepOutcome Scenario::step_expect_close(const Json& args) {
@@ -620,7 +636,8 @@ StepOutcome Scenario::step_expect_none(const Json& args) {
   if (!c) return StepOutcome::error(c.error());
   const Received r = next(**c, deadline_after(args, "for_ms", 500));
   if (r.kind == Received::Kind::timeout) return StepOutcome::ok();
-  return StepOutcome::fail("expected nothing, but " + std::string(r.kind == Received::Kind::frame ? "received " : "") + describe(r));
+  return StepOutcome::fail("expected nothing, but " + std::string(r.kind == Received::Kind::frame ? "received " : "") +
+                           describe(r));
 }
 
 StepOutcome Scenario::step_sleep(const Json& args) {
@@ -745,7 +762,8 @@ StepOutcome Scenario::step_ws_send(const Json& args) {
     auto bytes = from_hex(args.at("hex").get<std::string>());
     if (!bytes) return StepOutcome::error("ws_send: \"hex\" is not hex");
     const bool binary = args.value("binary", true);
-    what = std::string(binary ? "binary" : "text") + " message " + to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64)));
+    what = std::string(binary ? "binary" : "text") + " message " +
+           to_hex(ByteView(*bytes).first(std::min<std::size_t>(bytes->size(), 64)));
     ok = wire.ws_send_message(binary ? WsOpcode::binary : WsOpcode::text, *bytes, fragments, deadline);
   } else if (args.contains("frames")) {
     auto message = frames_in_one_message(args.at("frames"), what);
@@ -759,7 +777,8 @@ StepOutcome Scenario::step_ws_send(const Json& args) {
   } else if (args.contains("close")) {
     const auto code = args.at("close").get<std::uint16_t>();
     what = "WebSocket close " + std::to_string(code);
-    ok = wire.ws_send_frame(true, static_cast<std::uint8_t>(WsOpcode::close), close_payload(code, args.value("reason", "")), deadline);
+    ok = wire.ws_send_frame(true, static_cast<std::uint8_t>(WsOpcode::close),
+                            close_payload(code, args.value("reason", "")), deadline);
   } else if (args.contains("raw_hex")) {
     auto bytes = from_hex(args.at("raw_hex").get<std::string>());
     if (!bytes) return StepOutcome::error("ws_send: \"raw_hex\" is not hex");
@@ -778,15 +797,10 @@ StepOutcome Scenario::step_expect_ws_pong(const Json& args) {
   auto c = conn_for(args);
   if (!c) return StepOutcome::error(c.error());
   switch ((*c)->wire.wait_ws_pong(deadline_after(args, "within_ms", kDefaultWithinMs))) {
-    case WireConnection::PongWait::pong:
-      note((*c)->name, "WebSocket pong received");
-      return StepOutcome::ok();
-    case WireConnection::PongWait::timeout:
-      return StepOutcome::fail("expected a WebSocket pong, nothing arrived");
-    case WireConnection::PongWait::closed:
-      return StepOutcome::fail("expected a WebSocket pong, the connection closed");
-    case WireConnection::PongWait::not_websocket:
-      break;
+    case WireConnection::PongWait::pong: note((*c)->name, "WebSocket pong received"); return StepOutcome::ok();
+    case WireConnection::PongWait::timeout: return StepOutcome::fail("expected a WebSocket pong, nothing arrived");
+    case WireConnection::PongWait::closed: return StepOutcome::fail("expected a WebSocket pong, the connection closed");
+    case WireConnection::PongWait::not_websocket: break;
   }
   return StepOutcome::error("expect_ws_pong is for WebSocket connections (ws, wss)");
 }
@@ -809,7 +823,8 @@ StepOutcome Scenario::step_expect_http_status(const Json& args) {
   note(name, describe_address(address) + ": " + why.message);
   if (!why.reached) return StepOutcome::error(why.message);
   if (std::find(statuses.begin(), statuses.end(), static_cast<std::uint64_t>(why.http_status)) == statuses.end()) {
-    return StepOutcome::fail("expected HTTP " + join_codes(statuses) + " for " + describe_address(address) + ", got: " + why.message);
+    return StepOutcome::fail("expected HTTP " + join_codes(statuses) + " for " + describe_address(address) +
+                             ", got: " + why.message);
   }
   return StepOutcome::ok();
 }
@@ -832,14 +847,15 @@ StepOutcome Scenario::step_http(const Json& args) {
   note("http", method + " " + path + (body.empty() ? "" : " " + body) + " -> " + std::to_string(response->status) +
                    " " + response->body.substr(0, 500));
   const std::vector<std::uint64_t> statuses = args.contains("status") ? codes_of(args.at("status"))
-                                                                       : std::vector<std::uint64_t>{200, 201, 204};
+                                                                      : std::vector<std::uint64_t>{200, 201, 204};
   if (std::find(statuses.begin(), statuses.end(), static_cast<std::uint64_t>(response->status)) == statuses.end()) {
     return StepOutcome::fail("expected HTTP " + join_codes(statuses) + " for " + method + " " + path + ", got " +
                              std::to_string(response->status) + ": " + response->body.substr(0, 300));
   }
   if (!args.contains("expect")) return StepOutcome::ok();
   const Json answer = Json::parse(response->body, nullptr, false);
-  if (answer.is_discarded()) return StepOutcome::fail(method + " " + path + " did not answer JSON: " + response->body.substr(0, 300));
+  if (answer.is_discarded())
+    return StepOutcome::fail(method + " " + path + " did not answer JSON: " + response->body.substr(0, 300));
   auto value = value_from_plain_json(answer);
   if (!value) return StepOutcome::fail(method + " " + path + ": " + value.error());
   if (std::string bad = match_value(args.at("expect"), &*value, "answer", vars_); !bad.empty()) {

@@ -10,15 +10,14 @@
 #include <optional>
 #include <string>
 
+#include "harness/client/target.h"
+#include "harness/client/wire.h"
 #include "harness/model/case_model.h"
 #include "harness/model/verdict.h"
 #include "harness/rules/matcher.h"
-#include "harness/client/target.h"
-#include "harness/client/wire.h"
 #include "protocol/messages.h"
 
 namespace firemq::conform {
-
 
 // A step's code argument: one code or a list of them (expect_error's "code", amqp_*'s "expect_close").
 std::vector<std::uint64_t> codes_of(const nlohmann::json& codes);
@@ -40,7 +39,8 @@ class Scenario {
   // broker was told to stop gracefully, so that the case's connections answer its close as clients do. Set
   // for cases that require the feature "restart": on a broker of the case's own, or through
   // --restart-command against a --url target.
-  using Restarter = std::function<StepOutcome(bool kill, Clock::time_point deadline, const std::function<void()>& signalled)>;
+  using Restarter =
+      std::function<StepOutcome(bool kill, Clock::time_point deadline, const std::function<void()>& signalled)>;
   void set_broker_restarter(Restarter restart) { restart_broker_ = std::move(restart); }
   // Raises (true) or clears (false) a resource alarm on the broker (alarm step), through --alarm-command; set
   // for cases that require the feature "alarm".
@@ -57,9 +57,9 @@ class Scenario {
   };
   struct Received {
     enum class Kind { frame, closed, timeout, bad_framing } kind;
-    RawFrame frame;          // kind == frame
-    Value header;            // the header as a Value (a Map), when it decodes
-    std::string detail;      // closed: how; bad_framing: the decoder's error
+    RawFrame frame;                              // kind == frame
+    Value header;                                // the header as a Value (a Map), when it decodes
+    std::string detail;                          // closed: how; bad_framing: the decoder's error
     std::optional<std::uint16_t> ws_close_code;  // closed by a WebSocket close frame with a code
   };
   Conn* conn(const std::string& name);
@@ -104,8 +104,7 @@ class Scenario {
   WireAddress address_for(const nlohmann::json& args) const;
   StepOutcome sent(Conn& c, bool ok, const nlohmann::json& args);
   nlohmann::json substitute(const nlohmann::json& j) const;
-  bool send_bytes(Conn& c, const Bytes& bytes, const std::string& op, const std::string& header_text,
-                  ByteView payload);
+  bool send_bytes(Conn& c, const Bytes& bytes, const std::string& op, const std::string& header_text, ByteView payload);
   bool send_framed(Conn& c, std::uint8_t op, ByteView header, ByteView payload, const std::string& header_text);
   void log_frame(const std::string& conn, const std::string& direction, std::uint8_t op, ByteView header,
                  ByteView payload);
@@ -121,7 +120,7 @@ class Scenario {
   std::function<int()> stop_broker_;
   Restarter restart_broker_;
   AlarmSwitch alarm_;
-  bool alarm_raised_ = false;  // by this case's alarm step, and not cleared yet
+  bool alarm_raised_ = false;                         // by this case's alarm step, and not cleared yet
   std::vector<MonitorViolation> retired_violations_;  // of connections replaced by one of the same name
   std::unique_ptr<AmqpSide> amqp_;  // the case's AMQP connections (amqp_* steps, harness/run/amqp_side.h)
 };

@@ -90,7 +90,7 @@ TEST(AmqpFrame, WrongFrameEndIsFrameError) {
 }
 
 TEST(AmqpFrame, FrameLargerThanFrameMaxIsRefusedFromItsHeader) {
-  FrameDecoder decoder(false);  // frame-min-size until tune-ok
+  FrameDecoder decoder(false);                    // frame-min-size until tune-ok
   const Bytes header = {3, 0, 1, 0, 0, 0x10, 0};  // a body frame of 4096 bytes: 4104 with the overhead
   EXPECT_EQ(decoder.feed(header).state, FrameDecoder::State::error);
   EXPECT_EQ(decoder.error().code, 501);
@@ -104,7 +104,10 @@ TEST(AmqpFrame, UnknownFrameTypeIsFrameError) {
 }
 
 TEST(AmqpFrame, HeartbeatEncodesAsTheSpecSays) {
-  EXPECT_EQ(to_hex(encode_heartbeat()), "08" "0000" "00000000" "ce");  // type 8, channel 0, size 0, frame-end
+  EXPECT_EQ(to_hex(encode_heartbeat()), "08"
+                                        "0000"
+                                        "00000000"
+                                        "ce");  // type 8, channel 0, size 0, frame-end
 }
 
 TEST(AmqpMethods, QueueDeclareFromPikaKeepsEveryFieldType) {
@@ -240,14 +243,22 @@ TEST(AmqpFieldTable, MoreThanTheItemBoundIsA502) {
 }
 
 TEST(AmqpFieldTable, EveryTypeRoundTrips) {
-  FieldTable all = {{"V", Void{}},          {"t", true},
-                    {"b", std::int8_t{-1}}, {"B", std::uint8_t{255}},
-                    {"s", std::int16_t{-2}}, {"u", std::uint16_t{65535}},
-                    {"I", std::int32_t{-3}}, {"i", std::uint32_t{4000000000u}},
-                    {"l", std::int64_t{-4}}, {"f", 1.5f},
-                    {"d", 2.25},            {"D", Decimal{2, -314}},
-                    {"S", "text"},          {"x", ByteArray{{0xff}}},
-                    {"A", FieldArray{1, "a"}}, {"T", Timestamp{42}},
+  FieldTable all = {{"V", Void{}},
+                    {"t", true},
+                    {"b", std::int8_t{-1}},
+                    {"B", std::uint8_t{255}},
+                    {"s", std::int16_t{-2}},
+                    {"u", std::uint16_t{65535}},
+                    {"I", std::int32_t{-3}},
+                    {"i", std::uint32_t{4000000000u}},
+                    {"l", std::int64_t{-4}},
+                    {"f", 1.5f},
+                    {"d", 2.25},
+                    {"D", Decimal{2, -314}},
+                    {"S", "text"},
+                    {"x", ByteArray{{0xff}}},
+                    {"A", FieldArray{1, "a"}},
+                    {"T", Timestamp{42}},
                     {"F", FieldTable{{"in", Void{}}}}};
   for (const FieldEntry& e : all) EXPECT_EQ(e.name[0], e.value.type_letter()) << e.name;
   Bytes out;

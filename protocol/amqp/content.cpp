@@ -22,7 +22,8 @@ Result<std::uint16_t> read_flags(WireReader& in) {
   if (flags & 0x0002) return syntax_error("property flag bit 1 is set, but the basic class has 14 properties");
   for (std::uint16_t more = flags; (more & 1) != 0 && !in.failed();) {
     more = in.u16();
-    if ((more & ~1u) != 0) return syntax_error("a continuation of the property flags names properties the basic class lacks");
+    if ((more & ~1u) != 0)
+      return syntax_error("a continuation of the property flags names properties the basic class lacks");
   }
   return flags;
 }

@@ -61,7 +61,8 @@ Result<FieldTable> ValueReader::table(int depth) {
     if (Status over = count_item()) return std::move(*over);
     std::string name = in.shortstr();
     const char letter = static_cast<char>(in.u8());
-    if (in.failed()) return syntax_error("field table entry truncated after " + std::to_string(table.size()) + " entries");
+    if (in.failed())
+      return syntax_error("field table entry truncated after " + std::to_string(table.size()) + " entries");
     auto v = inner.value(letter, depth + 1);
     if (!v) return syntax_error("field table entry '" + name + "': " + v.error().msg);
     table.push_back({std::move(name), std::move(*v)});
@@ -112,7 +113,8 @@ Result<FieldValue> ValueReader::scalar(char letter) {
     case 'I': return FieldValue(static_cast<std::int32_t>(in_.u32()));
     case 'i': return FieldValue(in_.u32());
     // RabbitMQ also parses `L` as a 64-bit integer; it is kept as `l` (docs/spec-notes.md).
-    case 'l': case 'L': return FieldValue(static_cast<std::int64_t>(in_.u64()));
+    case 'l':
+    case 'L': return FieldValue(static_cast<std::int64_t>(in_.u64()));
     case 'f': return FieldValue(std::bit_cast<float>(in_.u32()));
     case 'd': return FieldValue(std::bit_cast<double>(in_.u64()));
     case 'D': {

@@ -50,9 +50,9 @@ using FieldTable = std::vector<FieldEntry>;  // `F`; entries in the order sent
 
 struct FieldValue {
   // In the order of kTypeLetters.
-  using Variant = std::variant<Void, bool, std::int8_t, std::uint8_t, std::int16_t, std::uint16_t, std::int32_t,
-                               std::uint32_t, std::int64_t, float, double, Decimal, std::string, ByteArray,
-                               FieldArray, Timestamp, FieldTable>;
+  using Variant =
+      std::variant<Void, bool, std::int8_t, std::uint8_t, std::int16_t, std::uint16_t, std::int32_t, std::uint32_t,
+                   std::int64_t, float, double, Decimal, std::string, ByteArray, FieldArray, Timestamp, FieldTable>;
   // RabbitMQ's letter for each alternative of Variant: t bool, b int8, B uint8, s int16, u uint16, I int32,
   // i uint32, l int64, f float, d double, D decimal, S long string, x byte array, A array, T timestamp, F table.
   static constexpr std::string_view kTypeLetters = "VtbBsuIilfdDSxATF";
@@ -67,7 +67,9 @@ struct FieldValue {
 
   char type_letter() const { return kTypeLetters[v.index()]; }
   template <class T>
-  const T* get_if() const { return std::get_if<T>(&v); }
+  const T* get_if() const {
+    return std::get_if<T>(&v);
+  }
   bool operator==(const FieldValue& other) const;
 };
 

@@ -21,9 +21,9 @@ namespace firemq::amqp {
 
 inline constexpr std::array<std::uint8_t, 8> kProtocolHeader = {'A', 'M', 'Q', 'P', 0, 0, 9, 1};
 inline constexpr std::uint8_t kFrameEnd = 0xCE;
-inline constexpr std::size_t kFrameHeaderSize = 7;                       // type, channel, size
-inline constexpr std::size_t kFrameOverhead = kFrameHeaderSize + 1;      // and the frame-end octet
-inline constexpr std::size_t kFrameMinSize = 4096;                       // "frame-min-size"
+inline constexpr std::size_t kFrameHeaderSize = 7;                   // type, channel, size
+inline constexpr std::size_t kFrameOverhead = kFrameHeaderSize + 1;  // and the frame-end octet
+inline constexpr std::size_t kFrameMinSize = 4096;                   // "frame-min-size"
 
 enum class FrameType : std::uint8_t { method = 1, header = 2, body = 3, heartbeat = 8 };
 
@@ -62,9 +62,9 @@ class FrameDecoder {
  public:
   enum class State {
     need_more,
-    frame,               // take_frame()
-    bad_protocol_header, // "the server MUST ... reply with a valid protocol header and then close the socket"
-    error,               // error(): 501 frame-error
+    frame,                // take_frame()
+    bad_protocol_header,  // "the server MUST ... reply with a valid protocol header and then close the socket"
+    error,                // error(): 501 frame-error
   };
   struct Step {
     std::size_t consumed;
@@ -89,7 +89,7 @@ class FrameDecoder {
 
   bool header_pending_;
   std::size_t frame_max_ = kFrameMinSize;
-  Bytes buffer_;  // the protocol header, then the current frame: its 7 header bytes, payload and frame-end
+  Bytes buffer_;            // the protocol header, then the current frame: its 7 header bytes, payload and frame-end
   std::size_t wanted_ = 0;  // the current frame's whole size, once its header is read
   Frame frame_;
   Error error_;

@@ -11,8 +11,11 @@ using enum FieldType;
 
 // Field lists, named after their methods. "reserved_1" fields are the spec's deprecated ones (ticket,
 // out-of-band, known-hosts, ...): read, kept and written back as zero.
-constexpr FieldSpec kConnectionStart[] = {{"version_major", octet}, {"version_minor", octet},
-                                          {"server_properties", table}, {"mechanisms", longstr}, {"locales", longstr}};
+constexpr FieldSpec kConnectionStart[] = {{"version_major", octet},
+                                          {"version_minor", octet},
+                                          {"server_properties", table},
+                                          {"mechanisms", longstr},
+                                          {"locales", longstr}};
 constexpr FieldSpec kConnectionStartOk[] = {
     {"client_properties", table}, {"mechanism", shortstr}, {"response", longstr}, {"locale", shortstr}};
 constexpr FieldSpec kConnectionSecure[] = {{"challenge", longstr}};
@@ -20,50 +23,59 @@ constexpr FieldSpec kConnectionSecureOk[] = {{"response", longstr}};
 constexpr FieldSpec kConnectionTune[] = {{"channel_max", short_}, {"frame_max", long_}, {"heartbeat", short_}};
 constexpr FieldSpec kConnectionOpen[] = {{"virtual_host", shortstr}, {"reserved_1", shortstr}, {"reserved_2", bit}};
 constexpr FieldSpec kConnectionOpenOk[] = {{"reserved_1", shortstr}};
-constexpr FieldSpec kClose[] = {{"reply_code", short_}, {"reply_text", shortstr}, {"class_id", short_},
-                                {"method_id", short_}};
+constexpr FieldSpec kClose[] = {
+    {"reply_code", short_}, {"reply_text", shortstr}, {"class_id", short_}, {"method_id", short_}};
 constexpr FieldSpec kConnectionBlocked[] = {{"reason", shortstr}};
 constexpr FieldSpec kConnectionUpdateSecret[] = {{"new_secret", longstr}, {"reason", shortstr}};
 constexpr FieldSpec kChannelOpen[] = {{"reserved_1", shortstr}};
 constexpr FieldSpec kChannelOpenOk[] = {{"reserved_1", longstr}};
 constexpr FieldSpec kChannelFlow[] = {{"active", bit}};
-constexpr FieldSpec kAccessRequest[] = {{"realm", shortstr}, {"exclusive", bit}, {"passive", bit}, {"active", bit},
-                                        {"write", bit},      {"read", bit}};
+constexpr FieldSpec kAccessRequest[] = {{"realm", shortstr}, {"exclusive", bit}, {"passive", bit},
+                                        {"active", bit},     {"write", bit},     {"read", bit}};
 constexpr FieldSpec kAccessRequestOk[] = {{"reserved_1", short_}};
 constexpr FieldSpec kExchangeDeclare[] = {{"reserved_1", short_}, {"exchange", shortstr}, {"type", shortstr},
                                           {"passive", bit},       {"durable", bit},       {"auto_delete", bit},
                                           {"internal", bit},      {"no_wait", bit},       {"arguments", table}};
 constexpr FieldSpec kExchangeDelete[] = {
     {"reserved_1", short_}, {"exchange", shortstr}, {"if_unused", bit}, {"no_wait", bit}};
-constexpr FieldSpec kExchangeBind[] = {{"reserved_1", short_}, {"destination", shortstr}, {"source", shortstr},
-                                       {"routing_key", shortstr}, {"no_wait", bit}, {"arguments", table}};
-constexpr FieldSpec kQueueDeclare[] = {{"reserved_1", short_}, {"queue", shortstr},  {"passive", bit},
-                                       {"durable", bit},       {"exclusive", bit},   {"auto_delete", bit},
+constexpr FieldSpec kExchangeBind[] = {{"reserved_1", short_},    {"destination", shortstr}, {"source", shortstr},
+                                       {"routing_key", shortstr}, {"no_wait", bit},          {"arguments", table}};
+constexpr FieldSpec kQueueDeclare[] = {{"reserved_1", short_}, {"queue", shortstr}, {"passive", bit},
+                                       {"durable", bit},       {"exclusive", bit},  {"auto_delete", bit},
                                        {"no_wait", bit},       {"arguments", table}};
 constexpr FieldSpec kQueueDeclareOk[] = {{"queue", shortstr}, {"message_count", long_}, {"consumer_count", long_}};
-constexpr FieldSpec kQueueBind[] = {{"reserved_1", short_}, {"queue", shortstr}, {"exchange", shortstr},
-                                    {"routing_key", shortstr}, {"no_wait", bit}, {"arguments", table}};
+constexpr FieldSpec kQueueBind[] = {{"reserved_1", short_},    {"queue", shortstr}, {"exchange", shortstr},
+                                    {"routing_key", shortstr}, {"no_wait", bit},    {"arguments", table}};
 constexpr FieldSpec kQueuePurge[] = {{"reserved_1", short_}, {"queue", shortstr}, {"no_wait", bit}};
 constexpr FieldSpec kMessageCount[] = {{"message_count", long_}};
 constexpr FieldSpec kQueueDelete[] = {
     {"reserved_1", short_}, {"queue", shortstr}, {"if_unused", bit}, {"if_empty", bit}, {"no_wait", bit}};
-constexpr FieldSpec kQueueUnbind[] = {{"reserved_1", short_}, {"queue", shortstr}, {"exchange", shortstr},
-                                      {"routing_key", shortstr}, {"arguments", table}};
+constexpr FieldSpec kQueueUnbind[] = {{"reserved_1", short_},
+                                      {"queue", shortstr},
+                                      {"exchange", shortstr},
+                                      {"routing_key", shortstr},
+                                      {"arguments", table}};
 constexpr FieldSpec kBasicQos[] = {{"prefetch_size", long_}, {"prefetch_count", short_}, {"global", bit}};
 constexpr FieldSpec kBasicConsume[] = {{"reserved_1", short_}, {"queue", shortstr}, {"consumer_tag", shortstr},
                                        {"no_local", bit},      {"no_ack", bit},     {"exclusive", bit},
                                        {"no_wait", bit},       {"arguments", table}};
 constexpr FieldSpec kConsumerTag[] = {{"consumer_tag", shortstr}};
 constexpr FieldSpec kBasicCancel[] = {{"consumer_tag", shortstr}, {"no_wait", bit}};
-constexpr FieldSpec kBasicPublish[] = {{"reserved_1", short_}, {"exchange", shortstr}, {"routing_key", shortstr},
-                                       {"mandatory", bit},     {"immediate", bit}};
-constexpr FieldSpec kBasicReturn[] = {{"reply_code", short_}, {"reply_text", shortstr}, {"exchange", shortstr},
-                                      {"routing_key", shortstr}};
-constexpr FieldSpec kBasicDeliver[] = {{"consumer_tag", shortstr}, {"delivery_tag", longlong}, {"redelivered", bit},
-                                       {"exchange", shortstr},     {"routing_key", shortstr}};
+constexpr FieldSpec kBasicPublish[] = {
+    {"reserved_1", short_}, {"exchange", shortstr}, {"routing_key", shortstr}, {"mandatory", bit}, {"immediate", bit}};
+constexpr FieldSpec kBasicReturn[] = {
+    {"reply_code", short_}, {"reply_text", shortstr}, {"exchange", shortstr}, {"routing_key", shortstr}};
+constexpr FieldSpec kBasicDeliver[] = {{"consumer_tag", shortstr},
+                                       {"delivery_tag", longlong},
+                                       {"redelivered", bit},
+                                       {"exchange", shortstr},
+                                       {"routing_key", shortstr}};
 constexpr FieldSpec kBasicGet[] = {{"reserved_1", short_}, {"queue", shortstr}, {"no_ack", bit}};
-constexpr FieldSpec kBasicGetOk[] = {{"delivery_tag", longlong}, {"redelivered", bit}, {"exchange", shortstr},
-                                     {"routing_key", shortstr},  {"message_count", long_}};
+constexpr FieldSpec kBasicGetOk[] = {{"delivery_tag", longlong},
+                                     {"redelivered", bit},
+                                     {"exchange", shortstr},
+                                     {"routing_key", shortstr},
+                                     {"message_count", long_}};
 constexpr FieldSpec kBasicGetEmpty[] = {{"reserved_1", shortstr}};
 constexpr FieldSpec kBasicAck[] = {{"delivery_tag", longlong}, {"multiple", bit}};
 constexpr FieldSpec kBasicReject[] = {{"delivery_tag", longlong}, {"requeue", bit}};
@@ -147,7 +159,8 @@ constexpr MethodSpec kMethods[] = {
 Arg zero_of(FieldType type) {
   switch (type) {
     case bit: return false;
-    case shortstr: case longstr: return std::string();
+    case shortstr:
+    case longstr: return std::string();
     case table: return FieldTable();
     default: return std::uint64_t{0};
   }
@@ -201,7 +214,8 @@ Arg read_field(WireReader& in, FieldType type, Status& table_error) {
     case octet: return std::uint64_t{in.u8()};
     case short_: return std::uint64_t{in.u16()};
     case long_: return std::uint64_t{in.u32()};
-    case longlong: case timestamp: return in.u64();
+    case longlong:
+    case timestamp: return in.u64();
     case shortstr: return in.shortstr();
     case longstr: return in.longstr();
     case table: {
@@ -218,11 +232,14 @@ Arg read_field(WireReader& in, FieldType type, Status& table_error) {
 
 void write_field(WireWriter& out, FieldType type, const Arg& value) {
   switch (type) {
-    case bit: case octet: out.u8(static_cast<std::uint8_t>(as_number(value))); break;
+    case bit:
+    case octet: out.u8(static_cast<std::uint8_t>(as_number(value))); break;
     case short_: out.u16(static_cast<std::uint16_t>(as_number(value))); break;
     case long_: out.u32(static_cast<std::uint32_t>(as_number(value))); break;
-    case longlong: case timestamp: out.u64(as_number(value)); break;
-    case shortstr: case longstr: {
+    case longlong:
+    case timestamp: out.u64(as_number(value)); break;
+    case shortstr:
+    case longstr: {
       const auto* s = std::get_if<std::string>(&value);
       const std::string_view text = s ? std::string_view(*s) : std::string_view();
       type == shortstr ? out.shortstr(text) : out.longstr(text);
@@ -282,8 +299,9 @@ Method& Method::set(std::string_view field, Arg value) {
 Result<Method> decode_method(ByteView payload) {
   WireReader in(payload);
   const MethodId id{in.u16(), in.u16()};
-  if (in.failed()) return connection_error(502, "method frame of " + std::to_string(payload.size()) +
-                                                    " bytes is too short for a class and method id");
+  if (in.failed())
+    return connection_error(502, "method frame of " + std::to_string(payload.size()) +
+                                     " bytes is too short for a class and method id");
   const MethodSpec* spec = find_method(id);
   if (spec == nullptr) {
     return connection_error(540, "unknown method: class " + std::to_string(id.class_id) + ", method " +

@@ -36,7 +36,7 @@ struct MethodSpec {
   MethodId id;
   std::string_view name;  // "basic.publish"
   std::span<const FieldSpec> fields;
-  bool has_content;       // a content header and body frames follow (basic.publish, deliver, return, get-ok)
+  bool has_content;  // a content header and body frames follow (basic.publish, deliver, return, get-ok)
 };
 
 // The method table, and the one method of an id (nullptr when 0-9-1 has none).
@@ -93,8 +93,8 @@ inline constexpr MethodId kConnectionStart{10, 10}, kConnectionStartOk{10, 11}, 
     kConnectionSecureOk{10, 21}, kConnectionTune{10, 30}, kConnectionTuneOk{10, 31}, kConnectionOpen{10, 40},
     kConnectionOpenOk{10, 41}, kConnectionClose{10, 50}, kConnectionCloseOk{10, 51}, kConnectionBlocked{10, 60},
     kConnectionUnblocked{10, 61}, kConnectionUpdateSecret{10, 70}, kConnectionUpdateSecretOk{10, 71};
-inline constexpr MethodId kChannelOpen{20, 10}, kChannelOpenOk{20, 11}, kChannelFlow{20, 20},
-    kChannelFlowOk{20, 21}, kChannelClose{20, 40}, kChannelCloseOk{20, 41};
+inline constexpr MethodId kChannelOpen{20, 10}, kChannelOpenOk{20, 11}, kChannelFlow{20, 20}, kChannelFlowOk{20, 21},
+    kChannelClose{20, 40}, kChannelCloseOk{20, 41};
 inline constexpr MethodId kAccessRequest{30, 10}, kAccessRequestOk{30, 11};
 inline constexpr MethodId kExchangeDeclare{40, 10}, kExchangeDeclareOk{40, 11}, kExchangeDelete{40, 20},
     kExchangeDeleteOk{40, 21}, kExchangeBind{40, 30}, kExchangeBindOk{40, 31}, kExchangeUnbind{40, 40},
@@ -103,10 +103,9 @@ inline constexpr MethodId kQueueDeclare{50, 10}, kQueueDeclareOk{50, 11}, kQueue
     kQueuePurge{50, 30}, kQueuePurgeOk{50, 31}, kQueueDelete{50, 40}, kQueueDeleteOk{50, 41}, kQueueUnbind{50, 50},
     kQueueUnbindOk{50, 51};
 inline constexpr MethodId kBasicQos{60, 10}, kBasicQosOk{60, 11}, kBasicConsume{60, 20}, kBasicConsumeOk{60, 21},
-    kBasicCancel{60, 30}, kBasicCancelOk{60, 31}, kBasicPublish{60, 40}, kBasicReturn{60, 50},
-    kBasicDeliver{60, 60}, kBasicGet{60, 70}, kBasicGetOk{60, 71}, kBasicGetEmpty{60, 72}, kBasicAck{60, 80},
-    kBasicReject{60, 90}, kBasicRecoverAsync{60, 100}, kBasicRecover{60, 110}, kBasicRecoverOk{60, 111},
-    kBasicNack{60, 120};
+    kBasicCancel{60, 30}, kBasicCancelOk{60, 31}, kBasicPublish{60, 40}, kBasicReturn{60, 50}, kBasicDeliver{60, 60},
+    kBasicGet{60, 70}, kBasicGetOk{60, 71}, kBasicGetEmpty{60, 72}, kBasicAck{60, 80}, kBasicReject{60, 90},
+    kBasicRecoverAsync{60, 100}, kBasicRecover{60, 110}, kBasicRecoverOk{60, 111}, kBasicNack{60, 120};
 inline constexpr MethodId kConfirmSelect{85, 10}, kConfirmSelectOk{85, 11};
 inline constexpr MethodId kTxSelect{90, 10}, kTxSelectOk{90, 11}, kTxCommit{90, 20}, kTxCommitOk{90, 21},
     kTxRollback{90, 30}, kTxRollbackOk{90, 31};

@@ -56,7 +56,9 @@ void replace_or_add(Json& into, const Json& incoming, Same same) {
   }
 }
 
-bool same_field(const Json& a, const Json& b, const char* key) { return a.contains(key) && b.contains(key) && a[key] == b[key]; }
+bool same_field(const Json& a, const Json& b, const char* key) {
+  return a.contains(key) && b.contains(key) && a[key] == b[key];
+}
 
 }  // namespace
 
@@ -112,7 +114,9 @@ Result<Definitions, std::string> Definitions::parse(const std::string& json_text
 }
 
 Json Definitions::to_json() const {
-  Json root{{"users", Json::array()}, {"vhosts", Json::array()}, {"permissions", Json::array()},
+  Json root{{"users", Json::array()},
+            {"vhosts", Json::array()},
+            {"permissions", Json::array()},
             {"parameters", Json::array()}};
   for (const std::string& vhost : vhosts_) root["vhosts"].push_back({{"name", vhost}});
   for (const auto& [name, user] : users_) {
@@ -181,7 +185,8 @@ std::optional<std::string> Definitions::merge(const Json& incoming) {
   for (Json& user : users) {
     // A user's limits are set apart from the user (as RabbitMQ's user-limits): an update keeps them.
     const User* existing = user.is_object() && user.contains("name") && user["name"].is_string()
-                               ? find_user(user["name"].get<std::string>()) : nullptr;
+                               ? find_user(user["name"].get<std::string>())
+                               : nullptr;
     if (existing != nullptr && !user.contains("limits")) user["limits"] = firemq::to_json(existing->limits);
   }
   auto by_name = [](const Json& a, const Json& b) { return same_field(a, b, "name"); };

@@ -32,7 +32,8 @@ bool is_ipv4(std::string_view text) { return text.find(':') == std::string_view:
 
 // The range's prefix length in bits, or nullopt when `text` is not a number up to `max`.
 std::optional<unsigned> prefix_bits(std::string_view text, unsigned max) {
-  if (text.empty() || text.size() > 3 || !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+  if (text.empty() || text.size() > 3 ||
+      !std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     return std::nullopt;
   }
   const unsigned bits = static_cast<unsigned>(std::stoul(std::string(text)));
@@ -111,8 +112,10 @@ Result<std::vector<AddressRange>, std::string> parse_address_ranges(std::string_
     const std::string_view address_text = entry.substr(0, slash);
     const unsigned max = is_ipv4(address_text) ? 32 : 128;
     const auto address = parse_address(address_text);
-    const auto bits = slash == std::string_view::npos ? std::optional<unsigned>(max) : prefix_bits(entry.substr(slash + 1), max);
-    if (!address || !bits) return "'" + std::string(entry) + "' is not an address or an address range (CIDR, as 127.0.0.0/8)";
+    const auto bits = slash == std::string_view::npos ? std::optional<unsigned>(max)
+                                                      : prefix_bits(entry.substr(slash + 1), max);
+    if (!address || !bits)
+      return "'" + std::string(entry) + "' is not an address or an address range (CIDR, as 127.0.0.0/8)";
     ranges.push_back({*address, *bits + (max == 32 ? kMappedPrefixBits : 0)});
   }
   return ranges;

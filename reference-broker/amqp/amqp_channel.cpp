@@ -28,7 +28,8 @@ std::string amqp_reply_text(std::uint16_t code, const std::string& msg) {
   if (const ReplyCodeInfo* info = find_reply_code(code)) name = std::string(info->name);
   if (code == amqp::kChannelError) name = "channel-error";
   if (code == amqp::kUnexpectedFrame) name = "unexpected-frame";
-  std::transform(name.begin(), name.end(), name.begin(), [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](char c) { return c == '-' ? '_' : static_cast<char>(std::toupper(c)); });
   return name.empty() ? msg : name + " - " + msg;
 }
 
@@ -64,11 +65,15 @@ const AmqpChannel::Route AmqpChannel::kRoutes[] = {
 
 AmqpChannel::AmqpChannel(std::uint16_t number, SessionEnv env, AmqpChannelHost& host, const std::string& connection,
                          TransportHints hints, op::Hello login)
-    : number_(number), host_(host), login_(std::move(login)), max_body_(env.config.max_frame), faults_(env.config.amqp_faults) {
+    : number_(number),
+      host_(host),
+      login_(std::move(login)),
+      max_body_(env.config.max_frame),
+      faults_(env.config.amqp_faults) {
   // The AMQP connection is counted against max-connections once, at connection.open (AmqpConnectionCore), not
   // once per channel; and it owns the channel's exclusive queues, which it deletes when it ends.
-  session_.emplace(env, static_cast<Outbox&>(*this), connection + " (" + std::to_string(number) + ")",
-                   std::move(hints), Session::Counting::by_transport, connection);
+  session_.emplace(env, static_cast<Outbox&>(*this), connection + " (" + std::to_string(number) + ")", std::move(hints),
+                   Session::Counting::by_transport, connection);
 }
 
 AmqpChannel::~AmqpChannel() = default;  // the session requeues what it held (Session::~Session)
@@ -106,8 +111,8 @@ void AmqpChannel::on_method(const Method& method) {
     return;
   }
   if (publishing_) {
-    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "expected content header for class 60, got " +
-                                                                         std::string(method.name())),
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame,
+                                             "expected content header for class 60, got " + std::string(method.name())),
                                   method.id());
   }
   current_ = method.id();
@@ -123,7 +128,8 @@ void AmqpChannel::on_method(const Method& method) {
 void AmqpChannel::on_content_header(const amqp::Frame& frame) {
   if (state_ == State::closing) return;  // the content of a discarded publish
   if (!publishing_ || publishing_->header) {
-    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "content header without basic.publish"), m::kBasicPublish);
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "content header without basic.publish"),
+                                  m::kBasicPublish);
   }
   auto header = amqp::decode_content_header(frame.payload);
   if (!header) return host_.connection_error(header.error(), m::kBasicPublish);
@@ -136,8 +142,9 @@ void AmqpChannel::on_content_header(const amqp::Frame& frame) {
   const std::size_t max = max_body_;
   if (header->body_size > max) {
     publishing_.reset();
-    return close_channel(amqp::kPreconditionFailed, "message size " + std::to_string(header->body_size) + " is larger than max size " +
-                                  std::to_string(max),
+    return close_channel(amqp::kPreconditionFailed,
+                         "message size " + std::to_string(header->body_size) + " is larger than max size " +
+                             std::to_string(max),
                          m::kBasicPublish);
   }
   publishing_->header = std::move(*header);
@@ -148,12 +155,14 @@ void AmqpChannel::on_content_header(const amqp::Frame& frame) {
 void AmqpChannel::on_body(const amqp::Frame& frame) {
   if (state_ == State::closing) return;
   if (!publishing_ || !publishing_->header) {
-    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "body frame without content header"), m::kBasicPublish);
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "body frame without content header"),
+                                  m::kBasicPublish);
   }
   Bytes& body = publishing_->body;
   if (body.size() + frame.payload.size() > publishing_->header->body_size) {
-    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "body frames exceed the content header's body size " +
-                                                                         std::to_string(publishing_->header->body_size)),
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame,
+                                             "body frames exceed the content header's body size " +
+                                                 std::to_string(publishing_->header->body_size)),
                                   m::kBasicPublish);
   }
   body.insert(body.end(), frame.payload.begin(), frame.payload.end());
@@ -187,8 +196,8 @@ void AmqpChannel::publish(Publishing p) {
     auto routed = session_->route_held_publish(publish);
     if (!routed) return fail(routed.error(), m::kBasicPublish);
     const std::size_t size = p.body.size();
-    return hold(HeldPublish{std::move(publish), std::move(p.body), std::move(content->amqp_headers), std::move(*routed)},
-                size);
+    return hold(
+        HeldPublish{std::move(publish), std::move(p.body), std::move(content->amqp_headers), std::move(*routed)}, size);
   }
   to_session(std::move(publish), p.body, std::move(content->amqp_headers));
 }
@@ -208,8 +217,8 @@ void AmqpChannel::on_channel_close(const Method&) {
 }
 
 void AmqpChannel::on_channel_close_ok(const Method&) {
-  host_.connection_error(hard_error(amqp::kCommandInvalid,
-                                    "channel.close-ok without channel.close"), m::kChannelCloseOk);
+  host_.connection_error(hard_error(amqp::kCommandInvalid, "channel.close-ok without channel.close"),
+                         m::kChannelCloseOk);
 }
 
 void AmqpChannel::on_channel_flow(const Method& method) {
@@ -236,7 +245,8 @@ void AmqpChannel::on_exchange_delete(const Method& method) {
   // FireMQ refuses this with 530, a connection error in AMQP; RabbitMQ's is a channel error, 403.
   const std::string& name = method.text("exchange");
   const bool refused_here = !faults_.system_exchange_delete_as_fire;
-  if (refused_here && name.empty()) return close_channel(amqp::kAccessRefused, "operation not permitted on the default exchange", method.id());
+  if (refused_here && name.empty())
+    return close_channel(amqp::kAccessRefused, "operation not permitted on the default exchange", method.id());
   if (refused_here && name.starts_with("amq.")) {
     return close_channel(amqp::kAccessRefused, "deletion of system exchange '" + name + "' not allowed", method.id());
   }
@@ -245,8 +255,8 @@ void AmqpChannel::on_exchange_delete(const Method& method) {
 }
 
 void AmqpChannel::on_exchange_bind(const Method& method) {
-  op::BindFields f{request(method, {}), method.text("source"), "", method.text("destination"),
-                   method.text("routing_key"), to_firemq_map(method.table("arguments"))};
+  op::BindFields f{request(method, {}),        method.text("source"),      "",
+                   method.text("destination"), method.text("routing_key"), to_firemq_map(method.table("arguments"))};
   if (method.id() == m::kExchangeBind) return to_session(op::Bind{f});
   to_session(op::Unbind{f});
 }
@@ -266,8 +276,12 @@ void AmqpChannel::on_queue_bind(const Method& method) {
   if (!queue) return;
   // With neither a queue nor a routing key, the key is the last declared queue's name too (RabbitMQ).
   const bool both_empty = method.text("queue").empty() && method.text("routing_key").empty();
-  op::BindFields f{request(method, {}), method.text("exchange"), *queue, "",
-                   both_empty ? *queue : method.text("routing_key"), to_firemq_map(method.table("arguments"))};
+  op::BindFields f{request(method, {}),
+                   method.text("exchange"),
+                   *queue,
+                   "",
+                   both_empty ? *queue : method.text("routing_key"),
+                   to_firemq_map(method.table("arguments"))};
   if (method.id() == m::kQueueBind) return to_session(op::Bind{f});
   to_session(op::Unbind{f});
 }
@@ -304,7 +318,7 @@ void AmqpChannel::on_basic_qos(const Method& method) {
   if (method.number("prefetch_size") != 0) {
     return host_.connection_error(
         hard_error(amqp::kNotImplemented, "prefetch_size!=0 (" + std::to_string(method.number("prefetch_size")) + ")"),
-                                  m::kBasicQos);
+        m::kBasicQos);
   }
   const auto count = static_cast<std::uint16_t>(method.number("prefetch_count"));
   if (!method.flag("global") || faults_.global_qos_per_consumer) {
@@ -416,7 +430,8 @@ void AmqpChannel::on_confirm_select(const Method& method) {
 // carried out at tx.commit, in order; tx.rollback drops them. tx.commit-ok goes once the committed publishes
 // are confirmed: on disk when persistent and routed to a durable queue, as a FireMQ confirm says.
 void AmqpChannel::on_tx_select(const Method& method) {
-  if (confirm_mode_) return close_channel(amqp::kPreconditionFailed, "cannot switch from confirm to tx mode", method.id());
+  if (confirm_mode_)
+    return close_channel(amqp::kPreconditionFailed, "cannot switch from confirm to tx mode", method.id());
   if (!tx_) tx_.emplace();
   reply(Method::of(m::kTxSelectOk));
 }
@@ -454,8 +469,8 @@ void AmqpChannel::on_tx_rollback(const Method& method) {
 void AmqpChannel::hold(std::variant<HeldPublish, Settlement> action, std::size_t bytes) {
   if (tx_->bytes + bytes > kMaxTransactionBytes) {
     return close_channel(
-        amqp::kPreconditionFailed, "transaction holds more than " + std::to_string(kMaxTransactionBytes) + " bytes: commit more often",
-        current_);
+        amqp::kPreconditionFailed,
+        "transaction holds more than " + std::to_string(kMaxTransactionBytes) + " bytes: commit more often", current_);
   }
   tx_->bytes += bytes;
   tx_->held.push_back(std::move(action));
@@ -601,14 +616,19 @@ void AmqpChannel::on_ok(const op::Ok& ok) {
   pending_.erase(it);
   if (p.method == m::kBasicCancel) forget_consumer(p.consumer_tag);
   if (p.no_wait) return;
-  const auto ok_of = [](amqp::MethodId id) { return Method::of({id.class_id, static_cast<std::uint16_t>(id.method_id + 1)}); };
+  const auto ok_of = [](amqp::MethodId id) {
+    return Method::of({id.class_id, static_cast<std::uint16_t>(id.method_id + 1)});
+  };
   if (p.method == m::kQueueDeclare) {
     last_declared_queue_ = ok.name;
-    return reply(ok_of(p.method).set("queue", ok.name).set("message_count", ok.messages).set("consumer_count", ok.consumers));
+    return reply(
+        ok_of(p.method).set("queue", ok.name).set("message_count", ok.messages).set("consumer_count", ok.consumers));
   }
-  if (p.method == m::kQueuePurge || p.method == m::kQueueDelete) return reply(ok_of(p.method).set("message_count", ok.messages));
-  if (p.method == m::kBasicConsume || p.method == m::kBasicCancel) return reply(ok_of(p.method).set("consumer_tag", p.consumer_tag));
-  if (p.method == m::kBasicGet) return reply(Method::of(m::kBasicGetEmpty));  // "empty: true"
+  if (p.method == m::kQueuePurge || p.method == m::kQueueDelete)
+    return reply(ok_of(p.method).set("message_count", ok.messages));
+  if (p.method == m::kBasicConsume || p.method == m::kBasicCancel)
+    return reply(ok_of(p.method).set("consumer_tag", p.consumer_tag));
+  if (p.method == m::kBasicGet) return reply(Method::of(m::kBasicGetEmpty));           // "empty: true"
   if (p.method == m::kExchangeUnbind) return reply(Method::of(m::kExchangeUnbindOk));  // 40.51, not 40.41
   reply(ok_of(p.method));
 }
@@ -676,9 +696,7 @@ void AmqpChannel::on_confirm(const op::Confirm& c) {
   // A publish refused before routing (a missing or internal exchange, another user_id) closes the channel in
   // RabbitMQ, confirm mode or not; only a full queue or the disk nacks it.
   const auto refused_before_routing = [](std::uint64_t code) {
-    return code == amqp::kAccessRefused ||
-           code == amqp::kNotFound ||
-           code == amqp::kPreconditionFailed;
+    return code == amqp::kAccessRefused || code == amqp::kNotFound || code == amqp::kPreconditionFailed;
   };
   if (c.nack && refused_before_routing(c.code) && !faults_.nack_refused_publishes) {
     return close_channel(static_cast<std::uint16_t>(c.code), c.msg, m::kBasicPublish);
@@ -705,9 +723,9 @@ void AmqpChannel::reply(const Method& method) {
 
 void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body,
                                const MessageExtras& extras) {
-  const amqp::ContentHeader header =
-      with_faults(to_amqp_properties(props, headers, extras.persistent,
-                                     faults_.lossy_header_types ? nullptr : extras.amqp_headers), faults_);
+  const amqp::ContentHeader header = with_faults(
+      to_amqp_properties(props, headers, extras.persistent, faults_.lossy_header_types ? nullptr : extras.amqp_headers),
+      faults_);
   host_.write(amqp::encode_content(number_, method, header, body, host_.frame_max()));
 }
 

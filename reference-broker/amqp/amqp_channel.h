@@ -62,8 +62,8 @@ struct AmqpTransaction {
     std::uint64_t last_seq;
   };
   std::deque<Commit> commits;
-  std::uint64_t settled_seq = 0;      // every publish up to this one was confirmed or nacked
-  std::set<std::uint64_t> nacked;     // beyond the commits done: a full reject-publish queue refused these
+  std::uint64_t settled_seq = 0;   // every publish up to this one was confirmed or nacked
+  std::set<std::uint64_t> nacked;  // beyond the commits done: a full reject-publish queue refused these
 };
 
 class AmqpChannel : private Outbox {
@@ -98,7 +98,7 @@ class AmqpChannel : private Outbox {
   struct Pending {  // a request sent to the session, until its reply
     amqp::MethodId method;
     bool no_wait = false;
-    bool no_ack = false;     // basic.get
+    bool no_ack = false;       // basic.get
     std::string consumer_tag;  // basic.consume, basic.cancel
   };
   struct Consumer {
@@ -195,8 +195,8 @@ class AmqpChannel : private Outbox {
   std::uint16_t number_;
   AmqpChannelHost& host_;
   op::Hello login_;
-  std::size_t max_body_;  // the largest message body, as a FireMQ frame's (--max-frame)
-  AmqpFaults faults_;     // testing only (--amqp-fault)
+  std::size_t max_body_;            // the largest message body, as a FireMQ frame's (--max-frame)
+  AmqpFaults faults_;               // testing only (--amqp-fault)
   std::optional<Session> session_;  // reset when the channel closes (its deliveries are requeued then)
   bool release_session_ = false;    // reset once the session's call returns: never inside its own call
   State state_ = State::opening;
@@ -208,8 +208,8 @@ class AmqpChannel : private Outbox {
   std::map<std::uint64_t, Consumer> consumers_;  // by sub
   std::map<std::string, std::uint64_t> subs_by_tag_;
   std::map<std::uint64_t, std::uint64_t> unsettled_;  // delivery tag -> sub (0: basic.get)
-  std::string last_declared_queue_;  // for an empty queue name (queue_of)
-  std::uint16_t prefetch_ = 0;  // basic.qos, for the consumers created after it
+  std::string last_declared_queue_;                   // for an empty queue name (queue_of)
+  std::uint16_t prefetch_ = 0;                        // basic.qos, for the consumers created after it
   bool confirm_mode_ = false;
   std::uint64_t publish_seq_ = 0;
   std::optional<Publishing> publishing_;

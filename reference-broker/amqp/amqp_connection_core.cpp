@@ -11,7 +11,6 @@ namespace {
 namespace m = amqp::method;
 using amqp::Method;
 
-
 Error hard_error(std::uint16_t code, std::string msg) { return Error{code, std::move(msg), true, 0}; }
 
 // What RabbitMQ advertises in connection.start's server-properties.capabilities; each is implemented here.
@@ -45,11 +44,11 @@ Error connection_limit_reached(const ConnectionCounts& counts, const Principal& 
                                const UserLimits& user_limits) {
   if (vhost_limits.max_connections && counts.on_vhost(who.vhost) >= *vhost_limits.max_connections) {
     return hard_error(amqp::kNotAllowed, "access to vhost '" + who.vhost + "' refused for user '" + who.user +
-                                       "': connection limit (" + std::to_string(*vhost_limits.max_connections) +
-                                       ") is reached");
+                                             "': connection limit (" + std::to_string(*vhost_limits.max_connections) +
+                                             ") is reached");
   }
   return hard_error(amqp::kNotAllowed, "Connection refused for user '" + who.user + "': user connection limit (" +
-                                     std::to_string(user_limits.max_connections.value_or(0)) + ") is reached");
+                                           std::to_string(user_limits.max_connections.value_or(0)) + ") is reached");
 }
 
 }  // namespace
@@ -59,7 +58,8 @@ Result<Credentials> parse_credentials(const std::string& mechanism, const std::s
     // RFC 4616: [authzid] NUL authcid NUL passwd
     const auto first = response.find('\0');
     const auto second = first == std::string::npos ? first : response.find('\0', first + 1);
-    if (second == std::string::npos) return hard_error(amqp::kAccessRefused, "PLAIN response is not authzid\\0user\\0password");
+    if (second == std::string::npos)
+      return hard_error(amqp::kAccessRefused, "PLAIN response is not authzid\\0user\\0password");
     return Credentials{response.substr(first + 1, second - first - 1), response.substr(second + 1)};
   }
   if (mechanism == "AMQPLAIN") {
@@ -76,7 +76,8 @@ Result<Credentials> parse_credentials(const std::string& mechanism, const std::s
     }
     return Credentials{*login->get_if<std::string>(), *password->get_if<std::string>()};
   }
-  return hard_error(amqp::kCommandInvalid, "unknown authentication mechanism '" + mechanism + "': use PLAIN or AMQPLAIN");
+  return hard_error(amqp::kCommandInvalid,
+                    "unknown authentication mechanism '" + mechanism + "': use PLAIN or AMQPLAIN");
 }
 
 AmqpConnectionCore::AmqpConnectionCore(SessionEnv env, AmqpWire& wire, std::string name, TransportHints hints)
@@ -109,7 +110,9 @@ void AmqpConnectionCore::on_frame(amqp::Frame frame) {
   if (frame.type == amqp::FrameType::heartbeat) {
     // "Heartbeat frames MUST have a channel number of zero"; a heartbeat only shows the peer is alive, which the
     // engine notes on every read.
-    if (frame.channel != 0) connection_error(hard_error(amqp::kFrameError, "heartbeat frame on channel " + std::to_string(frame.channel)), {});
+    if (frame.channel != 0)
+      connection_error(hard_error(amqp::kFrameError, "heartbeat frame on channel " + std::to_string(frame.channel)),
+                       {});
     return;
   }
   if (frame.channel != 0) return on_channel_frame(frame);
@@ -137,15 +140,16 @@ void AmqpConnectionCore::on_connection_method(const Method& method) {
 
 void AmqpConnectionCore::on_channel_frame(const amqp::Frame& frame) {
   if (state_ != State::open) {
-    return connection_error(hard_error(amqp::kCommandInvalid, "channel " + std::to_string(frame.channel) +
-                                                            " used before connection.open-ok"), {});
+    return connection_error(hard_error(amqp::kCommandInvalid,
+                                       "channel " + std::to_string(frame.channel) + " used before connection.open-ok"),
+                            {});
   }
   auto it = channels_.find(frame.channel);
   if (it == channels_.end()) {
     auto method = frame.type == amqp::FrameType::method ? amqp::decode_method(frame.payload) : Error{};
     if (method && method->id() == m::kChannelOpen) return open_channel(frame.channel);
-    return connection_error(hard_error(amqp::kChannelError, "expected 'channel.open' on channel " +
-                                                               std::to_string(frame.channel)), {});
+    return connection_error(
+        hard_error(amqp::kChannelError, "expected 'channel.open' on channel " + std::to_string(frame.channel)), {});
   }
   AmqpChannel& channel = *it->second;
   if (frame.type == amqp::FrameType::method && channel.state() == AmqpChannel::State::open) {
@@ -160,10 +164,12 @@ void AmqpConnectionCore::on_channel_frame(const amqp::Frame& frame) {
 
 void AmqpConnectionCore::open_channel(std::uint16_t number) {
   if (number > channel_max_) {
-    return connection_error(hard_error(amqp::kNotAllowed, "channel " + std::to_string(number) + " is above channel_max " +
-                                                        std::to_string(channel_max_)), m::kChannelOpen);
+    return connection_error(hard_error(amqp::kNotAllowed, "channel " + std::to_string(number) +
+                                                              " is above channel_max " + std::to_string(channel_max_)),
+                            m::kChannelOpen);
   }
-  auto channel = std::make_unique<AmqpChannel>(number, env_, static_cast<AmqpChannelHost&>(*this), name_, hints_, login_);
+  auto channel = std::make_unique<AmqpChannel>(number, env_, static_cast<AmqpChannelHost&>(*this), name_, hints_,
+                                               login_);
   AmqpChannel& opened = *channel;
   channels_[number] = std::move(channel);
   opened.open();
@@ -184,7 +190,8 @@ void AmqpConnectionCore::on_start_ok(const Method& method) {
   // Authentication here, authorisation at connection.open, as RabbitMQ splits them; log_in checks both there.
   const amqp::FieldTable& client = method.table("client_properties");
   if (env_.definitions.authenticate(credentials->user, credentials->password) == nullptr) {
-    const Error refused = hard_error(amqp::kAccessRefused, "Login was refused using authentication mechanism " + method.text("mechanism"));
+    const Error refused = hard_error(amqp::kAccessRefused,
+                                     "Login was refused using authentication mechanism " + method.text("mechanism"));
     // RabbitMQ's authentication_failure_close: a client that announces it is told with connection.close 403; to
     // one that does not, the socket just closes, as 0-9-1 has it ("the server SHOULD close the socket").
     if (!client_capability(client, "authentication_failure_close")) {
@@ -221,12 +228,14 @@ void AmqpConnectionCore::on_tune_ok(const Method& method) {
   const std::uint64_t channel_max = method.number("channel_max");
   if (frame_max != 0 && (frame_max < amqp::kFrameMinSize || frame_max > kAmqpFrameMax)) {
     return connection_error(hard_error(amqp::kNotAllowed, "frame_max=" + std::to_string(frame_max) + " outside " +
-                                                        std::to_string(amqp::kFrameMinSize) + ".." +
-                                                        std::to_string(kAmqpFrameMax)), method.id());
+                                                              std::to_string(amqp::kFrameMinSize) + ".." +
+                                                              std::to_string(kAmqpFrameMax)),
+                            method.id());
   }
   if (channel_max > kAmqpChannelMax) {
     return connection_error(hard_error(amqp::kNotAllowed, "channel_max=" + std::to_string(channel_max) + " > " +
-                                                        std::to_string(kAmqpChannelMax)), method.id());
+                                                              std::to_string(kAmqpChannelMax)),
+                            method.id());
   }
   frame_max_ = frame_max == 0 ? kAmqpFrameMax : frame_max;
   channel_max_ = channel_max == 0 ? kAmqpChannelMax : static_cast<std::uint16_t>(channel_max);

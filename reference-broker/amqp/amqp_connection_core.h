@@ -30,8 +30,8 @@ class AmqpWire {
 };
 
 // What the broker proposes in connection.tune.
-inline constexpr std::uint16_t kAmqpChannelMax = 2047;   // RabbitMQ's default channel_max
-inline constexpr std::uint32_t kAmqpFrameMax = 131072;   // RabbitMQ's default frame_max
+inline constexpr std::uint16_t kAmqpChannelMax = 2047;  // RabbitMQ's default channel_max
+inline constexpr std::uint32_t kAmqpFrameMax = 131072;  // RabbitMQ's default frame_max
 
 class AmqpConnectionCore : private AmqpChannelHost {
  public:

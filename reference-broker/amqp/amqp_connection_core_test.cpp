@@ -52,21 +52,25 @@ class AmqpConnectionCoreTest : public ::testing::Test {
   void send(std::uint16_t channel, const Method& method) {
     core_.feed(amqp::encode_frame(amqp::FrameType::method, channel, amqp::encode_method(method)));
   }
-  void publish(std::uint16_t channel, const std::string& key, const std::string& body, amqp::ContentHeader header = {}) {
+  void publish(std::uint16_t channel, const std::string& key, const std::string& body,
+               amqp::ContentHeader header = {}) {
     core_.feed(amqp::encode_content(channel, Method::of(m::kBasicPublish).set("routing_key", key), header,
                                     as_bytes(body), amqp::kFrameMinSize));
   }
   void start_ok(const std::string& password, amqp::FieldTable capabilities = {}) {
     core_.feed(Bytes(amqp::kProtocolHeader.begin(), amqp::kProtocolHeader.end()));
     frames();
-    send(0, Method::of(m::kConnectionStartOk).set("mechanism", std::string("PLAIN"))
+    send(0, Method::of(m::kConnectionStartOk)
+                .set("mechanism", std::string("PLAIN"))
                 .set("response", std::string("\0guest\0", 7) + password)
                 .set("client_properties", amqp::FieldTable{{"capabilities", capabilities}}));
   }
   void open_connection(amqp::FieldTable capabilities = {}) {
     start_ok("guest", std::move(capabilities));
     frames();
-    send(0, Method::of(m::kConnectionTuneOk).set("frame_max", std::uint64_t{131072}).set("channel_max", std::uint64_t{10}));
+    send(
+        0,
+        Method::of(m::kConnectionTuneOk).set("frame_max", std::uint64_t{131072}).set("channel_max", std::uint64_t{10}));
     send(0, Method::of(m::kConnectionOpen).set("virtual_host", std::string("/")));
     ASSERT_EQ(only_method().id(), m::kConnectionOpenOk);
   }
@@ -166,8 +170,10 @@ TEST_F(AmqpConnectionCoreTest, OverMaxConnectionsOpenIsRefusedWith530InRabbitMqs
   start_ok_then_open("/");
   Method close = only_method();
   EXPECT_EQ(close.number("reply_code"), 530u);
-  EXPECT_NE(close.text("reply_text").find("access to vhost '/' refused for user 'guest': connection limit (0) is reached"),
-            std::string::npos) << close.text("reply_text");
+  EXPECT_NE(
+      close.text("reply_text").find("access to vhost '/' refused for user 'guest': connection limit (0) is reached"),
+      std::string::npos)
+      << close.text("reply_text");
   EXPECT_EQ(close.number("method_id"), 40u);
   EXPECT_TRUE(wire_.closing);
   EXPECT_EQ(core_model_.connection_counts().on_vhost("/"), 0u);
@@ -371,8 +377,9 @@ TEST_F(AmqpConnectionCoreTest, MandatoryUnroutableIsReturnedBeforeItsAck) {
   open_channel(1);
   send(1, Method::of(m::kConfirmSelect));
   frames();
-  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("nowhere")).set("mandatory", true),
-                                  {}, as_bytes("x"), 0));
+  core_.feed(amqp::encode_content(
+      1, Method::of(m::kBasicPublish).set("routing_key", std::string("nowhere")).set("mandatory", true), {},
+      as_bytes("x"), 0));
   core_.flush();
   auto sent = methods();
   ASSERT_EQ(sent.size(), 2u);
@@ -386,10 +393,11 @@ TEST_F(AmqpConnectionCoreTest, AReturnedMessageHasNoBccHeader) {
   open_connection();
   open_channel(1);
   amqp::ContentHeader header;
-  header.set("headers", amqp::FieldTable{{"BCC", amqp::FieldArray{std::string("nowhere-either")}},
-                                         {"kept", std::int32_t{1}}});
-  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("nowhere"))
-                                         .set("mandatory", true), header, as_bytes("x"), 0));
+  header.set("headers",
+             amqp::FieldTable{{"BCC", amqp::FieldArray{std::string("nowhere-either")}}, {"kept", std::int32_t{1}}});
+  core_.feed(amqp::encode_content(
+      1, Method::of(m::kBasicPublish).set("routing_key", std::string("nowhere")).set("mandatory", true), header,
+      as_bytes("x"), 0));
   core_.flush();
   auto sent = frames();
   ASSERT_EQ(sent.size(), 3u);  // return, header, body
@@ -443,8 +451,8 @@ TEST_F(AmqpConnectionCoreTest, ATransactionRoutesAPublishWhenItArrivesAndEnqueue
   bind("early");
   send(1, Method::of(m::kTxSelect));
   ASSERT_EQ(only_method().id(), m::kTxSelectOk);
-  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("exchange", std::string("x")), {},
-                                  as_bytes("m"), 0));
+  core_.feed(
+      amqp::encode_content(1, Method::of(m::kBasicPublish).set("exchange", std::string("x")), {}, as_bytes("m"), 0));
   bind("late");  // after the publish: RabbitMQ routed it already, so this binding does not count
   send(1, Method::of(m::kTxCommit));
   core_.flush();
@@ -461,8 +469,9 @@ TEST_F(AmqpConnectionCoreTest, ATransactionsPublishWhoseQueueWentBeforeCommitIsR
   declare(1, "q");
   send(1, Method::of(m::kTxSelect));
   ASSERT_EQ(only_method().id(), m::kTxSelectOk);
-  core_.feed(amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("q"))
-                                         .set("mandatory", true), {}, as_bytes("m"), 0));
+  core_.feed(
+      amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("q")).set("mandatory", true),
+                           {}, as_bytes("m"), 0));
   send(1, Method::of(m::kQueueDelete).set("queue", std::string("q")));
   ASSERT_EQ(only_method().id(), m::kQueueDeleteOk);
   send(1, Method::of(m::kTxCommit));
@@ -494,8 +503,8 @@ TEST_F(AmqpConnectionCoreTest, AnEmptyHeadersTableIsDeliveredAsSent) {
   open_connection();
   open_channel(1);
   declare(1, "q");
-  for (const amqp::FieldTable& sent : {amqp::FieldTable{},
-                                       amqp::FieldTable{{"BCC", amqp::FieldArray{std::string("nowhere")}}}}) {
+  for (const amqp::FieldTable& sent :
+       {amqp::FieldTable{}, amqp::FieldTable{{"BCC", amqp::FieldArray{std::string("nowhere")}}}}) {
     amqp::ContentHeader header;
     header.set("headers", sent);
     publish(1, "q", "m", header);
@@ -513,7 +522,8 @@ TEST_F(AmqpConnectionCoreTest, AnEmptyHeadersTableIsDeliveredAsSent) {
 TEST_F(AmqpConnectionCoreTest, ACommitWhosePublishAFullRejectPublishQueueRefusesIsPartialTxCompletion) {
   open_connection();
   open_channel(1);
-  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("full"))
+  send(1, Method::of(m::kQueueDeclare)
+              .set("queue", std::string("full"))
               .set("arguments", amqp::FieldTable{{"x-max-length", amqp::FieldValue(std::int64_t{1})},
                                                  {"x-overflow", amqp::FieldValue(std::string("reject-publish"))}}));
   ASSERT_EQ(only_method().id(), m::kQueueDeclareOk);

@@ -16,9 +16,9 @@ using amqp::FieldValue;
 // The properties that are strings on both sides, under the same name. cluster_id has no FireMQ property; it is
 // kept in props under its AMQP name, so that it reaches AMQP consumers (FireMQ clients ignore keys they do
 // not know).
-constexpr std::string_view kTextProperties[] = {"content_type", "content_encoding", "correlation_id", "reply_to",
-                                                "message_id",   "type",             "user_id",        "app_id",
-                                                "cluster_id"};
+constexpr std::string_view kTextProperties[] = {"content_type", "content_encoding", "correlation_id",
+                                                "reply_to",     "message_id",       "type",
+                                                "user_id",      "app_id",           "cluster_id"};
 // The properties that are numbers on both sides.
 constexpr std::string_view kNumberProperties[] = {"priority", "timestamp"};
 constexpr std::uint64_t kPersistentDeliveryMode = 2;
@@ -80,8 +80,8 @@ FieldValue to_amqp_value(const Value& value) {
         using T = std::decay_t<decltype(x)>;
         if constexpr (std::is_same_v<T, Nil>) {
           return amqp::Void{};
-        } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::int64_t> ||
-                             std::is_same_v<T, double> || std::is_same_v<T, std::string>) {
+        } else if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, std::int64_t> || std::is_same_v<T, double> ||
+                             std::is_same_v<T, std::string>) {
           return x;
         } else if constexpr (std::is_same_v<T, std::uint64_t>) {
           // `l` is signed: a uint above its range has no exact AMQP type; it goes as a double (spec-notes).
@@ -162,15 +162,19 @@ amqp::FieldTable to_amqp_table(const Map& map) {
 Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
   FireMqContent c;
   for (std::string_view name : kTextProperties) {
-    if (const Arg* a = header.get(name)) c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::string>(*a))});
+    if (const Arg* a = header.get(name))
+      c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::string>(*a))});
   }
   for (std::string_view name : kNumberProperties) {
-    if (const Arg* a = header.get(name)) c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::uint64_t>(*a))});
+    if (const Arg* a = header.get(name))
+      c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::uint64_t>(*a))});
   }
   if (const Arg* a = header.get("expiration")) {
     const auto& text = std::get<std::string>(*a);
     auto ms = parse_expiration(text);
-    if (!ms) return make_error(ReplyCode::precondition_failed, "invalid expiration '" + text + "': expected milliseconds as a decimal string");
+    if (!ms)
+      return make_error(ReplyCode::precondition_failed,
+                        "invalid expiration '" + text + "': expected milliseconds as a decimal string");
     c.props.entries.push_back({Value("expiration"), Value(*ms)});
   }
   if (const Arg* a = header.get("delivery_mode")) c.persistent = std::get<std::uint64_t>(*a) == kPersistentDeliveryMode;

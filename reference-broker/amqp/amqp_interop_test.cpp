@@ -42,15 +42,19 @@ TEST(AmqpInterop, ExpirationThatIsNotADecimalNumberIs406) {
 }
 
 TEST(AmqpInterop, MessagePackTypesBecomeTheTablesTypes) {
-  const Map headers = {{Value("nil"), Value(Nil{})},       {Value("bool"), Value(true)},
-                       {Value("int"), Value(-7)},          {Value("uint"), Value(std::uint64_t{7})},
-                       {Value("float"), Value(2.5)},       {Value("str"), Value("s")},
-                       {Value("bin"), Value(Bin{{1, 2}})}, {Value("array"), Value(Array{Value(1)})},
+  const Map headers = {{Value("nil"), Value(Nil{})},
+                       {Value("bool"), Value(true)},
+                       {Value("int"), Value(-7)},
+                       {Value("uint"), Value(std::uint64_t{7})},
+                       {Value("float"), Value(2.5)},
+                       {Value("str"), Value("s")},
+                       {Value("bin"), Value(Bin{{1, 2}})},
+                       {Value("array"), Value(Array{Value(1)})},
                        {Value("map"), Value(Map{{Value("k"), Value("v")}})}};
   const amqp::FieldTable table = to_amqp_table(headers);
   std::string letters;
   for (const auto& e : table) letters += e.value.type_letter();
-  EXPECT_EQ(letters, "VtlldSxAF");  // nil, bool, int, int, float, str, bin, array, map
+  EXPECT_EQ(letters, "VtlldSxAF");           // nil, bool, int, int, float, str, bin, array, map
   EXPECT_EQ(to_firemq_map(table), headers);  // and back, unchanged
 }
 
@@ -70,11 +74,20 @@ TEST(AmqpInterop, TableTypesBecomeMessagePack) {
                                   {"x", amqp::ByteArray{{9}}},
                                   {"A", amqp::FieldArray{"a"}},
                                   {"F", amqp::FieldTable{{"k", true}}}};
-  const Map expected = {{Value("V"), Value(Nil{})},   {Value("t"), Value(false)},        {Value("b"), Value(-1)},
-                        {Value("B"), Value(1)},       {Value("s"), Value(-2)},           {Value("u"), Value(2)},
-                        {Value("I"), Value(-3)},      {Value("i"), Value(3)},            {Value("l"), Value(-4)},
-                        {Value("f"), Value(0.5f)},    {Value("d"), Value(0.25)},         {Value("S"), Value("text")},
-                        {Value("x"), Value(Bin{{9}})}, {Value("A"), Value(Array{Value("a")})},
+  const Map expected = {{Value("V"), Value(Nil{})},
+                        {Value("t"), Value(false)},
+                        {Value("b"), Value(-1)},
+                        {Value("B"), Value(1)},
+                        {Value("s"), Value(-2)},
+                        {Value("u"), Value(2)},
+                        {Value("I"), Value(-3)},
+                        {Value("i"), Value(3)},
+                        {Value("l"), Value(-4)},
+                        {Value("f"), Value(0.5f)},
+                        {Value("d"), Value(0.25)},
+                        {Value("S"), Value("text")},
+                        {Value("x"), Value(Bin{{9}})},
+                        {Value("A"), Value(Array{Value("a")})},
                         {Value("F"), Value(Map{{Value("k"), Value(true)}})}};
   EXPECT_EQ(to_firemq_map(table), expected);
 }
@@ -86,8 +99,8 @@ TEST(AmqpInterop, DecimalAndTimestampBecomeFloatAndUint) {
 
 TEST(AmqpInterop, SharedPropertiesKeepTheirNames) {
   amqp::ContentHeader h;
-  for (const char* name : {"content_type", "content_encoding", "correlation_id", "reply_to", "message_id", "type",
-                           "user_id", "app_id"}) {
+  for (const char* name :
+       {"content_type", "content_encoding", "correlation_id", "reply_to", "message_id", "type", "user_id", "app_id"}) {
     h.set(name, std::string(name) + "-value");
   }
   h.set("priority", std::uint64_t{5}).set("timestamp", std::uint64_t{1600000000});
@@ -118,7 +131,8 @@ TEST(AmqpInterop, ALongStringOrNameThatIsNotUtf8BecomesBinAndBackTheSameBytes) {
 }
 
 TEST(AmqpInterop, XDeathTimeIsATimestampForAmqpConsumers) {
-  Map death{{Value("time"), Value(std::uint64_t{1700000000})}, {Value("original-expiration"), Value(std::uint64_t{50})}};
+  Map death{{Value("time"), Value(std::uint64_t{1700000000})},
+            {Value("original-expiration"), Value(std::uint64_t{50})}};
   Map headers{{Value("x-death"), Value(Array{Value(death)})}};
   const auto h = to_amqp_properties({}, headers);
   const auto& table = std::get<amqp::FieldTable>(*h.get("headers"));
@@ -128,11 +142,12 @@ TEST(AmqpInterop, XDeathTimeIsATimestampForAmqpConsumers) {
 }
 
 TEST(AmqpInterop, HeadersKeepTheTypesTheirAmqpPublisherSentWhileUnchanged) {
-  const amqp::FieldTable sent{{"small", FieldValue(std::int8_t{-5})}, {"when", FieldValue(amqp::Timestamp{17})},
+  const amqp::FieldTable sent{{"small", FieldValue(std::int8_t{-5})},
+                              {"when", FieldValue(amqp::Timestamp{17})},
                               {"changed", FieldValue(std::uint16_t{7})}};
   Map headers = to_firemq_map(sent);
-  headers[2].value = Value(std::uint64_t{8});                                 // changed on the way
-  headers.push_back({Value("added"), Value(std::uint64_t{9})});               // added on the way (x-death)
+  headers[2].value = Value(std::uint64_t{8});                    // changed on the way
+  headers.push_back({Value("added"), Value(std::uint64_t{9})});  // added on the way (x-death)
   const auto h = to_amqp_properties({}, headers, false, &sent);
   const auto& table = std::get<amqp::FieldTable>(*h.get("headers"));
   ASSERT_EQ(table.size(), 4u);

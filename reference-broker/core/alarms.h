@@ -10,7 +10,7 @@
 namespace firemq {
 
 struct AlarmLimits {
-  std::size_t memory_high_watermark = 0;  // bytes of MemoryAccount; 0: 60% of the machine's memory
+  std::size_t memory_high_watermark = 0;       // bytes of MemoryAccount; 0: 60% of the machine's memory
   std::uint64_t disk_free_limit = 50'000'000;  // bytes free on the filesystem of disk_path (RabbitMQ's default)
   std::string disk_path = ".";
 };

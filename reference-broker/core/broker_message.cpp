@@ -91,15 +91,20 @@ void BrokerMessage::release() const {
 
 std::size_t BrokerMessage::accounted_bytes() const {
   const Attributes* attrs = attributes();
-  const std::size_t attributes_bytes =
-      attrs != nullptr ? sizeof(Attributes) + kDecodedHeaderFactor * attrs->header_bytes : 0;
+  const std::size_t attributes_bytes = attrs != nullptr
+                                           ? sizeof(Attributes) + kDecodedHeaderFactor * attrs->header_bytes
+                                           : 0;
   return allocation_size(persistent_, has_attributes_, exchange_size_ + key_size_,
                          body_.kept_inline() ? body_.size() : 0) +
          attributes_bytes;
 }
 
 MessageParts BrokerMessage::parts() const {
-  return MessageParts{std::string(exchange()), std::string(routing_key()), props(), headers(), persistent_,
+  return MessageParts{std::string(exchange()),
+                      std::string(routing_key()),
+                      props(),
+                      headers(),
+                      persistent_,
                       has_attributes_ ? attributes()->header_bytes : 0,
                       has_attributes_ ? attributes()->amqp_headers : nullptr};
 }

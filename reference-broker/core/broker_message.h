@@ -149,8 +149,8 @@ class BrokerMessage {
   mutable std::uint32_t holders_ = 1;
   std::uint32_t exchange_size_;
   std::uint32_t key_size_;
-  bool persistent_;       // and so it has the store id's slot
-  bool has_attributes_;   // props or headers: it has the slot that points to them
+  bool persistent_;      // and so it has the store id's slot
+  bool has_attributes_;  // props or headers: it has the slot that points to them
   MessageBody body_;
 };
 

@@ -10,8 +10,8 @@
 #include "protocol/reply_codes.h"
 
 #include "reference-broker/access/definitions.h"
-#include "reference-broker/core/journal.h"
 #include "reference-broker/access/limits.h"
+#include "reference-broker/core/journal.h"
 #include "reference-broker/core/time_source.h"
 #include "reference-broker/core/vhost.h"
 
@@ -68,7 +68,8 @@ class Core {
     Status failed = write_topology();
     // Not saved: still due. Every later declare (and the tick) tries again, and fails while the disk does, so no
     // client is told ok for a queue the file does not hold.
-    if (failed) for (Vhost* vhost : changed) vhost->keep_durable_change();
+    if (failed)
+      for (Vhost* vhost : changed) vhost->keep_durable_change();
     return failed;
   }
 
@@ -98,7 +99,8 @@ class Core {
   Status write_topology() {
     if (journal_ != nullptr) {
       if (IoStatus synced = journal_->sync_now(); !synced) {
-        return make_error(ReplyCode::internal_error, "durable definitions not saved: the message store failed: " + synced.error());
+        return make_error(ReplyCode::internal_error,
+                          "durable definitions not saved: the message store failed: " + synced.error());
       }
     }
     return topology_->save();

@@ -21,8 +21,8 @@ struct MessageCounters {
   std::uint64_t consumed_manual_ack = 0;
   std::uint64_t got_auto_ack = 0;  // get_oks for a get with no_ack
   std::uint64_t got_manual_ack = 0;
-  std::uint64_t get_empty = 0;    // gets answered empty
-  std::uint64_t redelivered = 0;  // deliveries and get_oks flagged redelivered
+  std::uint64_t get_empty = 0;     // gets answered empty
+  std::uint64_t redelivered = 0;   // deliveries and get_oks flagged redelivered
   std::uint64_t acknowledged = 0;  // deliveries acked by clients
 
   MessageCounters& operator+=(const MessageCounters& more) {
@@ -40,7 +40,7 @@ struct MessageCounters {
 // connection_churn_metrics and queue_churn_metrics count it (connections: ConnectionCounts, which admits them). The
 // number open now is opened minus closed.
 struct ChurnCounters {
-  std::uint64_t channels_opened = 0;     // a session opened: a FireMQ connection, or an AMQP channel
+  std::uint64_t channels_opened = 0;  // a session opened: a FireMQ connection, or an AMQP channel
   std::uint64_t channels_closed = 0;
   std::uint64_t queues_declared = 0;  // declares that succeeded, passive ones not counted (as RabbitMQ)
   std::uint64_t queues_created = 0;

@@ -8,12 +8,9 @@ namespace {
 
 std::string_view reason_name(DeathReason reason) {
   switch (reason) {
-    case DeathReason::rejected:
-      return "rejected";
-    case DeathReason::expired:
-      return "expired";
-    case DeathReason::maxlen:
-      return "maxlen";
+    case DeathReason::rejected: return "rejected";
+    case DeathReason::expired: return "expired";
+    case DeathReason::maxlen: return "maxlen";
   }
   return "rejected";
 }
@@ -43,7 +40,8 @@ const std::string* string_in(const Map& map, std::string_view key) {
 void record_death(MessageParts& m, const std::string& queue, DeathReason reason, std::uint64_t now_seconds) {
   const std::string why(reason_name(reason));
   Array deaths;
-  if (const Value* existing = find(m.headers, "x-death"); existing && existing->is<Array>()) deaths = *existing->get_if<Array>();
+  if (const Value* existing = find(m.headers, "x-death"); existing && existing->is<Array>())
+    deaths = *existing->get_if<Array>();
   Map entry;
   for (auto it = deaths.begin(); it != deaths.end(); ++it) {
     const auto* old = it->get_if<Map>();
@@ -61,7 +59,8 @@ void record_death(MessageParts& m, const std::string& queue, DeathReason reason,
                 {Value("time"), Value(now_seconds)},
                 {Value("exchange"), Value(m.exchange)},
                 {Value("routing-keys"), Value(Array{Value(m.routing_key)})}};
-    if (const Value* expiration = m.props.get("expiration")) entry.push_back({Value("original-expiration"), *expiration});
+    if (const Value* expiration = m.props.get("expiration"))
+      entry.push_back({Value("original-expiration"), *expiration});
   }
   const Value* count = find(entry, "count");
   const std::uint64_t previous = count && count->is<std::uint64_t>() ? *count->get_if<std::uint64_t>() : 0;
@@ -115,7 +114,8 @@ void Vhost::dead_letter(const Queue& from, const QueuedMessage& message, DeathRe
 
   Route route;
   if (dlx->first.empty()) {  // the default exchange: the queue named by the key
-    if (auto q = queues_.find(std::string(republished->routing_key())); q != queues_.end()) route.queues.push_back(q->second.get());
+    if (auto q = queues_.find(std::string(republished->routing_key())); q != queues_.end())
+      route.queues.push_back(q->second.get());
   } else {
     std::set<std::string> visited{dlx->first};
     std::set<Queue*> reached;

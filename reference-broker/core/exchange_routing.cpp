@@ -39,14 +39,10 @@ std::optional<ExchangeType> parse_exchange_type(std::string_view name) {
 
 std::string_view exchange_type_name(ExchangeType type) {
   switch (type) {
-    case ExchangeType::direct:
-      return "direct";
-    case ExchangeType::fanout:
-      return "fanout";
-    case ExchangeType::topic:
-      return "topic";
-    case ExchangeType::headers:
-      return "headers";
+    case ExchangeType::direct: return "direct";
+    case ExchangeType::fanout: return "fanout";
+    case ExchangeType::topic: return "topic";
+    case ExchangeType::headers: return "headers";
   }
   return "direct";
 }
@@ -104,7 +100,8 @@ Result<std::vector<std::string>> sender_selected_keys(const Map& headers) {
     if (name == nullptr || (*name != "CC" && *name != "BCC")) continue;
     const auto* routes = e.value.get_if<Array>();
     if (routes == nullptr) {
-      return make_error(ReplyCode::precondition_failed, "invalid header '" + *name + "': expected an array of routing keys");
+      return make_error(ReplyCode::precondition_failed,
+                        "invalid header '" + *name + "': expected an array of routing keys");
     }
     for (const Value& route : *routes) {
       if (const auto* key = route.get_if<std::string>()) keys.push_back(*key);

@@ -98,15 +98,12 @@ MessageBody::MessageBody(PagedPlace place)
 
 MessageBody::~MessageBody() {
   switch (where_) {
-    case Where::inline_bytes:
-      break;
+    case Where::inline_bytes: break;
     case Where::heap:
       delete[] static_cast<const std::uint8_t*>(at_);
       MemoryAccount::remove(size_);
       break;
-    case Where::paged:
-      delete static_cast<const PagedPlace*>(at_);
-      break;
+    case Where::paged: delete static_cast<const PagedPlace*>(at_); break;
   }
 }
 

@@ -52,7 +52,7 @@ class PageFile {
 
   int fd_;
   std::string name_;
-  mutable Bytes ahead_;                     // the file's bytes from ahead_offset_; empty until a read follows another
+  mutable Bytes ahead_;  // the file's bytes from ahead_offset_; empty until a read follows another
   mutable std::uint64_t ahead_offset_ = 0;
   mutable std::uint64_t last_read_end_ = 0;  // where the last read ended
 };

@@ -72,13 +72,14 @@ class DefinitionReader {
   std::optional<std::string> error_;
 };
 
-const std::vector<std::string> kKnownKeys = {"max-length",       "max-length-bytes",     "message-ttl",
-                                              "expires",          "overflow",             "dead-letter-exchange",
-                                              "dead-letter-routing-key", "alternate-exchange"};
+const std::vector<std::string> kKnownKeys = {
+    "max-length",           "max-length-bytes",        "message-ttl",       "expires", "overflow",
+    "dead-letter-exchange", "dead-letter-routing-key", "alternate-exchange"};
 // RabbitMQ's operator policy keys that this broker has; its others (max-in-memory-length, max-in-memory-bytes,
 // delivery-limit) are refused as keys this broker does not support.
 const std::vector<std::string> kOperatorKeys = {"expires", "message-ttl", "max-length", "max-length-bytes", "overflow"};
-const std::vector<std::string> kOperatorOnlyElsewhere = {"max-in-memory-length", "max-in-memory-bytes", "delivery-limit"};
+const std::vector<std::string> kOperatorOnlyElsewhere = {"max-in-memory-length", "max-in-memory-bytes",
+                                                         "delivery-limit"};
 
 bool listed(const std::vector<std::string>& keys, const std::string& key) {
   return std::find(keys.begin(), keys.end(), key) != keys.end();
@@ -97,8 +98,8 @@ std::optional<std::string> refused_key(const std::string& key, PolicyKind kind) 
   }
   if (listed(kOperatorKeys, key)) return std::nullopt;
   if (listed(kOperatorOnlyElsewhere, key)) {
-    return "definition key '" + key + "' is not supported by this broker (operator policies here: " +
-           joined(kOperatorKeys) + ")";
+    return "definition key '" + key +
+           "' is not supported by this broker (operator policies here: " + joined(kOperatorKeys) + ")";
   }
   return "definition key '" + key + "' is not allowed in an operator policy (allowed: " + joined(kOperatorKeys) + ")";
 }
@@ -144,7 +145,8 @@ Result<Policy, std::string> parse_policy(const std::string& vhost, const std::st
   p.vhost = vhost;
   p.name = name;
   const auto pattern = body.find("pattern");
-  if (pattern == body.end() || !pattern->is_string()) return std::string("'pattern' must be a string (a regular expression)");
+  if (pattern == body.end() || !pattern->is_string())
+    return std::string("'pattern' must be a string (a regular expression)");
   p.pattern = pattern->get<std::string>();
   if (p.pattern.size() > kMaxPolicyPattern) {
     return "'pattern' is " + std::to_string(p.pattern.size()) + " bytes, over the limit of " +
@@ -177,8 +179,8 @@ Result<Policy, std::string> parse_policy(const std::string& vhost, const std::st
 }
 
 Json to_json(const Policy& policy) {
-  return {{"vhost", policy.vhost},      {"name", policy.name},
-          {"pattern", policy.pattern},  {"apply-to", target_name(policy.apply_to)},
+  return {{"vhost", policy.vhost},       {"name", policy.name},
+          {"pattern", policy.pattern},   {"apply-to", target_name(policy.apply_to)},
           {"priority", policy.priority}, {"definition", policy.definition}};
 }
 

@@ -28,8 +28,12 @@ TEST(PolicyParse, TakesRabbitMqsShapeWithItsDefaults) {
   EXPECT_EQ(p.priority, 0);
   EXPECT_EQ(p.parsed.max_length, 3u);
   EXPECT_EQ(p.parsed.overflow, Overflow::reject_publish);
-  EXPECT_EQ(to_json(p), (Json{{"vhost", "/"}, {"name", "limit"}, {"pattern", "^q"}, {"apply-to", "all"},
-                              {"priority", 0}, {"definition", {{"max-length", 3}, {"overflow", "reject-publish"}}}}));
+  EXPECT_EQ(to_json(p), (Json{{"vhost", "/"},
+                              {"name", "limit"},
+                              {"pattern", "^q"},
+                              {"apply-to", "all"},
+                              {"priority", 0},
+                              {"definition", {{"max-length", 3}, {"overflow", "reject-publish"}}}}));
 }
 
 TEST(PolicyParse, RefusesWhatItCannotHonourNamingTheField) {
@@ -63,7 +67,9 @@ TEST(PolicyMatch, TheHighestPriorityThatMatchesWinsAndTiesGoToTheFirstName) {
   set.emplace("b-low", policy("b-low", {{"pattern", "^orders"}, {"priority", 1}, {"definition", {{"max-length", 1}}}}));
   set.emplace("a-high", policy("a-high", {{"pattern", "ord"}, {"priority", 5}, {"definition", {{"max-length", 2}}}}));
   set.emplace("c-high", policy("c-high", {{"pattern", "s$"}, {"priority", 5}, {"definition", {{"max-length", 3}}}}));
-  set.emplace("x-only", policy("x-only", {{"pattern", "."}, {"priority", 9}, {"apply-to", "exchanges"},
+  set.emplace("x-only", policy("x-only", {{"pattern", "."},
+                                          {"priority", 9},
+                                          {"apply-to", "exchanges"},
                                           {"definition", {{"alternate-exchange", "ae"}}}}));
   EXPECT_EQ(policy_for(set, PolicyTarget::queues, "orders")->name, "a-high");  // a search, not a full match
   EXPECT_EQ(policy_for(set, PolicyTarget::queues, "items")->name, "c-high");
@@ -72,13 +78,19 @@ TEST(PolicyMatch, TheHighestPriorityThatMatchesWinsAndTiesGoToTheFirstName) {
 }
 
 TEST(PolicyArguments, TheLowerLimitWinsAndTheClientsArgumentWinsTheRest) {
-  const Map args{{Value("x-max-length"), Value(10)}, {Value("x-message-ttl"), Value(100)},
-                 {Value("x-overflow"), Value("drop-head")}, {Value("x-dead-letter-exchange"), Value("mine")}};
+  const Map args{{Value("x-max-length"), Value(10)},
+                 {Value("x-message-ttl"), Value(100)},
+                 {Value("x-overflow"), Value("drop-head")},
+                 {Value("x-dead-letter-exchange"), Value("mine")}};
   const QueueArguments declared = *parse_queue_arguments(args, "q", "/");
   Policy p = policy("p", {{"pattern", "."},
                           {"definition",
-                           {{"max-length", 20}, {"message-ttl", 50}, {"expires", 1000}, {"overflow", "reject-publish"},
-                            {"dead-letter-exchange", "theirs"}, {"dead-letter-routing-key", "k"}}}});
+                           {{"max-length", 20},
+                            {"message-ttl", 50},
+                            {"expires", 1000},
+                            {"overflow", "reject-publish"},
+                            {"dead-letter-exchange", "theirs"},
+                            {"dead-letter-routing-key", "k"}}}});
   const QueueArguments a = effective_arguments(declared, args, &p);
   EXPECT_EQ(a.max_length, 10u);
   EXPECT_EQ(a.message_ttl_ms, 50u);
@@ -144,8 +156,9 @@ TEST_F(VhostPolicies, APolicysAlternateExchangeTakesUnroutablesUnlessTheArgument
   bind("ae", "caught");
   exchange("from-policy");
   exchange("own-ae", Map{{Value("alternate-exchange"), Value("nowhere")}});
-  vhost_.set_policy(policy("unroutable", {{"pattern", "^(from|own)"}, {"apply-to", "exchanges"},
-                                          {"definition", {{"alternate-exchange", "ae"}}}}));
+  vhost_.set_policy(
+      policy("unroutable",
+             {{"pattern", "^(from|own)"}, {"apply-to", "exchanges"}, {"definition", {{"alternate-exchange", "ae"}}}}));
   EXPECT_EQ(vhost_.exchanges().at("from-policy").policy, "unroutable");
   EXPECT_EQ(vhost_.route("from-policy", "k", {})->queues, std::vector<Queue*>{&caught});
   EXPECT_TRUE(vhost_.route("own-ae", "k", {})->queues.empty());  // the argument's AE wins, and is missing
@@ -163,9 +176,13 @@ std::string operator_refusal(Json body) {
 }
 
 TEST(OperatorPolicyParse, TakesTheOperatorKeysForQueuesOnly) {
-  Policy p = operator_policy("cap", {{"pattern", "."}, {"definition", {{"max-length", 5}, {"overflow", "reject-publish"},
-                                                                       {"expires", 1000}, {"message-ttl", 10},
-                                                                       {"max-length-bytes", 99}}}});
+  Policy p = operator_policy("cap", {{"pattern", "."},
+                                     {"definition",
+                                      {{"max-length", 5},
+                                       {"overflow", "reject-publish"},
+                                       {"expires", 1000},
+                                       {"message-ttl", 10},
+                                       {"max-length-bytes", 99}}}});
   EXPECT_EQ(p.kind, PolicyKind::operator_policy);
   EXPECT_EQ(p.parsed.max_length, 5u);
   EXPECT_EQ(operator_refusal({{"pattern", "."}, {"apply-to", "exchanges"}, {"definition", {{"max-length", 1}}}}),
@@ -175,7 +192,8 @@ TEST(OperatorPolicyParse, TakesTheOperatorKeysForQueuesOnly) {
             "message-ttl, max-length, max-length-bytes, overflow)");
   for (const char* key : {"delivery-limit", "max-in-memory-length", "max-in-memory-bytes"}) {
     EXPECT_NE(operator_refusal({{"pattern", "."}, {"definition", {{key, 1}}}}).find("is not supported by this broker"),
-              std::string::npos) << key;
+              std::string::npos)
+        << key;
   }
   EXPECT_NE(operator_refusal({{"pattern", "."}, {"definition", {{"max-length", -1}}}}).find("max-length"),
             std::string::npos);
@@ -184,21 +202,27 @@ TEST(OperatorPolicyParse, TakesTheOperatorKeysForQueuesOnly) {
 TEST(OperatorPolicyArguments, TheLowestOfArgumentPolicyAndOperatorPolicyWinsAndTheOperatorsOverflow) {
   const Map args{{Value("x-max-length"), Value(10)}, {Value("x-message-ttl"), Value(100)}};
   const QueueArguments declared = *parse_queue_arguments(args, "q", "/");
-  Policy user = policy("p", {{"pattern", "."}, {"definition", {{"max-length", 8}, {"expires", 500},
-                                                               {"overflow", "reject-publish"}}}});
-  Policy op = operator_policy("op", {{"pattern", "."}, {"definition", {{"max-length", 20}, {"message-ttl", 30},
-                                                                       {"expires", 9000}, {"max-length-bytes", 64},
-                                                                       {"overflow", "drop-head"}}}});
+  Policy user = policy("p", {{"pattern", "."},
+                             {"definition", {{"max-length", 8}, {"expires", 500}, {"overflow", "reject-publish"}}}});
+  Policy op = operator_policy("op", {{"pattern", "."},
+                                     {"definition",
+                                      {{"max-length", 20},
+                                       {"message-ttl", 30},
+                                       {"expires", 9000},
+                                       {"max-length-bytes", 64},
+                                       {"overflow", "drop-head"}}}});
   const QueueArguments a = effective_arguments(declared, args, &user, &op);
-  EXPECT_EQ(a.max_length, 8u);          // the policy's, lowest of 10, 8 and 20
-  EXPECT_EQ(a.message_ttl_ms, 30u);     // the operator policy's, below the argument's 100
+  EXPECT_EQ(a.max_length, 8u);       // the policy's, lowest of 10, 8 and 20
+  EXPECT_EQ(a.message_ttl_ms, 30u);  // the operator policy's, below the argument's 100
   EXPECT_EQ(a.expires_ms, 500u);
   EXPECT_EQ(a.max_length_bytes, 64u);
   EXPECT_EQ(a.overflow, Overflow::drop_head);  // the operator's over the policy's
   EXPECT_EQ(effective_arguments(declared, args, nullptr, &op).max_length, 10u);
-  EXPECT_EQ(effective_definition(&user, &op),
-            (Json{{"max-length", 8}, {"expires", 500}, {"overflow", "drop-head"}, {"message-ttl", 30},
-                  {"max-length-bytes", 64}}));
+  EXPECT_EQ(effective_definition(&user, &op), (Json{{"max-length", 8},
+                                                    {"expires", 500},
+                                                    {"overflow", "drop-head"},
+                                                    {"message-ttl", 30},
+                                                    {"max-length-bytes", 64}}));
   EXPECT_EQ(effective_definition(nullptr, nullptr), Json::object());
 }
 

@@ -80,7 +80,8 @@ std::optional<std::uint64_t> ReadyMessages::head_expires_at() const {
 
 // ---- Queue ----
 
-Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal, Pager* pager)
+Queue::Queue(QueueSettings settings, const TimeSource& time, DeadLetterer* dead_letterer, Journal* journal,
+             Pager* pager)
     : settings_(std::move(settings)),
       declared_(settings_.arguments),
       store_key_(queue_store_key(settings_.vhost, settings_.name)),
@@ -134,8 +135,8 @@ std::optional<QueuedMessage> Queue::pop_for_delivery() {
     // Nothing can be delivered in its place: the message leaves memory, and the log says so. Its record stays in
     // the message store (no removal is journaled): a persistent message comes back after a restart, when the
     // file may be readable again.
-    log_line("queue '" + printable(name()) + "' lost a message: its paged-out body could not be read back: " +
-             paged_in.error());
+    log_line("queue '" + printable(name()) +
+             "' lost a message: its paged-out body could not be read back: " + paged_in.error());
   }
   return std::nullopt;
 }

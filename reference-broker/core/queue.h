@@ -29,9 +29,9 @@ struct Policy;  // policy.h
 // What has passed through one queue since it was declared: the management API's message_stats of a queue, from
 // which the UI draws the queue's message rates. They only grow.
 struct QueueCounters {
-  std::uint64_t published = 0;    // messages enqueued
-  std::uint64_t delivered = 0;    // handed to a consumer or to a get
-  std::uint64_t redelivered = 0;  // of those, the ones delivered before
+  std::uint64_t published = 0;     // messages enqueued
+  std::uint64_t delivered = 0;     // handed to a consumer or to a get
+  std::uint64_t redelivered = 0;   // of those, the ones delivered before
   std::uint64_t acknowledged = 0;  // settled for good by an ack (or no_ack)
 };
 
@@ -72,7 +72,7 @@ class ReadyMessages {
     std::uint64_t position;
   };
   struct Level {
-    std::deque<Published> published;                 // by position, appended to
+    std::deque<Published> published;  // by position, appended to
     // The expiry of each of `published`, index for index, or kNever. Empty until a message with an expiry comes
     // to the level, so that a queue without TTLs pays nothing for them; from then on as long as `published`,
     // until the two empty together.
@@ -151,7 +151,8 @@ class Queue : public std::enable_shared_from_this<Queue> {
   bool enqueue(MessagePtr message);
   // A message recovered from the message store at startup, at its stored position; `expires_at_ms` on this
   // queue's clock.
-  void restore(MessagePtr message, std::uint64_t position, bool redelivered, std::optional<std::uint64_t> expires_at_ms);
+  void restore(MessagePtr message, std::uint64_t position, bool redelivered,
+               std::optional<std::uint64_t> expires_at_ms);
   // A delivery was acknowledged (or was no_ack): it leaves the queue for good.
   void acknowledge(const QueuedMessage& message);
   // A message that was delivered and not acknowledged goes back to its original position, redelivered.
@@ -184,7 +185,9 @@ class Queue : public std::enable_shared_from_this<Queue> {
   void expire_messages();
   void touch() { last_used_ms_ = time_.now_ms(); }  // a declare, a get, a consumer: "used"
   bool expired_unused() const;
-  bool has_timers() const { return settings_.arguments.message_ttl_ms || settings_.arguments.expires_ms || has_expiring_; }
+  bool has_timers() const {
+    return settings_.arguments.message_ttl_ms || settings_.arguments.expires_ms || has_expiring_;
+  }
 
   std::size_t ready_count() const { return ready_.size(); }
   std::uint64_t ready_bytes() const { return ready_bytes_; }
@@ -203,7 +206,9 @@ class Queue : public std::enable_shared_from_this<Queue> {
   bool over_limits(std::size_t extra_count, std::uint64_t extra_bytes) const;
   Consumer* next_consumer_with_credit();
   QueuedMessage make_queued(MessagePtr message);
-  void count_settled() { if (unacked_ > 0) --unacked_; }  // an unacknowledged delivery was settled
+  void count_settled() {
+    if (unacked_ > 0) --unacked_;
+  }  // an unacknowledged delivery was settled
   void count_delivery(const QueuedMessage& m) {
     ++counters_.delivered;
     counters_.redelivered += m.redelivered;
@@ -229,8 +234,8 @@ class Queue : public std::enable_shared_from_this<Queue> {
   std::uint64_t next_position_ = 1;
   std::size_t unacked_ = 0;
   QueueCounters counters_;
-  std::vector<Consumer*> consumers_;  // in the order they subscribed
-  ConsumerLine line_;                 // whom dispatch serves next
+  std::vector<Consumer*> consumers_;   // in the order they subscribed
+  ConsumerLine line_;                  // whom dispatch serves next
   Consumer* single_active_ = nullptr;  // x-single-active-consumer: the one served; null without that argument
   bool exclusive_consumer_ = false;
   bool ever_had_consumer_ = false;

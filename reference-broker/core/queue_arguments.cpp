@@ -8,10 +8,16 @@ namespace firemq {
 namespace {
 
 // The arguments a redeclare compares (RabbitMQ's list).
-constexpr std::array<std::string_view, 10> kCompared = {
-    "x-expires",  "x-message-ttl",      "x-dead-letter-exchange", "x-dead-letter-routing-key",
-    "x-max-length", "x-max-length-bytes", "x-max-priority",         "x-overflow",
-    "x-single-active-consumer", "x-queue-type"};
+constexpr std::array<std::string_view, 10> kCompared = {"x-expires",
+                                                        "x-message-ttl",
+                                                        "x-dead-letter-exchange",
+                                                        "x-dead-letter-routing-key",
+                                                        "x-max-length",
+                                                        "x-max-length-bytes",
+                                                        "x-max-priority",
+                                                        "x-overflow",
+                                                        "x-single-active-consumer",
+                                                        "x-queue-type"};
 
 class ArgumentReader {
  public:

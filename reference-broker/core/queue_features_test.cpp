@@ -57,7 +57,9 @@ class QueueFeatures : public ::testing::Test {
   static MessagePtr message(std::string body, Map props = {}) {
     return BrokerMessage::make(MessageParts{"src", "rk", Props{std::move(props)}, {}, false}, as_bytes(body));
   }
-  static std::string body(const QueuedMessage& m) { return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end()); }
+  static std::string body(const QueuedMessage& m) {
+    return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end());
+  }
 
   ManualTime time_;
   Vhost vhost_{"/", time_};
@@ -156,7 +158,8 @@ TEST_F(QueueFeatures, ExpiredMessagesAreDeadLetteredWithXDeath) {
 
 TEST_F(QueueFeatures, RepeatedDeathsCountAndMoveToTheFront) {
   exchange("dlx", "direct");
-  Queue& q = declare("q", args({{Value("x-dead-letter-exchange"), Value("dlx")}, {Value("x-dead-letter-routing-key"), Value("back")}}));
+  Queue& q = declare("q", args({{Value("x-dead-letter-exchange"), Value("dlx")},
+                                {Value("x-dead-letter-routing-key"), Value("back")}}));
   bind("dlx", "q", "back");
   q.enqueue(message("m"));
   for (int i = 0; i < 2; ++i) {
@@ -183,7 +186,8 @@ TEST_F(QueueFeatures, ACycleWithoutRejectionIsBroken) {
 
 TEST_F(QueueFeatures, ARejectionBeforeTheTargetsLastDeathDoesNotBreakTheCycle) {
   // Dead-letters into itself: rejected once (no cycle check), then dropped from the head (maxlen) back into itself.
-  Queue& q = declare("q", args({{Value("x-max-length"), Value(1)}, {Value("x-dead-letter-exchange"), Value("")},
+  Queue& q = declare("q", args({{Value("x-max-length"), Value(1)},
+                                {Value("x-dead-letter-exchange"), Value("")},
                                 {Value("x-dead-letter-routing-key"), Value("q")}}));
   q.enqueue(message("looping"));
   q.reject(*q.take_next());
@@ -223,7 +227,8 @@ TEST_F(QueueFeatures, ARequeueOverMaxLengthDropsTheHeadWithDropHeadOnly) {
   ASSERT_EQ(dropping.ready_count(), 1u);
   EXPECT_EQ(body(*dropping.take_next()), "second");  // the requeued message was the head, back at its position
 
-  Queue& refusing = declare("refusing", args({{Value("x-max-length"), Value(1)}, {Value("x-overflow"), Value("reject-publish")}}));
+  Queue& refusing = declare("refusing",
+                            args({{Value("x-max-length"), Value(1)}, {Value("x-overflow"), Value("reject-publish")}}));
   refusing.enqueue(message("first"));
   QueuedMessage taken = *refusing.take_next();
   refusing.enqueue(message("second"));
@@ -250,7 +255,8 @@ TEST_F(QueueFeatures, RejectPublishDlxDeadLettersTheRefusedMessage) {
   exchange("dlx", "fanout");
   Queue& dead = declare("dead", {});
   bind("dlx", "dead", "");
-  Queue& q = declare("q", args({{Value("x-max-length"), Value(1)}, {Value("x-overflow"), Value("reject-publish-dlx")},
+  Queue& q = declare("q", args({{Value("x-max-length"), Value(1)},
+                                {Value("x-overflow"), Value("reject-publish-dlx")},
                                 {Value("x-dead-letter-exchange"), Value("dlx")}}));
   q.enqueue(message("1"));
   EXPECT_FALSE(q.enqueue(message("2")));
@@ -325,7 +331,7 @@ TEST_F(QueueFeatures, ConsumerPrioritiesServeTheHighestThatCanTakeAndRoundRobinW
   for (const char* b : {"1", "2", "3", "4", "5"}) q.enqueue(message(b));
   EXPECT_EQ(high_a.taken.size(), 2u);  // the two of priority 5 take turns until both are full
   EXPECT_EQ(high_b.taken.size(), 2u);
-  ASSERT_EQ(low.taken.size(), 1u);     // only then the lower one
+  ASSERT_EQ(low.taken.size(), 1u);  // only then the lower one
   EXPECT_EQ(body(low.taken[0]), "5");
 }
 
@@ -421,8 +427,8 @@ TEST(MemoryAccounting, AMessageCountsItsAllocationAndItsBodyWhileItLivesAndACopy
     EXPECT_EQ(MemoryAccount::in_use(), before + both + big->accounted_bytes() + 1000);
     const MessagePtr another_holder = copy;  // shared, not copied: counts nothing
     EXPECT_EQ(MemoryAccount::in_use(), before + both + big->accounted_bytes() + 1000);
-    const MessagePtr with_props =
-        BrokerMessage::make(MessageParts{"", "k", Props{Map{{Value("priority"), Value(1)}}}, {}, false, 20}, ByteView{});
+    const MessagePtr with_props = BrokerMessage::make(
+        MessageParts{"", "k", Props{Map{{Value("priority"), Value(1)}}}, {}, false, 20}, ByteView{});
     EXPECT_GT(with_props->accounted_bytes(), sizeof(BrokerMessage) + 1 + 8 * 20) << "props count their estimate";
   }
   EXPECT_EQ(MemoryAccount::in_use(), before);

@@ -33,7 +33,9 @@ MessagePtr message(std::string body) {
   return BrokerMessage::make(MessageParts{"", "q", {}, {}, false}, as_bytes(body));
 }
 
-std::string body(const QueuedMessage& m) { return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end()); }
+std::string body(const QueuedMessage& m) {
+  return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end());
+}
 
 TEST(QueueDispatch, NeverMoreThanTheCreditGranted) {
   Queue q(settings("q"), time_);
@@ -150,7 +152,6 @@ TEST(QueueDispatch, DeletingTheQueueTellsEveryConsumer) {
   EXPECT_TRUE(a.deleted && b.deleted);
   EXPECT_EQ(q.consumer_count(), 0u);
 }
-
 
 // Whatever order unacknowledged messages come back in (a nack of one, then the connection's close requeueing the
 // rest in tag order), they are delivered again in their original order, before what was published after them.

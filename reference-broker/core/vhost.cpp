@@ -13,7 +13,9 @@ Error refused(ReplyCode code, std::string msg) { return make_error(code, std::mo
 
 std::string in_quotes(const std::string& name) { return "'" + name + "'"; }
 
-std::string exchange_label(const std::string& name) { return name.empty() ? "the default exchange" : "exchange " + in_quotes(name); }
+std::string exchange_label(const std::string& name) {
+  return name.empty() ? "the default exchange" : "exchange " + in_quotes(name);
+}
 
 bool reserved_name(const std::string& name) { return name.starts_with("amq."); }
 
@@ -35,12 +37,15 @@ Status compare_exchange(const Exchange& existing, const op::DeclareExchange& r, 
     return mismatch("type", std::string(exchange_type_name(type)), std::string(exchange_type_name(existing.type)));
   }
   if (existing.durable != r.durable) return mismatch("durable", text(r.durable), text(existing.durable));
-  if (existing.auto_delete != r.auto_delete) return mismatch("auto_delete", text(r.auto_delete), text(existing.auto_delete));
+  if (existing.auto_delete != r.auto_delete)
+    return mismatch("auto_delete", text(r.auto_delete), text(existing.auto_delete));
   if (existing.internal != r.internal) return mismatch("internal", text(r.internal), text(existing.internal));
   const Value* was = find(existing.args, "alternate-exchange");
   const Value* now = find(r.args, "alternate-exchange");
   if (!((was == nullptr && now == nullptr) || (was && now && *was == *now))) {
-    auto name = [](const Value* v) { return v && v->is<std::string>() ? *v->get_if<std::string>() : std::string("none"); };
+    auto name = [](const Value* v) {
+      return v && v->is<std::string>() ? *v->get_if<std::string>() : std::string("none");
+    };
     return mismatch("alternate-exchange", name(now), name(was));
   }
   return std::nullopt;
@@ -73,7 +78,8 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
   if (r.name.empty()) return refused(ReplyCode::access_refused, "the default exchange cannot be declared");
   auto it = exchanges_.find(r.name);
   if (r.passive) {
-    if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.name) + " in vhost " + in_quotes(name_));
+    if (it == exchanges_.end())
+      return refused(ReplyCode::not_found, "no " + exchange_label(r.name) + " in vhost " + in_quotes(name_));
     return std::nullopt;
   }
   if (Status text = check_text("exchange name", r.name)) return text;
@@ -89,7 +95,8 @@ Status Vhost::declare_exchange(const op::DeclareExchange& r) {
   }
   if (it != exchanges_.end()) return compare_exchange(it->second, r, *type);
   if (reserved_name(r.name)) {
-    return refused(ReplyCode::access_refused, "exchange name " + in_quotes(r.name) + " uses the reserved prefix 'amq.'");
+    return refused(ReplyCode::access_refused,
+                   "exchange name " + in_quotes(r.name) + " uses the reserved prefix 'amq.'");
   }
   Exchange e;
   e.name = r.name;
@@ -128,7 +135,8 @@ void Vhost::remove_bindings_to(const std::string& destination, bool to_exchange)
   std::vector<std::string> emptied;
   for (auto& [source, e] : exchanges_) {
     const auto before = e.bindings.size();
-    std::erase_if(e.bindings, [&](const Binding& b) { return b.destination == destination && b.to_exchange == to_exchange; });
+    std::erase_if(e.bindings,
+                  [&](const Binding& b) { return b.destination == destination && b.to_exchange == to_exchange; });
     if (e.bindings.size() != before) note_change(e.durable);
     if (e.bindings.size() != before && e.bindings.empty()) emptied.push_back(source);
   }
@@ -156,7 +164,8 @@ std::string Vhost::server_named_queue(const std::string& prefix) {
 
 Result<Queue*> Vhost::usable_queue(const std::string& name, const std::string& conn_id) {
   auto it = queues_.find(name);
-  if (it == queues_.end()) return refused(ReplyCode::not_found, "no queue " + in_quotes(name) + " in vhost " + in_quotes(name_));
+  if (it == queues_.end())
+    return refused(ReplyCode::not_found, "no queue " + in_quotes(name) + " in vhost " + in_quotes(name_));
   Queue& q = *it->second;
   if (q.exclusive() && q.settings().exclusive_owner != conn_id) {
     return refused(ReplyCode::resource_locked, "queue " + in_quotes(name) + " is exclusive to another connection");
@@ -166,7 +175,8 @@ Result<Queue*> Vhost::usable_queue(const std::string& name, const std::string& c
 
 Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string& conn_id) {
   if (!r.passive) {
-    const std::string owner = "queue " + in_quotes(r.name.empty() ? "(server-named)" : r.name) + " in vhost " + in_quotes(name_);
+    const std::string owner = "queue " + in_quotes(r.name.empty() ? "(server-named)" : r.name) + " in vhost " +
+                              in_quotes(name_);
     if (Status text = check_text("queue name", r.name)) return std::move(*text);
     if (Status bad = check_arguments(r.args, owner)) return std::move(*bad);
   }
@@ -178,18 +188,19 @@ Result<op::Ok> Vhost::declare_queue(const op::DeclareQueue& r, const std::string
     const QueueSettings& s = (*q)->settings();
     // Exclusivity first, as RabbitMQ checks it: a redeclare that differs in it and in durable is 405, not 406.
     if (!r.passive && r.exclusive != (*q)->exclusive()) {
-      return refused(ReplyCode::resource_locked, "queue " + in_quotes(r.name) + " exists with exclusive " +
-                                                     ((*q)->exclusive() ? "true" : "false"));
+      return refused(ReplyCode::resource_locked,
+                     "queue " + in_quotes(r.name) + " exists with exclusive " + ((*q)->exclusive() ? "true" : "false"));
     }
     if (!r.passive && s.durable != r.durable) {
       return refused(ReplyCode::precondition_failed, "inequivalent arg 'durable' for queue " + in_quotes(r.name) +
-                                                         ": received '" + (r.durable ? "true" : "false") + "' but current is '" +
-                                                         (s.durable ? "true" : "false") + "'");
+                                                         ": received '" + (r.durable ? "true" : "false") +
+                                                         "' but current is '" + (s.durable ? "true" : "false") + "'");
     }
     if (!r.passive && s.auto_delete != r.auto_delete) {
       return refused(ReplyCode::precondition_failed, "inequivalent arg 'auto_delete' for queue " + in_quotes(r.name) +
                                                          ": received '" + (r.auto_delete ? "true" : "false") +
-                                                         "' but current is '" + (s.auto_delete ? "true" : "false") + "'");
+                                                         "' but current is '" + (s.auto_delete ? "true" : "false") +
+                                                         "'");
     }
     if (!r.passive) {
       if (Status bad = compare_queue_arguments(s.args, r.args, r.name, name_)) return std::move(*bad);
@@ -216,11 +227,12 @@ std::string Vhost::declare_reply_queue(const std::string& conn_id) {
 Result<op::Ok> Vhost::create_queue(const op::DeclareQueue& r, const std::string& name, const std::string& conn_id) {
   Result<QueueArguments> arguments = parse_queue_arguments(r.args, name, name_);
   if (!arguments) return arguments.error();
-  QueueSettings settings{name_, name, r.durable, r.auto_delete, r.exclusive ? conn_id : std::string(), r.args, *arguments};
+  QueueSettings settings{name_,  name,      r.durable, r.auto_delete, r.exclusive ? conn_id : std::string(),
+                         r.args, *arguments};
   // "durable: Survives a broker restart"; an exclusive queue ends with its connection, so never does.
   const bool kept = r.durable && !r.exclusive;
   auto queue = std::make_shared<Queue>(std::move(settings), time_, static_cast<DeadLetterer*>(this),
-                                      kept ? journal_ : nullptr, pager_);
+                                       kept ? journal_ : nullptr, pager_);
   // What the store holds for a durable queue of this name comes back into it (at start, and after a restart
   // that could not declare it: docs/durability.md).
   if (kept && journal_ != nullptr) journal_->restore_into(*queue);
@@ -237,7 +249,8 @@ Result<std::uint64_t> Vhost::delete_queue(const op::DeleteQueue& r, const std::s
   auto q = usable_queue(r.name, conn_id);
   if (!q) return q.error();
   if (r.if_unused && (*q)->consumer_count() > 0) {
-    return refused(ReplyCode::precondition_failed, "queue " + in_quotes(r.name) + " is in use (it has consumers): if_unused");
+    return refused(ReplyCode::precondition_failed,
+                   "queue " + in_quotes(r.name) + " is in use (it has consumers): if_unused");
   }
   if (r.if_empty && (*q)->ready_count() > 0) {
     return refused(ReplyCode::precondition_failed, "queue " + in_quotes(r.name) + " is not empty: if_empty");
@@ -320,7 +333,8 @@ Status Vhost::check_bind_target(const op::BindFields& r, const std::string& conn
   if (Status text = check_text("binding key", r.key)) return text;
   if (Status bad = check_arguments(r.args, "a binding of " + exchange_label(r.exchange))) return bad;
   auto source = exchanges_.find(r.exchange);
-  if (source == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(r.exchange) + " in vhost " + in_quotes(name_));
+  if (source == exchanges_.end())
+    return refused(ReplyCode::not_found, "no " + exchange_label(r.exchange) + " in vhost " + in_quotes(name_));
   if (!r.queue.empty()) {
     auto q = usable_queue(r.queue, conn_id);
     if (!q) return q.error();
@@ -388,14 +402,10 @@ namespace {
 
 bool binding_matches(const Exchange& e, const Binding& b, const std::string& key, const Map& headers) {
   switch (e.type) {
-    case ExchangeType::direct:
-      return b.key == key;
-    case ExchangeType::fanout:
-      return true;
-    case ExchangeType::topic:
-      return topic_matches(b.key, key);
-    case ExchangeType::headers:
-      return headers_match(b.args, headers);
+    case ExchangeType::direct: return b.key == key;
+    case ExchangeType::fanout: return true;
+    case ExchangeType::topic: return topic_matches(b.key, key);
+    case ExchangeType::headers: return headers_match(b.args, headers);
   }
   return false;
 }
@@ -404,8 +414,10 @@ bool binding_matches(const Exchange& e, const Binding& b, const std::string& key
 
 Status Vhost::publish_target_refusal(const std::string& exchange) const {
   auto it = exchanges_.find(exchange);
-  if (it == exchanges_.end()) return refused(ReplyCode::not_found, "no " + exchange_label(exchange) + " in vhost " + in_quotes(name_));
-  if (it->second.internal) return refused(ReplyCode::access_refused, "cannot publish to internal " + exchange_label(exchange));
+  if (it == exchanges_.end())
+    return refused(ReplyCode::not_found, "no " + exchange_label(exchange) + " in vhost " + in_quotes(name_));
+  if (it->second.internal)
+    return refused(ReplyCode::access_refused, "cannot publish to internal " + exchange_label(exchange));
   return std::nullopt;
 }
 
@@ -504,7 +516,8 @@ const std::string* Exchange::alternate_exchange() const {
 
 void Vhost::set_policy(Policy policy) {
   std::string name = policy.name;
-  (policy.kind == PolicyKind::user ? policies_ : operator_policies_).insert_or_assign(std::move(name), std::move(policy));
+  (policy.kind == PolicyKind::user ? policies_ : operator_policies_)
+      .insert_or_assign(std::move(name), std::move(policy));
   apply_policies();
 }
 

@@ -40,8 +40,8 @@ struct Exchange {
   bool internal = false;
   bool builtin = false;
   Map args;
-  std::vector<Binding> bindings;  // this exchange as the source
-  std::string policy;  // the policy that applies (policy.h); empty: none
+  std::vector<Binding> bindings;                         // this exchange as the source
+  std::string policy;                                    // the policy that applies (policy.h); empty: none
   std::optional<std::string> policy_alternate_exchange;  // its alternate-exchange, when args give none
   // The alternate exchange in force: the argument's, else the policy's (the argument wins, as RabbitMQ's).
   const std::string* alternate_exchange() const;

@@ -8,8 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "reference-broker/store/durable_topology.h"
 #include "reference-broker/management/management_api.h"
+#include "reference-broker/store/durable_topology.h"
 
 namespace firemq {
 namespace {
@@ -17,7 +17,9 @@ namespace {
 using Json = nlohmann::json;
 namespace http = boost::beast::http;
 
-HttpAnswer bad_request(const std::string& reason) { return api_error(http::status::bad_request, "bad_request", reason); }
+HttpAnswer bad_request(const std::string& reason) {
+  return api_error(http::status::bad_request, "bad_request", reason);
+}
 
 // RabbitMQ's API takes a user's tags as a list or as one comma-separated string ("administrator,monitoring", as
 // rabbitmqadmin sends them); Definitions takes the list.
@@ -67,8 +69,8 @@ std::optional<std::string> unsupported_part(const Json& body) {
       return "'" + std::string(kind) + "' are not supported by this broker";
     }
   }
-  for (const char* kind : {"users", "vhosts", "permissions", "parameters", "policies", "operator_policies", "exchanges", "queues",
-                           "bindings"}) {
+  for (const char* kind : {"users", "vhosts", "permissions", "parameters", "policies", "operator_policies", "exchanges",
+                           "queues", "bindings"}) {
     if (body.contains(kind) && !body[kind].is_array()) return "'" + std::string(kind) + "' must be a list";
   }
   return std::nullopt;
@@ -115,14 +117,16 @@ std::optional<std::string> over_a_limit(const Json& body, Core& core, const Defi
       return in + std::to_string(c.queues.size()) + " queues, over its max-queues of " + std::to_string(*limit);
     }
     if (c.queues.size() > bounds.queues_per_vhost) {
-      return in + std::to_string(c.queues.size()) + " queues, over --max-queues " + std::to_string(bounds.queues_per_vhost);
+      return in + std::to_string(c.queues.size()) + " queues, over --max-queues " +
+             std::to_string(bounds.queues_per_vhost);
     }
     if (c.exchanges.size() > bounds.exchanges_per_vhost) {
       return in + std::to_string(c.exchanges.size()) + " exchanges, over --max-exchanges " +
              std::to_string(bounds.exchanges_per_vhost);
     }
     if (c.bindings > bounds.bindings_per_vhost) {
-      return in + std::to_string(c.bindings) + " bindings, over --max-bindings " + std::to_string(bounds.bindings_per_vhost);
+      return in + std::to_string(c.bindings) + " bindings, over --max-bindings " +
+             std::to_string(bounds.bindings_per_vhost);
     }
   }
   return std::nullopt;
@@ -164,7 +168,8 @@ HttpAnswer ManagementApi::administer(const HttpRequest& request, const Route& ro
 
 HttpAnswer ManagementApi::put_vhost(const std::string& name) {
   const bool existed = env_.definitions.has_vhost(name);
-  if (auto bad = env_.definitions.merge(Json{{"vhosts", Json::array({Json{{"name", name}}})}})) return bad_request(*bad);
+  if (auto bad = env_.definitions.merge(Json{{"vhosts", Json::array({Json{{"name", name}}})}}))
+    return bad_request(*bad);
   env_.core.add_vhost(name);
   return saved(existed ? http::status::no_content : http::status::created);
 }
@@ -213,14 +218,16 @@ HttpAnswer ManagementApi::delete_users(const Json& body) {
 }
 
 HttpAnswer ManagementApi::put_permission(const std::string& vhost, const std::string& user, const Json& body) {
-  if (!env_.definitions.has_vhost(vhost)) return api_error(http::status::not_found, "not_found", "no vhost '" + vhost + "'");
+  if (!env_.definitions.has_vhost(vhost))
+    return api_error(http::status::not_found, "not_found", "no vhost '" + vhost + "'");
   if (env_.definitions.find_user(user) == nullptr) {
     return api_error(http::status::not_found, "not_found", "no user '" + user + "'");
   }
   Json permission{{"user", user}, {"vhost", vhost}};
   // RabbitMQ requires all three regular expressions ("" grants nothing).
   for (const char* key : {"configure", "write", "read"}) {
-    if (!body.contains(key) || !body[key].is_string()) return bad_request("'" + std::string(key) + "' must be a string (a regular expression)");
+    if (!body.contains(key) || !body[key].is_string())
+      return bad_request("'" + std::string(key) + "' must be a string (a regular expression)");
     permission[key] = body[key];
   }
   const User* existing = env_.definitions.find_user(user);
@@ -316,11 +323,14 @@ HttpAnswer ManagementApi::import_definitions(const Json& body) {
   // The topology is held to the limits in force after the accounts (an import may set max-queues), whole: none
   // of it is declared when any vhost would go over.
   if (auto over = over_a_limit(body, env_.core, env_.definitions, env_.config.bounds)) {
-    if (HttpAnswer unsaved = saved(http::status::no_content); unsaved.status != http::status::no_content) return unsaved;
+    if (HttpAnswer unsaved = saved(http::status::no_content); unsaved.status != http::status::no_content)
+      return unsaved;
     return bad_request("imported the users, vhosts, permissions and limits, but none of the exchanges, queues and "
-                       "bindings: " + *over);
+                       "bindings: " +
+                       *over);
   }
-  const std::vector<std::string> problems = DurableTopology::restore(body, env_.core, DurableTopology::Arguments::plain);
+  const std::vector<std::string> problems = DurableTopology::restore(body, env_.core,
+                                                                     DurableTopology::Arguments::plain);
   HttpAnswer answer = saved(http::status::no_content);
   if (answer.status != http::status::no_content || problems.empty()) return answer;
   std::string reason = "imported, except:";

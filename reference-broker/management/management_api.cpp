@@ -8,13 +8,13 @@
 #include <openssl/evp.h>
 #include <openssl/sha.h>
 
-#include "reference-broker/core/exchange_routing.h"
-#include "reference-broker/core/log.h"
 #include "protocol/plain_json.h"
 #include "protocol/url.h"
+#include "reference-broker/core/exchange_routing.h"
+#include "reference-broker/core/log.h"
+#include "reference-broker/core/memory_account.h"
 #include "reference-broker/management/management_query.h"
 #include "reference-broker/management/management_ui.h"
-#include "reference-broker/core/memory_account.h"
 
 namespace firemq {
 namespace {
@@ -46,22 +46,34 @@ std::uint64_t peer_port_of(std::string_view endpoints) {
 }
 
 // The overview's message_stats, in the order MessageHistory keeps their values (then kLengths: the queue totals).
-const std::vector<const char*> kOverviewStats{"publish",    "deliver_get", "deliver",   "deliver_no_ack",
-                                              "get",        "get_no_ack",  "get_empty", "redeliver",
-                                              "ack",        "confirm",     "return_unroutable", "drop_unroutable"};
+const std::vector<const char*> kOverviewStats{"publish", "deliver_get", "deliver",           "deliver_no_ack",
+                                              "get",     "get_no_ack",  "get_empty",         "redeliver",
+                                              "ack",     "confirm",     "return_unroutable", "drop_unroutable"};
 const std::vector<const char*> kLengths{"messages", "messages_ready", "messages_unacknowledged"};
 // A queue's message_stats (then kLengths: its depths).
 const std::vector<const char*> kQueueStats{"publish", "deliver_get", "redeliver", "ack"};
 
 std::vector<std::uint64_t> overview_values(const MessageCounters& c, std::uint64_t ready, std::uint64_t unacked) {
-  return {c.published,      c.delivered,    c.consumed_manual_ack, c.consumed_auto_ack, c.got_manual_ack,
-          c.got_auto_ack,   c.get_empty,    c.redelivered,         c.acknowledged,      c.confirmed,
-          c.returned,       c.unroutable_dropped, ready + unacked, ready,             unacked};
+  return {c.published,
+          c.delivered,
+          c.consumed_manual_ack,
+          c.consumed_auto_ack,
+          c.got_manual_ack,
+          c.got_auto_ack,
+          c.get_empty,
+          c.redelivered,
+          c.acknowledged,
+          c.confirmed,
+          c.returned,
+          c.unroutable_dropped,
+          ready + unacked,
+          ready,
+          unacked};
 }
 
 std::vector<std::uint64_t> queue_values(const Queue& q) {
   const QueueCounters& c = q.counters();
-  return {c.published, c.delivered, c.redelivered, c.acknowledged, q.ready_count() + q.unacked_count(),
+  return {c.published,     c.delivered,      c.redelivered, c.acknowledged, q.ready_count() + q.unacked_count(),
           q.ready_count(), q.unacked_count()};
 }
 
@@ -244,7 +256,9 @@ HttpAnswer api_error(http::status status, const std::string& error, const std::s
 
 HttpAnswer not_found() { return api_error(http::status::not_found, "Object Not Found", "Not Found"); }
 
-std::string exchange_name(const std::string& path_name) { return path_name == "amq.default" ? std::string() : path_name; }
+std::string exchange_name(const std::string& path_name) {
+  return path_name == "amq.default" ? std::string() : path_name;
+}
 
 HttpAnswer api_json(http::status status, const Json& body) {
   HttpAnswer answer;
@@ -255,7 +269,6 @@ HttpAnswer api_json(http::status status, const Json& body) {
   answer.text = body.dump(-1, ' ', false, Json::error_handler_t::replace);
   return answer;
 }
-
 
 bool ManagementApi::serves(std::string_view target) const {
   const std::string_view path = target.substr(0, target.find('?'));
@@ -268,7 +281,8 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
   const std::string_view path = target.substr(0, target.find('?'));
   // The UI's page holds nothing secret: it asks for credentials and sends them with each API call.
   if (path == "/" || path == "/index.html") {
-    if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+    if (request.method() != http::verb::get)
+      return api_error(http::status::method_not_allowed, "bad_request", "GET only");
     HttpAnswer answer;
     answer.content_type = "text/html; charset=utf-8";
     answer.text = std::string(kManagementPage);
@@ -306,8 +320,7 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
     return answer;
   }
   ApiUser who{user, has_tag(*user, "administrator") || has_tag(*user, "monitoring"), has_tag(*user, "administrator"),
-              has_tag(*user, "administrator") || has_tag(*user, "policymaker"),
-              credentials->substr(colon + 1)};
+              has_tag(*user, "administrator") || has_tag(*user, "policymaker"), credentials->substr(colon + 1)};
   if (!who.sees_everything && !has_tag(*user, "management") && !has_tag(*user, "policymaker")) {
     log_refused_login("HTTP login", 401, peer_address, user->name, "the user has no management tag");
     return api_error(http::status::unauthorized, "not_authorized", "Not management user");
@@ -329,7 +342,8 @@ HttpAnswer ManagementApi::handle(const HttpRequest& request, const std::optional
 HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& route, const ApiUser& who,
                                    const std::optional<std::string>& peer_address) {
   if (route.size() == 0) return not_found();
-  if (request.method() == http::verb::get && route[0] == "aliveness-test") return aliveness_test(route, who, peer_address);
+  if (request.method() == http::verb::get && route[0] == "aliveness-test")
+    return aliveness_test(route, who, peer_address);
   if (request.method() == http::verb::get) {
     const std::string_view target(request.target().data(), request.target().size());
     const auto mark = target.find('?');
@@ -342,7 +356,8 @@ HttpAnswer ManagementApi::dispatch(const HttpRequest& request, const Route& rout
 
 HttpAnswer ManagementApi::metrics_answer(const HttpRequest& request, std::string_view path,
                                          std::string_view query) const {
-  if (request.method() != http::verb::get) return api_error(http::status::method_not_allowed, "bad_request", "GET only");
+  if (request.method() != http::verb::get)
+    return api_error(http::status::method_not_allowed, "bad_request", "GET only");
   HttpAnswer answer;
   answer.content_type = "text/plain; version=0.0.4; charset=utf-8";
   if (path == "/metrics") {
@@ -357,8 +372,9 @@ HttpAnswer ManagementApi::metrics_answer(const HttpRequest& request, std::string
     const std::string_view key = pair.substr(0, equals);
     if (key != "family" && key != "vhost") continue;  // as rabbitmq_prometheus, which reads only these
     auto value = percent_decode(equals == std::string_view::npos ? std::string_view() : pair.substr(equals + 1));
-    if (!value) return api_error(http::status::bad_request, "bad_request", "the query's " + std::string(key) + ": " +
-                                                                               value.error().reason);
+    if (!value)
+      return api_error(http::status::bad_request, "bad_request",
+                       "the query's " + std::string(key) + ": " + value.error().reason);
     (key == "family" ? families : vhosts).insert(std::move(*value));
   }
   answer.text = detailed_metrics(families, vhosts);
@@ -382,8 +398,8 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
     if (what == "health") return health_check(route);
   }
   if (what == "policies" || what == "operator-policies") {
-    Result<Json, HttpAnswer> set =
-        policies(route, who, what == "policies" ? PolicyKind::user : PolicyKind::operator_policy);
+    Result<Json, HttpAnswer> set = policies(route, who,
+                                            what == "policies" ? PolicyKind::user : PolicyKind::operator_policy);
     if (!set) return set.error();
     return answer_shaped(query, std::move(*set));
   }
@@ -397,8 +413,8 @@ HttpAnswer ManagementApi::read(const Route& route, const ApiUser& who, const Lis
     return answer_shaped(query, std::move(**part));
   }
   // /api/vhosts/NAME, /api/users/NAME, /api/connections/NAME, /api/nodes/NAME; the others are /api/KIND/VHOST/NAME.
-  const bool named_first =
-      what == "vhosts" || what == "users" || what == "connections" || what == "nodes" || what == "channels";
+  const bool named_first = what == "vhosts" || what == "users" || what == "connections" || what == "nodes" ||
+                           what == "channels";
   const std::optional<std::string> vhost = named_first ? std::nullopt : route.at(1);
   std::optional<std::string> name = named_first ? route.at(1) : route.at(2);
   if (what == "exchanges" && name) name = exchange_name(*name);  // amq.default in paths, "" in the JSON
@@ -434,7 +450,8 @@ std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& rout
     Json out = Json::array();
     const Json granted = permissions();
     for (Json& user : users()) {
-      const bool has_any = std::any_of(granted.begin(), granted.end(), [&](const Json& p) { return p["user"] == user["name"]; });
+      const bool has_any = std::any_of(granted.begin(), granted.end(),
+                                       [&](const Json& p) { return p["user"] == user["name"]; });
       if (!has_any) out.push_back(std::move(user));
     }
     return out;
@@ -450,7 +467,8 @@ std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& rout
   const bool queue_bindings = what == "queues" && route.size() == 4 && route[3] == "bindings";
   const bool exchange_bindings = what == "exchanges" && route.size() == 5 && route[3] == "bindings" &&
                                  (route[4] == "source" || route[4] == "destination");
-  const bool vhost_list = what == "vhosts" && route.size() == 3 && (route[2] == "connections" || route[2] == "channels");
+  const bool vhost_list = what == "vhosts" && route.size() == 3 &&
+                          (route[2] == "connections" || route[2] == "channels");
   if (!queue_bindings && !exchange_bindings && !vhost_list) return std::nullopt;
   Vhost* vhost = env_.core.vhost(route[1]);
   if (vhost == nullptr || !may_see(who, route[1])) return not_found();
@@ -464,9 +482,9 @@ std::optional<Result<Json, HttpAnswer>> ManagementApi::related(const Route& rout
   const std::string name = exchange_bindings ? exchange_name(route[2]) : route[2];
   if (queue_bindings ? vhost->queues().count(name) == 0 : vhost->exchanges().count(name) == 0) return not_found();
   for (Json& b : bindings(who, route[1])) {
-    const bool match = queue_bindings     ? b["destination_type"] == "queue" && b["destination"] == name
+    const bool match = queue_bindings         ? b["destination_type"] == "queue" && b["destination"] == name
                        : route[4] == "source" ? b["source"] == name
-                                          : b["destination_type"] == "exchange" && b["destination"] == name;
+                                              : b["destination_type"] == "exchange" && b["destination"] == name;
     if (match) out.push_back(std::move(b));
   }
   return out;
@@ -549,8 +567,11 @@ Json ManagementApi::overview(const ApiUser& who, const ListQuery& query) const {
           {"node", kNodeName},
           {"queue_totals", std::move(queue_totals)},
           {"object_totals",
-           {{"connections", connections(who).size()}, {"channels", channels(who).size()}, {"exchanges", exchange_count},
-            {"queues", queue_count}, {"consumers", consumer_count}}},
+           {{"connections", connections(who).size()},
+            {"channels", channels(who).size()},
+            {"exchanges", exchange_count},
+            {"queues", queue_count},
+            {"consumers", consumer_count}}},
           {"message_stats", std::move(message_stats)},
           {"statistics_interval", history_.interval_ms()},
           {"listeners", listeners},
@@ -628,7 +649,8 @@ HttpAnswer ManagementApi::alarms_check() const {
   if (env_.alarms.memory()) alarms.push_back({{"node", kNodeName}, {"resource", "memory"}});
   if (env_.alarms.disk()) {
     const std::string& failure = env_.alarms.storage_failure();
-    alarms.push_back({{"node", kNodeName}, {"resource", "disk"},
+    alarms.push_back({{"node", kNodeName},
+                      {"resource", "disk"},
                       {"reason", failure.empty() ? "disk free limit reached" : "message store failed: " + failure}});
   }
   return api_json(http::status::service_unavailable,
@@ -771,8 +793,10 @@ Json ManagementApi::consumers(const ApiUser& who, const std::optional<std::strin
     for (const auto& [number, channel] : core.channels()) {
       const Session* s = channel->session();
       if (s == nullptr) continue;
-      const Json details{{"connection_name", core.name()}, {"name", core.name() + " (" + std::to_string(number) + ")"},
-                         {"number", number}, {"user", core.login().auth.user}};
+      const Json details{{"connection_name", core.name()},
+                         {"name", core.name() + " (" + std::to_string(number) + ")"},
+                         {"number", number},
+                         {"user", core.login().auth.user}};
       for (const auto& [sub, subscription] : s->subscriptions()) {
         out.push_back(consumer_json(*subscription, core.login().vhost, details, channel->prefetch()));
       }
@@ -795,8 +819,11 @@ Json ManagementApi::definitions(const ApiUser& who) const {
   }
   for (const Json& q : queues(who, std::nullopt)) {
     if (q["exclusive"].get<bool>()) continue;
-    out["queues"].push_back({{"name", q["name"]}, {"vhost", q["vhost"]}, {"durable", q["durable"]},
-                             {"auto_delete", q["auto_delete"]}, {"arguments", q["arguments"]}});
+    out["queues"].push_back({{"name", q["name"]},
+                             {"vhost", q["vhost"]},
+                             {"durable", q["durable"]},
+                             {"auto_delete", q["auto_delete"]},
+                             {"arguments", q["arguments"]}});
   }
   for (const Json& b : bindings(who, std::nullopt)) {
     if (b["source"] == "") continue;
@@ -823,7 +850,9 @@ std::optional<HttpAnswer> ManagementApi::policy_refusal(const ApiUser& who, Poli
 
 Json ManagementApi::vhost_definitions(const ApiUser& who, const std::string& vhost) const {
   const Json all = definitions(who);
-  Json out{{"firemq_version", kServerVersion}, {"rabbitmq_version", kServerVersion}, {"product_name", "FireMQ"},
+  Json out{{"firemq_version", kServerVersion},
+           {"rabbitmq_version", kServerVersion},
+           {"product_name", "FireMQ"},
            {"product_version", kServerVersion}};
   for (const char* kind : kVhostDefinitionKinds) {
     out[kind] = Json::array();
@@ -858,7 +887,8 @@ std::optional<ConnectionOwner> connection_owner(const Connection& c) {
   if (const Session* s = c.fire_session(); s != nullptr && s->state() == Session::State::open) {
     return ConnectionOwner{s->conn_id(), s->user(), s->vhost()};
   }
-  if (const AmqpConnectionCore* core = c.amqp_core(); core != nullptr && core->state() == AmqpConnectionCore::State::open) {
+  if (const AmqpConnectionCore* core = c.amqp_core();
+      core != nullptr && core->state() == AmqpConnectionCore::State::open) {
     return ConnectionOwner{core->name(), core->login().auth.user, core->login().vhost};
   }
   return std::nullopt;

@@ -19,15 +19,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reference-broker/core/alarms.h"
-#include "reference-broker/amqp/amqp_connection_core.h"
-#include "reference-broker/core/config.h"
-#include "reference-broker/net/connection.h"
-#include "reference-broker/core/core.h"
 #include "reference-broker/access/definitions.h"
+#include "reference-broker/amqp/amqp_connection_core.h"
+#include "reference-broker/core/alarms.h"
+#include "reference-broker/core/config.h"
+#include "reference-broker/core/core.h"
+#include "reference-broker/management/message_history.h"
+#include "reference-broker/net/connection.h"
 #include "reference-broker/net/http_routes.h"
 #include "reference-broker/net/http_server.h"
-#include "reference-broker/management/message_history.h"
 
 namespace firemq {
 
@@ -89,8 +89,7 @@ std::optional<ConnectionOwner> connection_owner(const Connection& c);
 
 class ManagementApi final : public HttpApplication {
  public:
-  explicit ManagementApi(ManagementEnv env)
-      : env_(std::move(env)), history_(env_.config.statistics_interval.count()) {}
+  explicit ManagementApi(ManagementEnv env) : env_(std::move(env)), history_(env_.config.statistics_interval.count()) {}
 
   // Whether a request target is the API's: /api/..., /metrics and /metrics/detailed.
   bool serves(std::string_view target) const override;

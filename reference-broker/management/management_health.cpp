@@ -75,13 +75,16 @@ HttpAnswer ManagementApi::certificate_check(const std::string& within, const std
     if (l.protocol != "fires" && l.protocol != "wss") continue;  // the listeners that present the certificate
     Result<std::int64_t, std::string> expiry = certificate_expiry(path);
     if (!expiry) return failed("Certificate unreadable: " + expiry.error());
-    const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                                 std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
     if (*expiry > now + *seconds) continue;
     char date[32];
     const std::time_t at = *expiry;
     std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&at));
-    expiring.push_back({{"node", kNodeName}, {"protocol", l.protocol}, {"port", l.port}, {"certfile", path},
+    expiring.push_back({{"node", kNodeName},
+                        {"protocol", l.protocol},
+                        {"port", l.port},
+                        {"certfile", path},
                         {"expiration_date", date}});
   }
   if (expiring.empty()) return ok();

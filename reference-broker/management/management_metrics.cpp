@@ -11,8 +11,8 @@
 #include <set>
 #include <sstream>
 
-#include "reference-broker/management/management_api.h"
 #include "reference-broker/core/memory_account.h"
+#include "reference-broker/management/management_api.h"
 #include "reference-broker/store/storage_io.h"
 
 namespace firemq {
@@ -22,7 +22,8 @@ namespace {
 // scrape), with backslash, quote and newline escaped, as the format requires.
 std::string label(std::string_view raw) {
   const std::string text =
-      nlohmann::json::parse(nlohmann::json(std::string(raw)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+      nlohmann::json::parse(
+          nlohmann::json(std::string(raw)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
           .get<std::string>();
   std::string out;
   for (char c : text) {
@@ -92,7 +93,8 @@ void process_exposition(Exposition& e) {
            p.open_sockets);
   e.single("rabbitmq_process_max_fds", "gauge", "Open file descriptors limit", p.max_fds);
   e.single("rabbitmq_process_max_tcp_sockets", "gauge", "Open sockets limit (the descriptor limit)", p.max_fds);
-  e.single("rabbitmq_process_resident_memory_bytes", "gauge", "Memory used in bytes (the resident set)", p.resident_bytes);
+  e.single("rabbitmq_process_resident_memory_bytes", "gauge", "Memory used in bytes (the resident set)",
+           p.resident_bytes);
 }
 
 // What is open now, summed over the model at scrape time.
@@ -168,51 +170,66 @@ void message_counters(Exposition& e, const MessageCounters& c) {
   const auto counter = [&](const char* name, const char* help, std::uint64_t value) {
     e.single(name, "counter", help, value);
   };
-  counter("rabbitmq_channel_messages_published_total", "Total number of messages published into an exchange on a channel",
-          c.published);
-  counter("rabbitmq_channel_messages_confirmed_total", "Total number of messages published into an exchange and confirmed on the channel",
-          c.confirmed);
-  counter("rabbitmq_channel_messages_unroutable_returned_total", "Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable",
-          c.returned);
-  counter("rabbitmq_channel_messages_unroutable_dropped_total", "Total number of messages published as non-mandatory into an exchange and dropped as unroutable",
+  counter("rabbitmq_channel_messages_published_total",
+          "Total number of messages published into an exchange on a channel", c.published);
+  counter("rabbitmq_channel_messages_confirmed_total",
+          "Total number of messages published into an exchange and confirmed on the channel", c.confirmed);
+  counter(
+      "rabbitmq_channel_messages_unroutable_returned_total",
+      "Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable",
+      c.returned);
+  counter("rabbitmq_channel_messages_unroutable_dropped_total",
+          "Total number of messages published as non-mandatory into an exchange and dropped as unroutable",
           c.unroutable_dropped);
-  counter("rabbitmq_channel_get_ack_total", "Total number of messages fetched with basic.get in manual acknowledgement mode",
-          c.got_manual_ack);
-  counter("rabbitmq_channel_get_total", "Total number of messages fetched with basic.get in automatic acknowledgement mode",
-          c.got_auto_ack);
-  counter("rabbitmq_channel_get_empty_total", "Total number of times basic.get operations fetched no message", c.get_empty);
-  counter("rabbitmq_channel_messages_delivered_ack_total", "Total number of messages delivered to consumers in manual acknowledgement mode",
-          c.consumed_manual_ack);
-  counter("rabbitmq_channel_messages_delivered_total", "Total number of messages delivered to consumers in automatic acknowledgement mode",
-          c.consumed_auto_ack);
-  counter("rabbitmq_channel_messages_redelivered_total", "Total number of messages redelivered to consumers", c.redelivered);
-  counter("rabbitmq_channel_messages_acked_total", "Total number of messages acknowledged by consumers", c.acknowledged);
+  counter("rabbitmq_channel_get_ack_total",
+          "Total number of messages fetched with basic.get in manual acknowledgement mode", c.got_manual_ack);
+  counter("rabbitmq_channel_get_total",
+          "Total number of messages fetched with basic.get in automatic acknowledgement mode", c.got_auto_ack);
+  counter("rabbitmq_channel_get_empty_total", "Total number of times basic.get operations fetched no message",
+          c.get_empty);
+  counter("rabbitmq_channel_messages_delivered_ack_total",
+          "Total number of messages delivered to consumers in manual acknowledgement mode", c.consumed_manual_ack);
+  counter("rabbitmq_channel_messages_delivered_total",
+          "Total number of messages delivered to consumers in automatic acknowledgement mode", c.consumed_auto_ack);
+  counter("rabbitmq_channel_messages_redelivered_total", "Total number of messages redelivered to consumers",
+          c.redelivered);
+  counter("rabbitmq_channel_messages_acked_total", "Total number of messages acknowledged by consumers",
+          c.acknowledged);
   counter("rabbitmq_queue_messages_published_total", "Total number of messages published to queues", c.enqueued);
 
   counter("rabbitmq_global_messages_received_total", "Total number of messages received from publishers", c.published);
   counter("rabbitmq_global_messages_routed_total", "Total number of messages routed to queues or streams", c.routed);
-  counter("rabbitmq_global_messages_unroutable_dropped_total", "Total number of messages published as non-mandatory into an exchange and dropped as unroutable",
+  counter("rabbitmq_global_messages_unroutable_dropped_total",
+          "Total number of messages published as non-mandatory into an exchange and dropped as unroutable",
           c.unroutable_dropped);
-  counter("rabbitmq_global_messages_unroutable_returned_total", "Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable",
-          c.returned);
+  counter(
+      "rabbitmq_global_messages_unroutable_returned_total",
+      "Total number of messages published as mandatory into an exchange and returned to the publisher as unroutable",
+      c.returned);
   counter("rabbitmq_global_messages_confirmed_total", "Total number of messages confirmed to publishers", c.confirmed);
   counter("rabbitmq_global_messages_delivered_total", "Total number of messages delivered to consumers", c.delivered);
-  counter("rabbitmq_global_messages_delivered_consume_manual_ack_total", "Total number of messages delivered to consumers using manual acknowledgement mode",
-          c.consumed_manual_ack);
-  counter("rabbitmq_global_messages_delivered_consume_auto_ack_total", "Total number of messages delivered to consumers using automatic acknowledgement mode",
-          c.consumed_auto_ack);
-  counter("rabbitmq_global_messages_delivered_get_manual_ack_total", "Total number of messages delivered to consumers using basic.get with manual acknowledgement mode",
+  counter("rabbitmq_global_messages_delivered_consume_manual_ack_total",
+          "Total number of messages delivered to consumers using manual acknowledgement mode", c.consumed_manual_ack);
+  counter("rabbitmq_global_messages_delivered_consume_auto_ack_total",
+          "Total number of messages delivered to consumers using automatic acknowledgement mode", c.consumed_auto_ack);
+  counter("rabbitmq_global_messages_delivered_get_manual_ack_total",
+          "Total number of messages delivered to consumers using basic.get with manual acknowledgement mode",
           c.got_manual_ack);
-  counter("rabbitmq_global_messages_delivered_get_auto_ack_total", "Total number of messages delivered to consumers using basic.get with automatic acknowledgement mode",
+  counter("rabbitmq_global_messages_delivered_get_auto_ack_total",
+          "Total number of messages delivered to consumers using basic.get with automatic acknowledgement mode",
           c.got_auto_ack);
-  counter("rabbitmq_global_messages_get_empty_total", "Total number of times basic.get operations fetched no message", c.get_empty);
-  counter("rabbitmq_global_messages_redelivered_total", "Total number of messages redelivered to consumers", c.redelivered);
-  counter("rabbitmq_global_messages_acknowledged_total", "Total number of messages acknowledged by consumers", c.acknowledged);
+  counter("rabbitmq_global_messages_get_empty_total", "Total number of times basic.get operations fetched no message",
+          c.get_empty);
+  counter("rabbitmq_global_messages_redelivered_total", "Total number of messages redelivered to consumers",
+          c.redelivered);
+  counter("rabbitmq_global_messages_acknowledged_total", "Total number of messages acknowledged by consumers",
+          c.acknowledged);
 }
 
 // The flow-control figures (docs/spec-notes.md, "What the memory watermark measures"): the account, not the RSS.
 void resources(Exposition& e, const ManagementEnv& env) {
-  e.single("firemq_memory_used_bytes", "gauge", "Bytes of live messages and unsent frames (what the watermark measures)",
+  e.single("firemq_memory_used_bytes", "gauge",
+           "Bytes of live messages and unsent frames (what the watermark measures)",
            static_cast<std::uint64_t>(MemoryAccount::in_use()));
   e.single("rabbitmq_resident_memory_limit_bytes", "gauge", "Memory high watermark in bytes",
            static_cast<std::uint64_t>(env.alarms.memory_high_watermark()));
@@ -249,8 +266,8 @@ void per_queue(Exposition& e, const ManagementEnv& env, const std::set<std::stri
 ProcessFigures process_figures() {
   ProcessFigures p;
   std::error_code ec;
-  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
-       it.increment(ec)) {
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     ++p.open_fds;
     std::error_code link_error;
     p.open_sockets += std::filesystem::read_symlink(it->path(), link_error).native().starts_with("socket:");

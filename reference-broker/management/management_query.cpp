@@ -86,11 +86,13 @@ Result<std::optional<StatsRange>, HttpAnswer> stats_range(const std::string& pre
   const std::optional<std::uint64_t> i = incr ? positive(*incr) : std::nullopt;
   if (!a || !i || *a > 86'400 || *a / *i > static_cast<std::uint64_t>(ListQuery::kMaxRangePoints)) {
     return api_error(http::status::bad_request, "bad_request",
-                     "Invalid range: " + prefix + "_age and " + prefix + "_incr must both be whole seconds above 0, "
-                     "at most 86400 and " + std::to_string(ListQuery::kMaxRangePoints) + " increments");
+                     "Invalid range: " + prefix + "_age and " + prefix +
+                         "_incr must both be whole seconds above 0, "
+                         "at most 86400 and " +
+                         std::to_string(ListQuery::kMaxRangePoints) + " increments");
   }
-  return std::optional<StatsRange>(StatsRange{static_cast<std::int64_t>(*a) * 1000,
-                                              static_cast<std::int64_t>(*i) * 1000});
+  return std::optional<StatsRange>(
+      StatsRange{static_cast<std::int64_t>(*a) * 1000, static_cast<std::int64_t>(*i) * 1000});
 }
 
 }  // namespace
@@ -186,14 +188,15 @@ Result<Json, HttpAnswer> shaped(const ListQuery& query, Json body) {
   const std::size_t filtered = body.size();
   const std::uint64_t size = query.page ? query.page_size : std::max<std::uint64_t>(filtered, 1);
   const std::uint64_t first = query.page ? (*query.page - 1) * size : 0;
-  for (std::size_t i = first; i < filtered && i < first + size; ++i) items.push_back(with_columns(body[i], query.columns));
+  for (std::size_t i = first; i < filtered && i < first + size; ++i)
+    items.push_back(with_columns(body[i], query.columns));
   if (!query.page) return items;
   const std::uint64_t page_count = (filtered + size - 1) / size;
   if (*query.page > std::max<std::uint64_t>(page_count, 1)) {
     return api_error(http::status::bad_request, "bad_request", "page_out_of_range");
   }
-  return Json{{"filtered_count", filtered}, {"item_count", items.size()}, {"items", items}, {"page", *query.page},
-              {"page_count", page_count},   {"page_size", size},           {"total_count", total}};
+  return Json{{"filtered_count", filtered}, {"item_count", items.size()}, {"items", items},      {"page", *query.page},
+              {"page_count", page_count},   {"page_size", size},          {"total_count", total}};
 }
 
 }  // namespace firemq

@@ -23,8 +23,8 @@ struct ListQuery {
   bool use_regex = false;                         // name is a regular expression, not a substring
   std::vector<std::string> sort;                  // the field to sort by, as a path
   bool sort_reverse = false;
-  std::optional<std::uint64_t> page;              // 1-based; unset: the whole list, not paged
-  std::uint64_t page_size = 100;                  // RabbitMQ's default; at most kMaxPageSize
+  std::optional<std::uint64_t> page;                  // 1-based; unset: the whole list, not paged
+  std::uint64_t page_size = 100;                      // RabbitMQ's default; at most kMaxPageSize
   static constexpr std::uint64_t kMaxPageSize = 500;  // RabbitMQ's bound on one page
   // RabbitMQ's msg_rates_age and _incr (message_stats), lengths_age and _incr (messages, messages_ready,
   // messages_unacknowledged): with both of a pair, the *_details carry samples (message_history.h).

@@ -4,11 +4,11 @@
 // the wire, and durable changes are saved as a client's are.
 #include <charconv>
 
-#include "protocol/reply_codes.h"
-#include "reference-broker/management/management_api.h"
 #include "protocol/bounded_json.h"
 #include "protocol/msgpack_codec.h"
 #include "protocol/plain_json.h"
+#include "protocol/reply_codes.h"
+#include "reference-broker/management/management_api.h"
 
 namespace firemq {
 namespace {
@@ -28,7 +28,8 @@ class ApiSession : private Outbox {
   ApiSession(const ManagementEnv& env, const ApiUser& who, const std::string& vhost,
              const std::optional<std::string>& peer_address)
       : session_(SessionEnv{env.config, env.definitions, env.core}, *this,
-                 "management API " + peer_address.value_or("(no peer)"), TransportHints{std::nullopt, peer_address, std::nullopt}) {
+                 "management API " + peer_address.value_or("(no peer)"),
+                 TransportHints{std::nullopt, peer_address, std::nullopt}) {
     op::Hello hello;
     hello.ver = 1;
     hello.vhost = vhost;
@@ -52,7 +53,9 @@ class ApiSession : private Outbox {
   }
 
  private:
-  void send(const Message& message, ByteView payload) override { replies_.push_back({message, Bytes(payload.begin(), payload.end())}); }
+  void send(const Message& message, ByteView payload) override {
+    replies_.push_back({message, Bytes(payload.begin(), payload.end())});
+  }
   void send_message(const Message& message, ByteView body, const MessageExtras& extras) override {
     replies_.push_back({message, Bytes(body.begin(), body.end()), extras.persistent});
   }
@@ -67,7 +70,8 @@ HttpAnswer refused(const op::Error& e) {
   if (e.code == static_cast<std::uint64_t>(ReplyCode::access_refused)) {
     return api_error(http::status::unauthorized, "not_authorized", e.msg);
   }
-  if (e.code == static_cast<std::uint64_t>(ReplyCode::not_found)) return api_error(http::status::not_found, "not_found", e.msg);
+  if (e.code == static_cast<std::uint64_t>(ReplyCode::not_found))
+    return api_error(http::status::not_found, "not_found", e.msg);
   return api_error(http::status::bad_request, "bad_request", e.msg);
 }
 
@@ -91,7 +95,8 @@ Result<Json, HttpAnswer> api_body(const HttpRequest& request) {
   const bool json = type != request.end() &&
                     std::string_view(type->value().data(), type->value().size()).starts_with("application/json");
   if (request.method() == http::verb::post && !json) {
-    return api_error(http::status::unsupported_media_type, "bad_request", "writes must send Content-Type: application/json");
+    return api_error(http::status::unsupported_media_type, "bad_request",
+                     "writes must send Content-Type: application/json");
   }
   if (request.body().empty()) return Json::object();
   // The wire's nesting bound (msgpack_codec.h) holds for HTTP JSON too, checked while parsing (bounded_json.h):
@@ -137,7 +142,9 @@ Result<T, HttpAnswer> field(const Json& body, const char* name, T fallback) {
   {
     return api_error(http::status::bad_request, "bad_request",
                      std::string("'") + name + "' must be " +
-                         (std::is_same_v<T, bool> ? "a boolean" : std::is_same_v<T, std::string> ? "a string" : "a non-negative integer"));
+                         (std::is_same_v<T, bool>          ? "a boolean"
+                          : std::is_same_v<T, std::string> ? "a string"
+                                                           : "a non-negative integer"));
   }
   return v.get<T>();
 }
@@ -164,7 +171,8 @@ struct ApiMessage {
 Result<ApiMessage, HttpAnswer> message_of(const Json& properties) {
   ApiMessage m;
   if (properties.is_null()) return m;
-  if (!properties.is_object()) return api_error(http::status::bad_request, "bad_request", "'properties' must be an object");
+  if (!properties.is_object())
+    return api_error(http::status::bad_request, "bad_request", "'properties' must be an object");
   for (const auto& [key, value] : properties.items()) {
     if (key == "delivery_mode") {
       m.persistent = value == 2;
@@ -174,9 +182,11 @@ Result<ApiMessage, HttpAnswer> message_of(const Json& properties) {
       m.headers = std::move(*headers);
     } else if (key == "expiration" && value.is_string()) {
       try {
-        m.props.entries.push_back({Value("expiration"), Value(static_cast<std::uint64_t>(std::stoull(value.get<std::string>())))});
+        m.props.entries.push_back(
+            {Value("expiration"), Value(static_cast<std::uint64_t>(std::stoull(value.get<std::string>())))});
       } catch (const std::exception&) {
-        return api_error(http::status::bad_request, "bad_request", "'expiration' must be a decimal number of milliseconds");
+        return api_error(http::status::bad_request, "bad_request",
+                         "'expiration' must be a decimal number of milliseconds");
       }
     } else {
       auto v = value_from_plain_json(value);
@@ -257,8 +267,9 @@ HttpAnswer get_messages(ApiSession& session, const std::string& queue, const Jso
   const std::string& mode = *ackmode;
   if (mode != "ack_requeue_true" && mode != "ack_requeue_false" && mode != "reject_requeue_true" &&
       mode != "reject_requeue_false") {
-    return api_error(http::status::bad_request, "bad_request",
-                     "'ackmode' must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false");
+    return api_error(
+        http::status::bad_request, "bad_request",
+        "'ackmode' must be ack_requeue_true, ack_requeue_false, reject_requeue_true or reject_requeue_false");
   }
   Json out = Json::array();
   std::uint64_t last_tag = 0;
@@ -288,7 +299,8 @@ HttpAnswer get_messages(ApiSession& session, const std::string& queue, const Jso
 // declare the queue aliveness-test (transient, kept for the next test), publish a message to it through the
 // default exchange and get it back. 200 {"status": "ok"}, or 503 {"status": "failed", "reason"} naming the step
 // that failed; a user who may not use the vhost gets the refusal (401), a vhost that does not exist 404.
-HttpAnswer ManagementApi::aliveness_test(const Route& route, const ApiUser& who, const std::optional<std::string>& peer_address) {
+HttpAnswer ManagementApi::aliveness_test(const Route& route, const ApiUser& who,
+                                         const std::optional<std::string>& peer_address) {
   if (route.size() != 2 || env_.core.vhost(route[1]) == nullptr) return not_found();
   const auto failed = [](const std::string& reason) {
     return api_json(http::status::service_unavailable, Json{{"status", "failed"}, {"reason", reason}});
@@ -305,7 +317,8 @@ HttpAnswer ManagementApi::aliveness_test(const Route& route, const ApiUser& who,
   p.seq = 1;
   p.key = kQueue;
   for (const auto& r : session.request(std::move(p), as_bytes(kBody))) {
-    if (const auto* c = std::get_if<op::Confirm>(&r.message); c != nullptr && c->nack) return failed("publishing: " + c->msg);
+    if (const auto* c = std::get_if<op::Confirm>(&r.message); c != nullptr && c->nack)
+      return failed("publishing: " + c->msg);
     if (const auto* e = std::get_if<op::Error>(&r.message)) return failed("publishing: " + e->msg);
   }
   // Anything left from an earlier test that failed halfway comes first: taken until the message just sent.
@@ -313,7 +326,8 @@ HttpAnswer ManagementApi::aliveness_test(const Route& route, const ApiUser& who,
     const auto replies = session.request(op::Get{rid, kQueue, true});
     const auto* got = replies.empty() ? nullptr : std::get_if<op::GetOk>(&replies.front().message);
     if (got == nullptr) return failed("the message published to queue 'aliveness-test' did not come back");
-    if (replies.front().payload == Bytes(kBody.begin(), kBody.end())) return api_json(http::status::ok, Json{{"status", "ok"}});
+    if (replies.front().payload == Bytes(kBody.begin(), kBody.end()))
+      return api_json(http::status::ok, Json{{"status", "ok"}});
   }
   return failed("queue 'aliveness-test' holds more than 1000 messages");
 }
@@ -322,8 +336,8 @@ namespace {
 
 // /api/bindings/VHOST/e/SOURCE/q/QUEUE (or /e/EXCHANGE), and for DELETE a last part: the properties_key, looked up
 // in `listed`, the vhost's bindings as GET lists them.
-HttpAnswer bind_or_unbind(ApiSession& session, const std::vector<std::string>& route, http::verb method, const Json& body,
-                const Json& listed) {
+HttpAnswer bind_or_unbind(ApiSession& session, const std::vector<std::string>& route, http::verb method,
+                          const Json& body, const Json& listed) {
   if (route.size() < 6 || route[2] != "e" || (route[4] != "q" && route[4] != "e")) return not_found();
   op::BindFields r;
   r.rid = 1;
@@ -362,8 +376,8 @@ struct ObjectWrite {
   ApiSession& session;
   const std::string& name;  // as the route gives it (exchange_name() turns "amq.default" into "")
   const Json& body;
-  http::status created;     // for a declare: 201, or 204 when it already existed (RabbitMQ's answers)
-  bool alarm_in_effect;     // a memory or disk alarm: publishing is paused
+  http::status created;  // for a declare: 201, or 204 when it already existed (RabbitMQ's answers)
+  bool alarm_in_effect;  // a memory or disk alarm: publishing is paused
 };
 
 HttpAnswer declare_queue(ObjectWrite& w) {
@@ -464,8 +478,8 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
                                 const std::optional<std::string>& peer_address) {
   const std::string& what = route[0];
   if (what == "connections") return close_connection(request, route, who);
-  if (what == "vhosts" || what == "users" || what == "permissions" || what == "definitions" ||
-      what == "vhost-limits" || what == "user-limits") {
+  if (what == "vhosts" || what == "users" || what == "permissions" || what == "definitions" || what == "vhost-limits" ||
+      what == "user-limits") {
     return administer(request, route, who);
   }
   if (what == "policies") return write_policy(request, route, who, PolicyKind::user);
@@ -482,8 +496,7 @@ HttpAnswer ManagementApi::write(const HttpRequest& request, const Route& route, 
   const bool existed = exists(env_.core, route[1], what, what == "exchanges" ? exchange_name(name) : name);
   // As RabbitMQ: deleting what is not there is 404 (a client's delete of a missing queue is fine on the wire).
   if (route.size() == 3 && request.method() == http::verb::delete_ && !existed) return not_found();
-  ObjectWrite w{session, name, *body, existed ? http::status::no_content : http::status::created,
-                env_.alarms.active()};
+  ObjectWrite w{session, name, *body, existed ? http::status::no_content : http::status::created, env_.alarms.active()};
   return handler->handle(w);
 }
 

@@ -60,7 +60,7 @@ void MessageHistory::end_tick() {
 
 std::optional<std::uint64_t> MessageHistory::tick_at(std::int64_t time_ms) const {
   const auto after = std::upper_bound(times_.begin(), times_.end(), time_ms + interval_ms_ / 2,
-                                     [](std::int64_t t, const auto& entry) { return t < entry.second; });
+                                      [](std::int64_t t, const auto& entry) { return t < entry.second; });
   if (after == times_.begin()) return std::nullopt;
   return std::prev(after)->first;
 }
@@ -134,8 +134,8 @@ Json stats_details(const std::vector<StatsPoint>& points, std::size_t column, bo
 void add_stats_details(Json& object, const std::vector<const char*>& names, std::size_t first_column,
                        const MessageHistory& history, const std::vector<std::string>& keys,
                        const std::optional<StatsRange>& range) {
-  const std::vector<StatsPoint> points =
-      history.points_at(keys, range ? history.range_times(*range) : history.last_two_times());
+  const std::vector<StatsPoint> points = history.points_at(keys, range ? history.range_times(*range)
+                                                                       : history.last_two_times());
   for (std::size_t i = 0; i < names.size(); ++i) {
     // Without a sample yet (younger than one collection): rate 0.0 and, with a range, no samples.
     object[std::string(names[i]) + "_details"] = stats_details(points, first_column + i, range.has_value());

@@ -72,7 +72,7 @@ class MessageHistory {
     std::vector<std::uint64_t> ticks;   // the tick of each sample, ascending
     std::vector<std::uint64_t> values;  // width values a sample
     std::size_t width = 0;
-    std::uint64_t recorded_at = 0;      // the last tick it was recorded at
+    std::uint64_t recorded_at = 0;  // the last tick it was recorded at
   };
   // The newest tick whose time is at or before `time_ms` (a half interval of slack for the timer's jitter).
   std::optional<std::uint64_t> tick_at(std::int64_t time_ms) const;
@@ -82,7 +82,7 @@ class MessageHistory {
   static void reserve_one_more(Series& s);
 
   std::int64_t interval_ms_;
-  std::uint64_t tick_ = 0;                                  // the current collection's number
+  std::uint64_t tick_ = 0;                                    // the current collection's number
   std::deque<std::pair<std::uint64_t, std::int64_t>> times_;  // (tick, time) of the last kTicks collections
   std::map<std::string, Series> series_;
 };

@@ -71,7 +71,8 @@ TEST(MessageHistory, ABusySeriesHoldsAtMostTheBoundAndAnIdleOneASample) {
   EXPECT_GE(history.samples_kept("busy"), MessageHistory::kTicks);
   EXPECT_EQ(history.samples_kept("idle"), 1u);
   // The idle series' one sample, from the first collection, is still its value at every time kept.
-  EXPECT_EQ(history.points_at({"idle"}, history.range_times(StatsRange{600'000, 5'000})).size(), MessageHistory::kTicks);
+  EXPECT_EQ(history.points_at({"idle"}, history.range_times(StatsRange{600'000, 5'000})).size(),
+            MessageHistory::kTicks);
 }
 
 TEST(MessageHistory, ACounterThatWentDownStartsTheSeriesAgain) {

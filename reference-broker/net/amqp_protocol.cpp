@@ -18,12 +18,9 @@ AmqpProtocol::AmqpProtocol(SessionEnv env, ConnectionOutput& output, const Trans
 
 ConnectionProtocol::Phase AmqpProtocol::phase() const {
   switch (core_.state()) {
-    case AmqpConnectionCore::State::open:
-      return Phase::open;
-    case AmqpConnectionCore::State::closing:
-      return Phase::closing;
-    default:
-      return Phase::handshake;  // from the protocol header to connection.open
+    case AmqpConnectionCore::State::open: return Phase::open;
+    case AmqpConnectionCore::State::closing: return Phase::closing;
+    default: return Phase::handshake;  // from the protocol header to connection.open
   }
 }
 

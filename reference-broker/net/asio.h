@@ -36,8 +36,8 @@ auto stop_on_exception(const char* what, Stop stop) {
       reason = e.what();
     } catch (...) {
     }
-    log_line(std::string("internal error in a connection's ") + what + ", the connection is closed: " +
-             printable(reason, 512));
+    log_line(std::string("internal error in a connection's ") + what +
+             ", the connection is closed: " + printable(reason, 512));
     stop();
   };
 }

@@ -66,7 +66,8 @@ Connection::Connection(std::unique_ptr<Transport> transport, const MakeProtocol&
   // a client that opens connections and never finishes them cannot hold them for long.
   handshake_timer_.expires_after(env.config.handshake_timeout);
   connected_at_ms_ = std::chrono::duration_cast<std::chrono::milliseconds>(
-                         std::chrono::system_clock::now().time_since_epoch()).count();
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
 }
 
 void Connection::close_by_operator(const std::string& reason) {
@@ -81,8 +82,9 @@ void Connection::start() {
 }
 
 void Connection::spawn(awaitable<void> (Connection::*coroutine)(), const char* what) {
-  asio::co_spawn(handshake_timer_.get_executor(), [self = shared_from_this(), coroutine] { return ((*self).*coroutine)(); },
-                 stop_on_exception(what, [self = shared_from_this()] { self->stop(); }));
+  asio::co_spawn(
+      handshake_timer_.get_executor(), [self = shared_from_this(), coroutine] { return ((*self).*coroutine)(); },
+      stop_on_exception(what, [self = shared_from_this()] { self->stop(); }));
 }
 
 void Connection::shutdown() {
@@ -138,8 +140,8 @@ awaitable<void> Connection::reader() {
 void Connection::end_batch() {
   batch_held_ = false;
   batch_timer_.cancel();
-  write_out_journal();  // the records of this batch's publishes go to the OS and the fsync starts
-  protocol_->end_batch();                 // one confirm for everything this batch brought
+  write_out_journal();                       // the records of this batch's publishes go to the OS and the fsync starts
+  protocol_->end_batch();                    // one confirm for everything this batch brought
   protocol_->tell_alarm(registry_.alarm());  // a connection that just published during an alarm is paused now
 }
 
@@ -158,10 +160,7 @@ awaitable<void> Connection::wait_until_readable() {
   // The outbound queue is bounded: a peer that does not read what it asks for stops being read. While an alarm
   // holds, a publishing connection is not read either ("throttled by the server no longer reading its socket").
   // A closing connection is drained regardless.
-  auto gated = [this] {
-    return !stopped_ && !closing() &&
-           (pending_bytes_ > kMaxPendingBytes || paused_by_alarm());
-  };
+  auto gated = [this] { return !stopped_ && !closing() && (pending_bytes_ > kMaxPendingBytes || paused_by_alarm()); };
   while (gated()) {
     reader_wakeup_.expires_at(asio::steady_timer::time_point::max());
     co_await wait(reader_wakeup_);
@@ -248,8 +247,7 @@ awaitable<void> Connection::heartbeat() {
         // A dead peer cannot read a frame: the socket is closed, as RabbitMQ does (docs/spec-notes.md).
         stop();
         co_return;
-      case HeartbeatMonitor::Due::nothing:
-        break;
+      case HeartbeatMonitor::Due::nothing: break;
     }
   }
 }

@@ -127,7 +127,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   Bytes outbound_;
   std::size_t pending_bytes_ = 0;  // bounded by kMaxPendingBytes: see reader()
   bool close_after_flush_ = false;
-  bool opened_ = false;           // the transport's handshake is done: frames may be written
+  bool opened_ = false;  // the transport's handshake is done: frames may be written
   bool stopped_ = false;
   asio::steady_timer writer_wakeup_;
   asio::steady_timer reader_wakeup_;
@@ -135,7 +135,7 @@ class Connection : public std::enable_shared_from_this<Connection>, public InHan
   asio::steady_timer handshake_timer_;
   asio::steady_timer linger_timer_;
   asio::steady_timer closing_deadline_;  // bounds the whole close (kMaxClosingTime)
-  asio::steady_timer batch_timer_;  // ends a held batch (hold_batch)
+  asio::steady_timer batch_timer_;       // ends a held batch (hold_batch)
   bool batch_held_ = false;
   std::int64_t connected_at_ms_;
 };

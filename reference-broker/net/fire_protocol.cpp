@@ -19,12 +19,9 @@ FireProtocol::FireProtocol(SessionEnv env, ConnectionOutput& output, const Trans
 
 ConnectionProtocol::Phase FireProtocol::phase() const {
   switch (session_.state()) {
-    case Session::State::awaiting_hello:
-      return Phase::handshake;
-    case Session::State::open:
-      return Phase::open;
-    case Session::State::closing:
-      break;
+    case Session::State::awaiting_hello: return Phase::handshake;
+    case Session::State::open: return Phase::open;
+    case Session::State::closing: break;
   }
   return Phase::closing;
 }

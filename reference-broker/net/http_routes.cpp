@@ -39,10 +39,12 @@ HttpAnswer refuse(http::status status, std::string text) {
 HttpAnswer route_http_request(const HttpRequest& request) {
   const std::string_view target = target_of(request);
   if (path_of(target) != kWebSocketPath) {
-    return refuse(http::status::not_found, "no such path: FireMQ's WebSocket endpoint is " + std::string(kWebSocketPath));
+    return refuse(http::status::not_found,
+                  "no such path: FireMQ's WebSocket endpoint is " + std::string(kWebSocketPath));
   }
   if (!boost::beast::websocket::is_upgrade(request)) {
-    return refuse(http::status::upgrade_required, "this is FireMQ's WebSocket endpoint: connect with a WebSocket client");
+    return refuse(http::status::upgrade_required,
+                  "this is FireMQ's WebSocket endpoint: connect with a WebSocket client");
   }
   if (!valid_websocket_key(request)) {
     return refuse(http::status::bad_request, "bad Sec-WebSocket-Key: RFC 6455 wants the base64 of 16 random bytes");

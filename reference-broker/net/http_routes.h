@@ -26,7 +26,7 @@ struct HttpAnswer {
   bool upgrade = false;  // hand the request to the WebSocket transport, with `hints`
   TransportHints hints;
   boost::beast::http::status status = boost::beast::http::status::ok;  // when not upgraded
-  std::string text;                                                      // the response body
+  std::string text;                                                    // the response body
   std::string content_type = "text/plain; charset=utf-8";
   bool ask_for_credentials = false;  // 401: WWW-Authenticate: Basic (the management API)
   // The page's own Content-Security-Policy; empty: one that allows nothing (http_server.cpp).

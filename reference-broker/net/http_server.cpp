@@ -150,8 +150,7 @@ awaitable<bool> await_next_request(Stream& stream, beast::flat_buffer& buffer) {
   if (buffer.size() > 0) co_return true;
   beast::get_lowest_layer(stream).expires_after(kHttpIdleTimeout);
   error_code ec;
-  const std::size_t n =
-      co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
+  const std::size_t n = co_await stream.async_read_some(buffer.prepare(4096), asio::redirect_error(use_awaitable, ec));
   buffer.commit(n);
   co_return !ec && n > 0;
 }
@@ -188,9 +187,9 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
       co_return;
     }
     if (ec == http::error::header_limit) {
-      co_await refuse_request(
-          stream, http::status::request_header_fields_too_large,
-          "the request headers are larger than " + std::to_string(kMaxRequestHeaderBytes) + " bytes");
+      co_await refuse_request(stream, http::status::request_header_fields_too_large,
+                              "the request headers are larger than " + std::to_string(kMaxRequestHeaderBytes) +
+                                  " bytes");
       co_return;
     }
     if (is_malformed_request(ec)) {  // Beast's messages are fixed text ("bad Content-Length"): safe in JSON
@@ -201,9 +200,10 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
     HttpRequest request = parser.release();
     // An upgrade is for /fire only (404 elsewhere, http_routes); the management API and UI take the other requests.
     const bool for_application = env.application != nullptr && !beast::websocket::is_upgrade(request) &&
-                                env.application->serves(std::string_view(request.target().data(), request.target().size()));
+                                 env.application->serves(
+                                     std::string_view(request.target().data(), request.target().size()));
     HttpAnswer answer = for_application ? application_answer(*env.application, request, peer_address_of(tcp.socket()))
-                                       : route_http_request(request);
+                                        : route_http_request(request);
     if (!answer.upgrade) {
       tcp.expires_after(env.handshake_timeout);  // a client that does not read its answer is not waited for
       const bool more = co_await respond(stream, request, std::move(answer));
@@ -214,7 +214,8 @@ awaitable<void> serve(Stream stream, const HttpServerEnv& env) {
     // The page that asked a browser to open this socket (RFC 6455 section 10.2: the Origin header is for the
     // server to decide on). From an untrusted one, loopback_users treats the login as remote: any user but a
     // loopback-only one may still connect from any page, as browser SDKs need.
-    if (const auto origin = request.find(http::field::origin); origin != request.end() && env.trusted_origins &&
+    if (const auto origin = request.find(http::field::origin);
+        origin != request.end() && env.trusted_origins &&
         !env.trusted_origins->trusts(std::string_view(origin->value().data(), origin->value().size()))) {
       answer.hints.foreign_origin = std::string(origin->value());
     }

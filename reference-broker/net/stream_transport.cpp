@@ -175,7 +175,7 @@ class StreamTransport final : public Transport {
   std::string_view scheme_;  // "fire", "fires" or "amqp": a literal
   FrameDecoder decoder_{StreamSide::server};
   ReadBuffers::Buffer chunk_;  // held only while it has bytes the decoder has not taken (ReadBuffers)
-  ByteView unread_;  // the part of chunk_ the decoder has not taken yet
+  ByteView unread_;            // the part of chunk_ the decoder has not taken yet
   bool closing_ = false;
 };
 

@@ -8,13 +8,14 @@ Result<std::unique_ptr<asio::ssl::context>, std::string> make_tls_context(const 
   auto context = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_server);
   // TLS 1.0 and 1.1 are deprecated (RFC 8996): a client offering only those fails the handshake.
   context->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                       asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+                       asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 |
+                       asio::ssl::context::single_dh_use);
   SSL_CTX_set_min_proto_version(context->native_handle(), TLS1_2_VERSION);
   // TLS 1.2: only the suites of --tls-ciphers, and the server's order of them rather than the client's, so that a
   // client preferring a weaker suite it shares with the server does not get it (RFC 9325, section 4.2).
   if (SSL_CTX_set_cipher_list(context->native_handle(), files.ciphers.c_str()) != 1) {
-    return "--tls-ciphers " + files.ciphers + ": OpenSSL knows no TLS 1.2 cipher suite in it (OpenSSL cipher-list "
+    return "--tls-ciphers " + files.ciphers +
+           ": OpenSSL knows no TLS 1.2 cipher suite in it (OpenSSL cipher-list "
            "syntax: ECDHE-RSA-AES128-GCM-SHA256:...)";
   }
   SSL_CTX_set_options(context->native_handle(), SSL_OP_CIPHER_SERVER_PREFERENCE);

@@ -10,8 +10,8 @@
 #include <boost/asio/ssl.hpp>
 
 #include "protocol/error.h"
-#include "reference-broker/net/asio.h"
 #include "reference-broker/core/config.h"
+#include "reference-broker/net/asio.h"
 
 namespace firemq {
 

@@ -35,15 +35,16 @@ class WebSocketTransport final : public Transport {
  public:
   WebSocketTransport(Stream stream, HttpRequest upgrade, TransportHints hints,
                      std::chrono::milliseconds handshake_timeout, WebSocketFaults faults)
-      : ws_(std::move(stream)), upgrade_(std::move(upgrade)), hints_(std::move(hints)),
-        handshake_timeout_(handshake_timeout), faults_(faults) {
+      : ws_(std::move(stream)),
+        upgrade_(std::move(upgrade)),
+        hints_(std::move(hints)),
+        handshake_timeout_(handshake_timeout),
+        faults_(faults) {
     hints_.peer_address = peer_address_of(beast::get_lowest_layer(ws_).socket());
   }
 
   std::string_view scheme() const override { return kTls ? "wss" : "ws"; }
-  std::string describe() const override {
-    return describe_endpoints(beast::get_lowest_layer(ws_).socket());
-  }
+  std::string describe() const override { return describe_endpoints(beast::get_lowest_layer(ws_).socket()); }
   TransportHints hints() const override { return hints_; }
 
   awaitable<IoStatus> open() override {
@@ -193,8 +194,8 @@ std::unique_ptr<Transport> make_ws_transport(beast::tcp_stream stream, HttpReque
 
 std::unique_ptr<Transport> make_wss_transport(TlsHttpStream stream, HttpRequest upgrade, TransportHints hints,
                                               std::chrono::milliseconds handshake_timeout, WebSocketFaults faults) {
-  return std::make_unique<WebSocketTransport<TlsHttpStream>>(std::move(stream), std::move(upgrade),
-                                                             std::move(hints), handshake_timeout, faults);
+  return std::make_unique<WebSocketTransport<TlsHttpStream>>(std::move(stream), std::move(upgrade), std::move(hints),
+                                                             handshake_timeout, faults);
 }
 
 }  // namespace firemq

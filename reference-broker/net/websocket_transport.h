@@ -12,8 +12,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
-#include "reference-broker/net/asio.h"
 #include "reference-broker/core/config.h"
+#include "reference-broker/net/asio.h"
 #include "reference-broker/net/http_routes.h"
 #include "reference-broker/net/transport.h"
 

@@ -1,8 +1,8 @@
 #include "reference-broker/session/handshake.h"
 
 #include "protocol/reply_codes.h"
-#include "reference-broker/session/heartbeat.h"
 #include "reference-broker/core/log.h"
+#include "reference-broker/session/heartbeat.h"
 
 namespace firemq {
 namespace {
@@ -42,7 +42,8 @@ Result<Principal> log_in(const Definitions& definitions, const LoopbackPolicy& l
   if (request.foreign_origin && loopback.restricts(user->name)) {
     return fatal(ReplyCode::access_refused, "user '" + user->name +
                                                 "' may only connect over loopback (loopback_users), and a web page "
-                                                "from origin '" + printable(*request.foreign_origin) +
+                                                "from origin '" +
+                                                printable(*request.foreign_origin) +
                                                 "' is not (--trusted-origins); create another user for it");
   }
   if (!loopback.admits(user->name, request.peer_address)) {

@@ -8,9 +8,9 @@
 
 #include "protocol/error.h"
 #include "protocol/messages.h"
-#include "reference-broker/core/config.h"
 #include "reference-broker/access/definitions.h"
 #include "reference-broker/access/permissions.h"
+#include "reference-broker/core/config.h"
 
 namespace firemq {
 
@@ -19,7 +19,7 @@ struct LoginRequest {
   std::string mechanism;  // "plain"
   std::string user;
   std::string password;
-  std::string vhost;      // "/" when the client named none
+  std::string vhost;                        // "/" when the client named none
   std::optional<std::string> peer_address;  // the client's IP address; none: no network peer (in-process)
   // A WebSocket upgrade's Origin header when it is not a trusted origin (OriginPolicy): a web page of another
   // site, which a browser on this host lets reach loopback. Such a login is not from loopback for loopback_users.
@@ -50,7 +50,7 @@ struct Admission {
 // adapter fills in (absent only for a session without a network peer: unit tests, the fuzzer).
 struct TransportHints {
   std::optional<std::string> url_vhost;
-  std::optional<std::string> peer_address;  // an IP address in text, as Asio prints it
+  std::optional<std::string> peer_address;    // an IP address in text, as Asio prints it
   std::optional<std::string> foreign_origin;  // LoginRequest::foreign_origin
 };
 

@@ -68,8 +68,8 @@ TEST_F(HandshakeTest, VersionOtherThanOneIsFatal540) {
 }
 
 TEST_F(HandshakeTest, WrongPasswordUnknownVhostAndNoPermissionAreFatal403) {
-  for (const op::Hello& hello : {hello_for("", "guest", "nope"), hello_for("nowhere"), hello_for("bare"),
-                                 hello_for("/", "bob", "pw")}) {
+  for (const op::Hello& hello :
+       {hello_for("", "guest", "nope"), hello_for("nowhere"), hello_for("bare"), hello_for("/", "bob", "pw")}) {
     auto admitted = admit(hello);
     ASSERT_FALSE(admitted) << hello.vhost;
     EXPECT_EQ(admitted.error().code, 403u);
@@ -81,8 +81,8 @@ TEST_F(HandshakeTest, LoginIsSharedByEveryProtocol) {
   auto principal = log_in(definitions_, config_.loopback, {"plain", "bob", "pw", "dev", std::nullopt, std::nullopt});
   ASSERT_TRUE(principal);
   EXPECT_EQ(principal->vhost, "dev");
-  auto other_mechanism =
-      log_in(definitions_, config_.loopback, {"AMQPLAIN-ish", "bob", "pw", "dev", std::nullopt, std::nullopt});
+  auto other_mechanism = log_in(definitions_, config_.loopback,
+                                {"AMQPLAIN-ish", "bob", "pw", "dev", std::nullopt, std::nullopt});
   ASSERT_FALSE(other_mechanism);
   EXPECT_EQ(other_mechanism.error().code, 403u);
 }
@@ -104,7 +104,8 @@ TEST_F(LoopbackUsersTest, GuestWithTheRightPasswordFromElsewhereIsFatal403Saying
     EXPECT_EQ(admitted.error().code, 403u);
     EXPECT_TRUE(admitted.error().fatal);
     EXPECT_NE(admitted.error().msg.find("user 'guest' may only connect over loopback (loopback_users)"),
-              std::string::npos) << admitted.error().msg;
+              std::string::npos)
+        << admitted.error().msg;
   }
 }
 
@@ -121,9 +122,7 @@ TEST_F(LoopbackUsersTest, GuestFromLoopbackIsAdmitted) {
   }
 }
 
-TEST_F(LoopbackUsersTest, AnotherUserIsAdmittedFromElsewhere) {
-  EXPECT_TRUE(admit_from("10.0.0.7", "bob", "pw"));
-}
+TEST_F(LoopbackUsersTest, AnotherUserIsAdmittedFromElsewhere) { EXPECT_TRUE(admit_from("10.0.0.7", "bob", "pw")); }
 
 TEST_F(LoopbackUsersTest, AnEmptyListAdmitsGuestFromAnywhere) {
   config_.loopback.users = {};
@@ -161,7 +160,8 @@ TEST_F(LoopbackUsersTest, GuestFromLoopbackUnderAForeignOriginIsFatal403NamingIt
   EXPECT_EQ(admitted.error().code, 403u);
   EXPECT_TRUE(admitted.error().fatal);
   EXPECT_NE(admitted.error().msg.find("a web page from origin 'https://evil.example' is not (--trusted-origins)"),
-            std::string::npos) << admitted.error().msg;
+            std::string::npos)
+      << admitted.error().msg;
   EXPECT_TRUE(admit_from("127.0.0.1", "bob", "pw", "https://evil.example"));  // only loopback-only users
   auto wrong = admit_from("127.0.0.1", "guest", "wrong", "https://evil.example");
   ASSERT_FALSE(wrong);

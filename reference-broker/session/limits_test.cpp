@@ -1,7 +1,7 @@
 // Operator limits (max-connections per vhost and user, max-queues per vhost) and the bounds no client can push
 // past (config.h ClientBounds): parsed as RabbitMQ writes them, and enforced by the session with 506.
-#include "reference-broker/core/argument_bounds.h"
 #include "reference-broker/access/limits.h"
+#include "reference-broker/core/argument_bounds.h"
 
 #include <gtest/gtest.h>
 
@@ -120,8 +120,12 @@ class BoundsTest : public ::testing::Test {
   };
 
   BoundsTest() {
-    config_.bounds = {.handshakes = 8, .subscriptions = 2, .unacked = 3, .queues_per_vhost = 100,
-                      .exchanges_per_vhost = 100, .bindings_per_vhost = 2};
+    config_.bounds = {.handshakes = 8,
+                      .subscriptions = 2,
+                      .unacked = 3,
+                      .queues_per_vhost = 100,
+                      .exchanges_per_vhost = 100,
+                      .bindings_per_vhost = 2};
   }
 
   Client& connect(const std::string& user = "guest") {

@@ -77,8 +77,7 @@ void Session::on_message(Message&& message, ByteView payload, std::size_t header
   }
   if (sent_by_servers_only(op)) {
     return fail(fatal_error(ReplyCode::command_invalid,
-                            std::string(op_name(op)) + " is sent by servers only, not by clients",
-                            rid_of(message)));
+                            std::string(op_name(op)) + " is sent by servers only, not by clients", rid_of(message)));
   }
   on_request(message, {payload, header_bytes, std::move(amqp_headers)});
 }

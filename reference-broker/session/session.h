@@ -20,12 +20,12 @@
 #include "protocol/error.h"
 #include "protocol/frame.h"
 #include "protocol/messages.h"
+#include "reference-broker/access/definitions.h"
+#include "reference-broker/access/permissions.h"
 #include "reference-broker/core/config.h"
 #include "reference-broker/core/core.h"
-#include "reference-broker/access/definitions.h"
-#include "reference-broker/session/handshake.h"
-#include "reference-broker/access/permissions.h"
 #include "reference-broker/core/queue.h"
+#include "reference-broker/session/handshake.h"
 
 namespace firemq {
 
@@ -277,7 +277,7 @@ class Session : private DurabilityWaiter {
   SessionEnv env_;
   Outbox& out_;
   std::string conn_id_;
-  std::string exclusive_owner_;  // conn_id_, or the AMQP connection of this channel's session
+  std::string exclusive_owner_;        // conn_id_, or the AMQP connection of this channel's session
   std::uint64_t shared_prefetch_ = 0;  // set_shared_prefetch: 0 for none
   std::string reply_queue_;            // direct reply-to's queue, once this session consumed kDirectReplyTo
   TransportHints hints_;

@@ -49,10 +49,9 @@ void Session::on_subscribe(const op::Subscribe& r) {
     }
   }
   if (subscriptions_.size() >= env_.config.bounds.subscriptions) {
-    return refuse(r.rid, make_error(ReplyCode::resource_error,
-                                    "this connection has reached its limit of " +
-                                        std::to_string(env_.config.bounds.subscriptions) +
-                                        " subscriptions (--max-subscriptions)"));
+    return refuse(r.rid, make_error(ReplyCode::resource_error, "this connection has reached its limit of " +
+                                                                   std::to_string(env_.config.bounds.subscriptions) +
+                                                                   " subscriptions (--max-subscriptions)"));
   }
   if (Status denied = allowed(Access::read, "queue", r.queue)) return refuse(r.rid, *denied);
   if (Status big = check_arguments(r.args, "consumer '" + request.tag + "'")) return refuse(r.rid, *big);
@@ -149,8 +148,8 @@ void Session::deliver(Subscription& subscription, QueuedMessage message, Queue& 
 void Session::on_subscription_cancelled(Subscription& subscription, Queue& queue) {
   // "cancelled: The server ended a subscription, for example because its queue was deleted."
   const std::uint64_t sub = subscription.request().sub;
-  out_.send(op::Cancelled{sub, static_cast<std::uint64_t>(ReplyCode::not_found),
-                          "queue '" + queue.name() + "' was deleted"});
+  out_.send(
+      op::Cancelled{sub, static_cast<std::uint64_t>(ReplyCode::not_found), "queue '" + queue.name() + "' was deleted"});
   subscriptions_.erase(sub);
 }
 
@@ -258,10 +257,10 @@ void Session::on_get(const op::Get& r) {
   if (!queue) return refuse(r.rid, queue.error());
   Queue& q = **queue;
   if (!r.no_ack && unacked_full()) {
-    return refuse(r.rid, make_error(ReplyCode::resource_error,
-                                    "this connection has reached its limit of " +
-                                        std::to_string(env_.config.bounds.unacked) +
-                                        " unacknowledged deliveries (--max-unacked): ack some first"));
+    return refuse(r.rid,
+                  make_error(ReplyCode::resource_error,
+                             "this connection has reached its limit of " + std::to_string(env_.config.bounds.unacked) +
+                                 " unacknowledged deliveries (--max-unacked): ack some first"));
   }
   std::optional<QueuedMessage> next = q.take_next();
   if (!next) {

@@ -15,9 +15,8 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   if (p.seq != 0 && p.seq <= last_seq_) {
     // Refused with an error frame, not a confirm: that seq was already confirmed (or is still to be), and a
     // second confirm for it would break "exactly once".
-    return fail(make_error(ReplyCode::precondition_failed, "publish refused: seq " + std::to_string(p.seq) +
-                                                               " after " + std::to_string(last_seq_) +
-                                                               ", seq must increase"));
+    return fail(make_error(ReplyCode::precondition_failed, "publish refused: seq " + std::to_string(p.seq) + " after " +
+                                                               std::to_string(last_seq_) + ", seq must increase"));
   }
   if (p.seq != 0) last_seq_ = p.seq;
   // A transaction's publish was checked when it arrived (route_held_publish); the exchange may be gone since.
@@ -28,7 +27,8 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   Result<Route> route = carried.routed_to ? Result<Route>(vhost_->route_again(*carried.routed_to))
                                           : vhost_->route(p.exchange, p.key, p.headers);
   if (!route) return reject_publish(p.seq, route.error());
-  remove_blind_copies(p.headers);  // RabbitMQ's sender-selected distribution: BCC routes, and is not delivered nor returned
+  remove_blind_copies(
+      p.headers);  // RabbitMQ's sender-selected distribution: BCC routes, and is not delivered nor returned
   if (route->queues.empty()) {
     // "Sent for a mandatory publish that no queue received, with code 312 (no-route). The return is sent before
     // the publish's confirm." An unroutable publish is still confirmed: the broker has dealt with it.
@@ -42,10 +42,10 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   }
   Journal* journal = env_.core.journal();
   const std::uint64_t log_before = journal ? journal->end_position() : 0;
-  const MessagePtr message = BrokerMessage::make(
-      MessageParts{std::move(p.exchange), std::move(p.key), std::move(p.props), std::move(p.headers), p.persistent,
-                   carried.header_bytes, carried.amqp_headers},
-      body);
+  const MessagePtr message = BrokerMessage::make(MessageParts{std::move(p.exchange), std::move(p.key),
+                                                              std::move(p.props), std::move(p.headers), p.persistent,
+                                                              carried.header_bytes, carried.amqp_headers},
+                                                 body);
   count(&MessageCounters::routed);
   std::string refused_by;
   for (Queue* queue : route->queues) {
@@ -62,8 +62,8 @@ void Session::on_publish(op::Publish& p, Carried carried) {
   // an older message, do not make a transient publish wait for the disk).
   const bool needs_disk = message->store_id() != 0 && log_after > log_before;
   if (needs_disk && !journal->failure().empty()) {
-    return reject_publish(p.seq, make_error(ReplyCode::internal_error,
-                                            "message not written to disk: " + journal->failure()));
+    return reject_publish(p.seq,
+                          make_error(ReplyCode::internal_error, "message not written to disk: " + journal->failure()));
   }
   if (refused_by.empty()) return confirm(p.seq, needs_disk ? log_after : 0);
   // x-overflow reject-publish: "a confirm nack with a code and msg" (resource-error: the queue is full).
@@ -109,8 +109,8 @@ Status Session::publish_target_refusal(const std::string& exchange) const {
 Status Session::publish_refusal(const op::Publish& p) const {
   if (Status refused = publish_target_refusal(p.exchange)) return refused;
   // "user_id ... When set, it must equal the connection's user."
-  if (const Value* user = p.props.get("user_id"); user != nullptr && user->is<std::string>() &&
-                                                   *user->get_if<std::string>() != user_) {
+  if (const Value* user = p.props.get("user_id");
+      user != nullptr && user->is<std::string>() && *user->get_if<std::string>() != user_) {
     return make_error(ReplyCode::precondition_failed, "user_id property set to '" + *user->get_if<std::string>() +
                                                           "' but authenticated user was '" + user_ + "'");
   }

@@ -19,7 +19,8 @@ Status check_queue_arguments(const Map& args) {
 
 // "506 resource-error: Server out of a resource": a bound of config.h or an operator's limit (limits.h) reached.
 Error bound_reached(const std::string& what, std::size_t bound, const std::string& name) {
-  return make_error(ReplyCode::resource_error, what + " has reached its limit of " + std::to_string(bound) + " (" + name + ")");
+  return make_error(ReplyCode::resource_error,
+                    what + " has reached its limit of " + std::to_string(bound) + " (" + name + ")");
 }
 
 // Saves the definitions file if durable topology changed. Once the store has failed no save can succeed; a change
@@ -70,7 +71,8 @@ Status Session::check_room_for_binding(const op::BindFields& r) const {
 }
 
 void Session::on_declare_exchange(const op::DeclareExchange& r) {
-  if (Status denied = r.passive ? Status() : allowed(Access::configure, "exchange", r.name)) return refuse(r.rid, *denied);
+  if (Status denied = r.passive ? Status() : allowed(Access::configure, "exchange", r.name))
+    return refuse(r.rid, *denied);
   if (Status full = check_room_for_exchange(r)) return refuse(r.rid, *full);
   const bool creates = !r.passive && !vhost_->exchanges().count(r.name);
   if (Status failed = check_store_for(creates && r.durable)) return refuse(r.rid, *failed);
@@ -93,7 +95,8 @@ void Session::on_delete_exchange(const op::DeleteExchange& r) {
 void Session::on_declare_queue(const op::DeclareQueue& r) {
   if (Status bad = check_queue_arguments(r.args)) return refuse(r.rid, *bad);
   // A server-named queue's name is not known yet; RabbitMQ checks amq.gen-* names the same way, after naming.
-  if (Status denied = r.passive ? Status() : allowed(Access::configure, "queue", r.name.empty() ? "amq.gen-" : r.name)) {
+  if (Status denied = r.passive ? Status()
+                                : allowed(Access::configure, "queue", r.name.empty() ? "amq.gen-" : r.name)) {
     return refuse(r.rid, *denied);
   }
   if (Status full = check_room_for_queue(r)) return refuse(r.rid, *full);

@@ -1,8 +1,8 @@
 #include "reference-broker/store/durable_topology.h"
 
 #include "protocol/bounded_json.h"
-#include "protocol/reply_codes.h"
 #include "protocol/plain_json.h"
+#include "protocol/reply_codes.h"
 #include "protocol/typed_json.h"
 #include "reference-broker/store/storage_io.h"
 
@@ -54,7 +54,8 @@ void restore_policies(const Json& stored, Core& core, PolicyKind kind, std::vect
     if (vhost != nullptr && policy) {
       vhost->set_policy(std::move(*policy));
     } else {
-      problems.push_back(std::string(list) + " entry " + entry.dump() + ": " + (vhost ? policy.error() : "its vhost is missing"));
+      problems.push_back(std::string(list) + " entry " + entry.dump() + ": " +
+                         (vhost ? policy.error() : "its vhost is missing"));
     }
   }
 }
@@ -76,21 +77,31 @@ Json DurableTopology::snapshot() const {
     for (const auto& [name, e] : vhost->exchanges()) {
       if (!e.durable) continue;
       if (!e.builtin) {
-        root["exchanges"].push_back({{"name", name}, {"vhost", vhost_name}, {"type", exchange_type_name(e.type)},
-                                     {"durable", true}, {"auto_delete", e.auto_delete}, {"internal", e.internal},
+        root["exchanges"].push_back({{"name", name},
+                                     {"vhost", vhost_name},
+                                     {"type", exchange_type_name(e.type)},
+                                     {"durable", true},
+                                     {"auto_delete", e.auto_delete},
+                                     {"internal", e.internal},
                                      {"arguments", arguments_json(e.args)}});
       }
       for (const Binding& b : e.bindings) {
         if (!binding_kept(*vhost, b)) continue;
-        root["bindings"].push_back({{"source", name}, {"vhost", vhost_name}, {"destination", b.destination},
+        root["bindings"].push_back({{"source", name},
+                                    {"vhost", vhost_name},
+                                    {"destination", b.destination},
                                     {"destination_type", b.to_exchange ? "exchange" : "queue"},
-                                    {"routing_key", b.key}, {"arguments", arguments_json(b.args)}});
+                                    {"routing_key", b.key},
+                                    {"arguments", arguments_json(b.args)}});
       }
     }
     for (const auto& [name, q] : vhost->queues()) {
       if (!kept(*q)) continue;
-      root["queues"].push_back({{"name", name}, {"vhost", vhost_name}, {"durable", true},
-                                {"auto_delete", q->settings().auto_delete}, {"arguments", arguments_json(q->settings().args)}});
+      root["queues"].push_back({{"name", name},
+                                {"vhost", vhost_name},
+                                {"durable", true},
+                                {"auto_delete", q->settings().auto_delete},
+                                {"arguments", arguments_json(q->settings().args)}});
     }
   }
   return root;
@@ -111,7 +122,8 @@ Result<Json, std::string> DurableTopology::read(const std::filesystem::path& fil
   if (!std::filesystem::exists(file, ec)) return Json();
   Result<Bytes, std::string> bytes = read_whole_file(file);
   if (!bytes) return bytes.error();
-  Result<Json, std::string> parsed = parse_bounded_json(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), kMaxDefinitionsNesting);
+  Result<Json, std::string> parsed = parse_bounded_json(
+      std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()), kMaxDefinitionsNesting);
   if (!parsed) return file.string() + ": " + parsed.error();
   if (!parsed->is_object()) return file.string() + ": not a JSON object";
   return std::move(*parsed);

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "reference-broker/core/core.h"
 #include "reference-broker/access/definitions.h"
+#include "reference-broker/core/core.h"
 #include "reference-broker/core/journal.h"
 
 namespace firemq {
@@ -32,7 +32,8 @@ class DurableTopology final : public TopologyStore {
   enum class Arguments { typed, plain };
   // Declares the stored exchanges, queues and bindings in `core` (their vhosts must exist). Returns what could
   // not be restored, one line each; the rest is restored regardless. Entries are durable unless they say not.
-  static std::vector<std::string> restore(const nlohmann::json& stored, Core& core, Arguments format = Arguments::typed);
+  static std::vector<std::string> restore(const nlohmann::json& stored, Core& core,
+                                          Arguments format = Arguments::typed);
 
  private:
   nlohmann::json snapshot() const;

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <system_error>
 
 #include "reference-broker/core/log.h"
@@ -45,7 +45,8 @@ Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptio
     return "cannot create the message store directory: " + created.error();
   }
   // The directory's own entry: without it a power cut soon after the first start could lose every segment.
-  if (IoStatus synced = sync_directory(options.directory.parent_path().empty() ? "." : options.directory.parent_path()); !synced) {
+  if (IoStatus synced = sync_directory(options.directory.parent_path().empty() ? "." : options.directory.parent_path());
+      !synced) {
     return synced.error();
   }
   std::unique_ptr<MessageStore> store(new MessageStore(std::move(options), time));
@@ -53,9 +54,10 @@ Result<std::unique_ptr<MessageStore>, std::string> MessageStore::open(StoreOptio
   if (std::string error = store->recover(report); !error.empty()) return error;
   report.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
   MessageStore* self = store.get();
-  store->syncer_ = std::make_unique<Syncer>(
-      store->options_.directory, std::move(post),
-      [self](std::uint64_t position, const IoStatus& synced) { self->on_synced(position, synced); });
+  store->syncer_ = std::make_unique<Syncer>(store->options_.directory, std::move(post),
+                                            [self](std::uint64_t position, const IoStatus& synced) {
+                                              self->on_synced(position, synced);
+                                            });
   if (std::string error = store->start_segment(); !error.empty()) return error;
   store->reclaim_dead_segments();
   store->collect_unclaimed();
@@ -129,7 +131,8 @@ std::string MessageStore::recover_segment(std::uint64_t number, bool last, Recov
       // data); this run writes to a new segment, and compaction removes the old one in time.
       report.problems.push_back(where + ": torn tail of " + std::to_string(rest) + " bytes ignored");
     } else {
-      report.problems.push_back(where + ": " + (outcome.kind == ReadOutcome::Kind::torn ? "record cut short" : outcome.problem) +
+      report.problems.push_back(where + ": " +
+                                (outcome.kind == ReadOutcome::Kind::torn ? "record cut short" : outcome.problem) +
                                 "; the remaining " + std::to_string(rest) + " bytes of the segment are skipped");
     }
     break;
@@ -206,7 +209,8 @@ void MessageStore::apply_publish(const PublishRecord& record, RecordPlace place)
   ++segments_[segment].live_messages;
   segments_[segment].live_bytes += record_bytes;
   for (const QueueRef& ref : record.queues) {
-    auto same = std::find_if(stored.queues.begin(), stored.queues.end(), [&](const QueueRef& q) { return q.queue == ref.queue; });
+    auto same = std::find_if(stored.queues.begin(), stored.queues.end(),
+                             [&](const QueueRef& q) { return q.queue == ref.queue; });
     if (same != stored.queues.end()) {
       *same = ref;
     } else {
@@ -315,7 +319,8 @@ void MessageStore::delivered(const Queue& queue, const QueuedMessage& message) {
   if (it == messages_.end()) return;
   // Only the first delivery is written: "redelivered" after a restart needs no more than that.
   for (const QueueRef& ref : it->second.queues) {
-    if (ref.queue == queue.store_key() && !ref.delivered) return append_after_open_publishes(DeliveredRecord{it->first, ref.queue});
+    if (ref.queue == queue.store_key() && !ref.delivered)
+      return append_after_open_publishes(DeliveredRecord{it->first, ref.queue});
   }
 }
 
@@ -456,7 +461,9 @@ void MessageStore::compact_oldest_segments() {
   }
   std::set<std::uint64_t> chosen;
   for (const auto& [number, segment] : segments_) {
-    if (chosen.size() == kSegmentsPerRollOver || number == current_number_ || total <= 2 * live + options_.segment_bytes) break;
+    if (chosen.size() == kSegmentsPerRollOver || number == current_number_ ||
+        total <= 2 * live + options_.segment_bytes)
+      break;
     total -= segment.bytes;  // what the copy frees, once the segment is deleted
     total += segment.live_bytes;
     if (segment.live_messages > 0) chosen.insert(number);

@@ -29,25 +29,25 @@
 #include <vector>
 
 #include "reference-broker/core/journal.h"
-#include "reference-broker/store/paging.h"
 #include "reference-broker/core/queue.h"
+#include "reference-broker/core/time_source.h"
+#include "reference-broker/store/paging.h"
 #include "reference-broker/store/store_record.h"
 #include "reference-broker/store/store_syncer.h"
-#include "reference-broker/core/time_source.h"
 
 namespace firemq::store {
 
 struct StoreOptions {
-  std::filesystem::path directory;              // <data-dir>/messages
-  std::uint64_t segment_bytes = 64ull << 20;     // a segment is closed once it holds this much
+  std::filesystem::path directory;            // <data-dir>/messages
+  std::uint64_t segment_bytes = 64ull << 20;  // a segment is closed once it holds this much
 };
 
 // What recovery found, for the broker's log.
 struct RecoveryReport {
   std::size_t segments = 0;
   std::size_t records = 0;
-  std::size_t messages = 0;                   // message-in-queue pairs recovered
-  std::vector<std::string> problems;          // torn tails dropped, corrupt records skipped: file, offset, what
+  std::size_t messages = 0;           // message-in-queue pairs recovered
+  std::vector<std::string> problems;  // torn tails dropped, corrupt records skipped: file, offset, what
   std::chrono::milliseconds elapsed{0};
 };
 
@@ -99,10 +99,10 @@ class MessageStore final : public Journal, public StoredBodies {
  private:
   struct Segment {
     std::uint64_t number = 0;
-    std::uint64_t bytes = 0;        // written to it so far
-    std::size_t live_messages = 0;  // messages whose latest publish record is in it
-    std::uint64_t live_bytes = 0;   // the size of those records
-    std::uint64_t dead_at = 0;      // the log position after which it held nothing live (0: still live)
+    std::uint64_t bytes = 0;           // written to it so far
+    std::size_t live_messages = 0;     // messages whose latest publish record is in it
+    std::uint64_t live_bytes = 0;      // the size of those records
+    std::uint64_t dead_at = 0;         // the log position after which it held nothing live (0: still live)
     std::shared_ptr<PageFile> reader;  // for paged-out bodies read back from it; opened on first use
   };
   // A message held by at least one durable queue, and where its latest publish record is.
@@ -158,21 +158,21 @@ class MessageStore final : public Journal, public StoredBodies {
   // Writing.
   std::shared_ptr<AppendFile> current_;
   std::uint64_t current_number_ = 0;
-  bool current_is_new_ = false;          // its directory entry is not synced yet
+  bool current_is_new_ = false;  // its directory entry is not synced yet
   // Messages being routed: one record each for all the durable queues they reach, finished at the end of the
   // publish. Records that arrive meanwhile wait behind them (held_back_), so that a dead-lettered copy's publish
   // always comes before the original's removal in the log.
   std::vector<PublishRecord> open_publishes_;
   std::vector<Record> held_back_;
   std::map<std::string, std::vector<RecoveredMessage>> unclaimed_;  // by queue key
-  Bytes buffer_;                          // records not yet written
-  std::uint64_t end_position_ = 0;        // bytes appended since start, the buffer included
-  std::uint64_t written_position_ = 0;    // bytes handed to write()
-  std::uint64_t durable_position_ = 0;    // bytes fsync'd
+  Bytes buffer_;                                                    // records not yet written
+  std::uint64_t end_position_ = 0;                                  // bytes appended since start, the buffer included
+  std::uint64_t written_position_ = 0;                              // bytes handed to write()
+  std::uint64_t durable_position_ = 0;                              // bytes fsync'd
   std::string failure_;
   std::set<DurabilityWaiter*> waiters_;
   BodyPager* pager_ = nullptr;
-  std::unique_ptr<Syncer> syncer_;        // last: its thread stops before the rest goes
+  std::unique_ptr<Syncer> syncer_;  // last: its thread stops before the rest goes
 };
 
 }  // namespace firemq::store

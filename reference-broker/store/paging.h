@@ -36,8 +36,8 @@ class StoredBodies {
 };
 
 struct PagingOptions {
-  std::size_t threshold = SIZE_MAX;         // MemoryAccount bytes above which bodies leave memory
-  std::string scratch_directory;            // where scratch files are made
+  std::size_t threshold = SIZE_MAX;  // MemoryAccount bytes above which bodies leave memory
+  std::string scratch_directory;     // where scratch files are made
   // A scratch file takes no more bodies past this size, and a new one starts: an old file's disk space is
   // freed once no body in it is still paged out (its last reference closes it).
   std::uint64_t scratch_file_bytes = 64ull << 20;
@@ -77,10 +77,10 @@ class BodyPager final : public Pager {
   IoStatus start_scratch_file();
 
   PagingOptions options_;
-  std::vector<MessagePtr> waiting_;       // bodies to leave memory at the next write_out
-  std::shared_ptr<PageFile> scratch_;     // the scratch file bodies are appended to now; null before the first
-  std::uint64_t scratch_end_ = 0;         // its size
-  bool scratch_failed_ = false;           // a scratch write failed: said once; bodies then stay in memory
+  std::vector<MessagePtr> waiting_;    // bodies to leave memory at the next write_out
+  std::shared_ptr<PageFile> scratch_;  // the scratch file bodies are appended to now; null before the first
+  std::uint64_t scratch_end_ = 0;      // its size
+  bool scratch_failed_ = false;        // a scratch write failed: said once; bodies then stay in memory
   std::uint64_t bodies_paged_out_ = 0;
   std::uint64_t scratch_bytes_written_ = 0;
 };

@@ -77,8 +77,9 @@ Status StorageFaults::configure(const std::string& spec) {
     number = 0;
   }
   if (number == 0 || (kind != "write" && kind != "fsync") || (errno_name != "eio" && errno_name != "enospc")) {
-    return Error{0, "--storage-fault: expected write:N or fsync:N with N >= 1, and :eio (the default) or :enospc, got '" +
-                        spec + "'"};
+    return Error{0,
+                 "--storage-fault: expected write:N or fsync:N with N >= 1, and :eio (the default) or :enospc, got '" +
+                     spec + "'"};
   }
   (kind == "write" ? fail_write_number : fail_fsync_number).store(number);
   error.store(errno_name == "enospc" ? ENOSPC : EIO);
@@ -120,7 +121,8 @@ IoStatus create_private_directories(const std::filesystem::path& dir) {
   if (dir.has_parent_path() && dir.parent_path() != dir) {
     if (IoStatus parent = create_private_directories(dir.parent_path()); !parent) return parent;
   }
-  if (::mkdir(dir.c_str(), kPrivateDirectoryMode) != 0 && errno != EEXIST) return failure("create directory", dir, errno);
+  if (::mkdir(dir.c_str(), kPrivateDirectoryMode) != 0 && errno != EEXIST)
+    return failure("create directory", dir, errno);
   return IoStatus::done();
 }
 
@@ -134,7 +136,8 @@ IoStatus sync_directory(const std::filesystem::path& dir) {
 
 IoStatus lock_data_directory(const std::filesystem::path& dir) {
   const std::filesystem::path path = dir / "lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, kPrivateFileMode);  // left open: the lock lives with it
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC,
+                        kPrivateFileMode);  // left open: the lock lives with it
   if (fd < 0) return failure("open", path, errno);
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;

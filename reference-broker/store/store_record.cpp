@@ -90,8 +90,8 @@ void append_body(Bytes& out, const PublishRecord& r) {
     out.push_back(q.delivered ? 1 : 0);
   }
   const BrokerMessage& m = *r.message;
-  const Bytes frame = encode_message_frame(op::Publish{0, std::string(m.exchange()), std::string(m.routing_key()), false,
-                                                       m.persistent(), m.props(), m.headers()},
+  const Bytes frame = encode_message_frame(op::Publish{0, std::string(m.exchange()), std::string(m.routing_key()),
+                                                       false, m.persistent(), m.props(), m.headers()},
                                            m.body().bytes());
   out.insert(out.end(), frame.begin(), frame.end());
 }
@@ -121,10 +121,11 @@ Result<MessagePtr, std::string> parse_message(ByteView frame_bytes) {
   auto* publish = std::get_if<op::Publish>(&*decoded);
   if (publish == nullptr) return std::string("its message frame is not a publish");
   const ByteView body = frame->payload();
-  return BrokerMessage::make(MessageParts{std::move(publish->exchange), std::move(publish->key),
-                                          std::move(publish->props), std::move(publish->headers), publish->persistent,
-                                          frame->header().size()},  // without amqp_headers: the store keeps FireMQ's types
-                             body);
+  return BrokerMessage::make(
+      MessageParts{std::move(publish->exchange), std::move(publish->key), std::move(publish->props),
+                   std::move(publish->headers), publish->persistent,
+                   frame->header().size()},  // without amqp_headers: the store keeps FireMQ's types
+      body);
 }
 
 Result<Record, std::string> parse_body(ByteView body) {
@@ -157,7 +158,8 @@ Result<Record, std::string> parse_body(ByteView body) {
       const std::uint64_t id = in.u64();
       std::string queue = in.str();
       if (!in.ok() || !in.at_end()) return std::string("its fields do not fit its size");
-      if (static_cast<RecordType>(body[0]) == RecordType::delivered) return Record(DeliveredRecord{id, std::move(queue)});
+      if (static_cast<RecordType>(body[0]) == RecordType::delivered)
+        return Record(DeliveredRecord{id, std::move(queue)});
       return Record(RemovedRecord{id, std::move(queue)});
     }
     case RecordType::queue_dropped: {

@@ -26,10 +26,10 @@ namespace firemq::store {
 
 // A message's place in one durable queue.
 struct QueueRef {
-  std::string queue;              // the queue key
-  std::uint64_t position = 0;     // its place in the queue's order (Queue keeps it across requeues)
-  std::uint64_t expires_at = 0;   // Unix milliseconds when its TTL ends, 0 for none
-  bool delivered = false;         // delivered and not acknowledged when the record was written
+  std::string queue;             // the queue key
+  std::uint64_t position = 0;    // its place in the queue's order (Queue keeps it across requeues)
+  std::uint64_t expires_at = 0;  // Unix milliseconds when its TTL ends, 0 for none
+  bool delivered = false;        // delivered and not acknowledged when the record was written
 
   bool operator==(const QueueRef&) const = default;
 };
@@ -67,14 +67,14 @@ void append_record(Bytes& out, const Record& record);
 // What reading one record from the front of `bytes` found.
 struct ReadOutcome {
   enum class Kind {
-    record,     // a whole record whose checksum matches
-    torn,       // the bytes end inside a record (a write that did not finish before a crash)
-    corrupt,    // a whole record whose checksum does not match, or whose body does not parse
+    record,   // a whole record whose checksum matches
+    torn,     // the bytes end inside a record (a write that did not finish before a crash)
+    corrupt,  // a whole record whose checksum does not match, or whose body does not parse
   };
   Kind kind;
-  std::size_t size = 0;       // bytes the record takes (record and corrupt with a plausible size)
+  std::size_t size = 0;  // bytes the record takes (record and corrupt with a plausible size)
   std::optional<Record> record;
-  std::string problem;        // for corrupt: what was wrong
+  std::string problem;  // for corrupt: what was wrong
 };
 
 // Reads the record at the front of `bytes` (which is not empty).

@@ -69,7 +69,7 @@ class Syncer {
   Done done_;
   std::mutex mutex_;
   std::condition_variable wake_;
-  Work pending_;          // guarded by mutex_
+  Work pending_;           // guarded by mutex_
   bool stopping_ = false;  // guarded by mutex_
   std::thread thread_;
 };

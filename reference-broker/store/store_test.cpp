@@ -1,19 +1,19 @@
 // The message store without a broker: records, recovery, torn tails and corrupt records, compaction, and the
 // failure of each write and each fsync. The storage thread is real; its completions are run by the test (the
 // broker thread's part) through a queue.
+#include "reference-broker/session/session.h"
 #include "reference-broker/store/durable_topology.h"
 #include "reference-broker/store/message_store.h"
-#include "reference-broker/session/session.h"
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <mutex>
 #include <optional>
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <thread>
 
 namespace firemq::store {
@@ -60,7 +60,9 @@ MessagePtr message(const std::string& body, bool persistent = true) {
                              as_bytes(body));
 }
 
-std::string body_of(const QueuedMessage& m) { return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end()); }
+std::string body_of(const QueuedMessage& m) {
+  return std::string(m.message->body().bytes().begin(), m.message->body().bytes().end());
+}
 
 class StoreTest : public ::testing::Test {
  protected:
@@ -458,8 +460,7 @@ TEST_P(StoreFaultTest, WhatWasSaidDurableSurvivesAndNothingIsSaidDurableAfterThe
 }
 
 INSTANTIATE_TEST_SUITE_P(EachWriteAndFsync, StoreFaultTest,
-                         ::testing::Combine(::testing::Bool(), ::testing::Range(1, 13)),
-                         [](const auto& param_info) {
+                         ::testing::Combine(::testing::Bool(), ::testing::Range(1, 13)), [](const auto& param_info) {
                            return std::string(std::get<0>(param_info.param) ? "fsync" : "write") +
                                   std::to_string(std::get<1>(param_info.param));
                          });
@@ -899,7 +900,8 @@ TEST_F(StoreSessionTest, APrefixOfTheLogNeverLosesADeadLetteredMessage) {
   ASSERT_GE(ends.size(), 3u);  // the publish, the copy's publish, the removal (and the delivered record)
   for (std::size_t end : ends) {
     for (const auto& entry : fs::directory_iterator(dir_)) fs::remove(entry.path());
-    std::ofstream(segment, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(end));
+    std::ofstream(segment, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(end));
     open();
     const auto& unclaimed = store_->unclaimed();
     std::size_t copies = 0;
@@ -947,7 +949,8 @@ TEST_F(StoreSessionTest, ATransientPublishIsConfirmedAfterAStoreFailureEvenWhenI
 // or more durable queues (a fanout) is written as a record that reads back as corrupt: confirmed, then lost.
 TEST(StoreRecord, APublishToMoreThan65535QueuesReadsBack) {
   PublishRecord record{7, {}, message("wide")};
-  for (std::uint32_t i = 0; i < 65536; ++i) record.queues.push_back({queue_store_key("/", std::to_string(i)), 1, 0, false});
+  for (std::uint32_t i = 0; i < 65536; ++i)
+    record.queues.push_back({queue_store_key("/", std::to_string(i)), 1, 0, false});
   Bytes bytes;
   append_record(bytes, record);
   ReadOutcome outcome = read_record(bytes);
@@ -1017,14 +1020,14 @@ TEST_F(StoreSessionTest, AConfirmedMessageInADurableQueueSurvivesAFailedDefiniti
       << "the durable queue holding a confirmed persistent message is gone after the restart";
 }
 
-
 // ---- Paging (paging.h): bodies leave memory past the threshold and come back on delivery ----
 
 class PagingTest : public StoreTest {
  protected:
   // A pager that always pages (threshold 0) unless told otherwise; its scratch files go under dir_.
   void start_paging(std::size_t threshold = 0, fs::path scratch = {}) {
-    pager_ = std::make_unique<BodyPager>(PagingOptions{threshold, (scratch.empty() ? dir_ / "paging" : scratch).string()});
+    pager_ = std::make_unique<BodyPager>(
+        PagingOptions{threshold, (scratch.empty() ? dir_ / "paging" : scratch).string()});
     store_->set_pager(pager_.get());
   }
   // A queue that is not durable: nothing of it goes to the store, so its bodies page out to the scratch file.
@@ -1036,7 +1039,9 @@ class PagingTest : public StoreTest {
     return *queues_.back();
   }
   // A body too large to be kept inline in its message: one paging takes out of memory.
-  static std::string pageable(const std::string& text) { return text + std::string(BrokerMessage::kInlineBodyLimit, '.'); }
+  static std::string pageable(const std::string& text) {
+    return text + std::string(BrokerMessage::kInlineBodyLimit, '.');
+  }
   std::string take_body(Queue& q) {
     std::optional<QueuedMessage> m = q.take_next();
     if (!m) return "<none>";
@@ -1062,7 +1067,8 @@ TEST_F(PagingTest, TransientBodiesGoToTheScratchFileAndComeBackOnDelivery) {
   store_->write_out();  // the end of a batch of work: the pager writes and drops the bodies
   EXPECT_EQ(pager_->bodies_paged_out(), 3u);
   EXPECT_EQ(pager_->scratch_bytes_written(), 3u * size);
-  EXPECT_EQ(MemoryAccount::in_use(), before + messages_alone) << "the paged-out bodies no longer count as memory in use";
+  EXPECT_EQ(MemoryAccount::in_use(), before + messages_alone)
+      << "the paged-out bodies no longer count as memory in use";
   EXPECT_EQ(q.ready_bytes(), 3u * size) << "a paged-out body keeps its size (x-max-length-bytes counts it)";
   for (int i = 0; i < 3; ++i) EXPECT_EQ(take_body(q), pageable("transient-" + std::to_string(i)));
   EXPECT_EQ(MemoryAccount::in_use(), before);
@@ -1158,7 +1164,8 @@ TEST_F(PagingTest, ACopyOfAPagedOutBodyIsPagedOutAtTheSamePlace) {
   const MessagePtr copy = BrokerMessage::make(m->parts(), m->body());  // as dead-lettering copies a message
   EXPECT_FALSE(copy->body().in_memory()) << "copying a paged-out body reads nothing";
   EXPECT_EQ(copy->body().size(), original.size());
-  EXPECT_EQ(MemoryAccount::in_use(), with_one_paged_out + copy->accounted_bytes()) << "the copy's body is not in memory";
+  EXPECT_EQ(MemoryAccount::in_use(), with_one_paged_out + copy->accounted_bytes())
+      << "the copy's body is not in memory";
   ASSERT_TRUE(copy->body().page_in().ok());
   EXPECT_EQ(std::string(copy->body().bytes().begin(), copy->body().bytes().end()), original);
   EXPECT_EQ(MemoryAccount::in_use(), with_one_paged_out + copy->accounted_bytes() + original.size())

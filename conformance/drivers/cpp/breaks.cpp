@@ -90,14 +90,16 @@ std::vector<std::size_t> frame_starts(const Bytes& bytes, LenAt len_at) {
 }
 
 void reverse4(Bytes& bytes, std::size_t at) {
-  if (at + 4 <= bytes.size()) std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + 4));
+  if (at + 4 <= bytes.size())
+    std::reverse(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + 4));
 }
 
 // op and hlen swapped: | op | hlen | <-> | hlen | op | at `at` (the part after len).
 void hlen_first_to_op_first(Bytes& bytes, std::size_t at) {
   if (at + kFixedSize > bytes.size()) return;
   const std::uint8_t op = bytes[at + 4];
-  std::copy_backward(bytes.begin() + static_cast<std::ptrdiff_t>(at), bytes.begin() + static_cast<std::ptrdiff_t>(at + 4),
+  std::copy_backward(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                     bytes.begin() + static_cast<std::ptrdiff_t>(at + 4),
                      bytes.begin() + static_cast<std::ptrdiff_t>(at + 5));
   bytes[at] = op;
 }
@@ -112,12 +114,14 @@ void op_first_to_hlen_first(Bytes& bytes, std::size_t at) {
 // The top-level field names of the op's header, as messages.h lists them.
 std::vector<std::string> field_names(const Message& message) {
   std::vector<std::string> names;
-  std::visit([&](const auto& m) {
-    auto copy = m;
-    if constexpr (requires { std::decay_t<decltype(m)>::fields(copy, [](const char*, auto&) {}); }) {
-      std::decay_t<decltype(m)>::fields(copy, [&](const char* name, auto&) { names.emplace_back(name); });
-    }
-  }, message);
+  std::visit(
+      [&](const auto& m) {
+        auto copy = m;
+        if constexpr (requires { std::decay_t<decltype(m)>::fields(copy, [](const char*, auto&) {}); }) {
+          std::decay_t<decltype(m)>::fields(copy, [&](const char* name, auto&) { names.emplace_back(name); });
+        }
+      },
+      message);
   return names;
 }
 
@@ -181,26 +185,30 @@ std::vector<std::string> break_names() {
 
 Bytes CodecBreaks::as_read(Bytes bytes, bool message_framing) const {
   if (message_framing) {
-    if (b_.websocket_with_len) bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(std::min(kLenSize, bytes.size())));
+    if (b_.websocket_with_len)
+      bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(std::min(kLenSize, bytes.size())));
     if (b_.little_endian) reverse4(bytes, 1);
     if (b_.hlen_before_op) hlen_first_to_op_first(bytes, 0);
     return bytes;
   }
   if (b_.little_endian) {
     for (std::size_t at : frame_starts(bytes, [](const Bytes& b, std::size_t a) {
-           return std::uint64_t{b[a]} | std::uint64_t{b[a + 1]} << 8 | std::uint64_t{b[a + 2]} << 16 | std::uint64_t{b[a + 3]} << 24;
+           return std::uint64_t{b[a]} | std::uint64_t{b[a + 1]} << 8 | std::uint64_t{b[a + 2]} << 16 |
+                  std::uint64_t{b[a + 3]} << 24;
          })) {
       reverse4(bytes, at);
       reverse4(bytes, at + kLenSize + 1);
     }
   }
   if (b_.len_without_op) {
-    for (std::size_t at : frame_starts(bytes, [](const Bytes& b, std::size_t a) { return std::uint64_t{read_u32_be(&b[a])} + 1; })) {
+    for (std::size_t at :
+         frame_starts(bytes, [](const Bytes& b, std::size_t a) { return std::uint64_t{read_u32_be(&b[a])} + 1; })) {
       write_u32_be(&bytes[at], read_u32_be(&bytes[at]) + 1);
     }
   }
   if (b_.hlen_before_op) {
-    for (std::size_t at : frame_starts(bytes, [](const Bytes& b, std::size_t a) { return std::uint64_t{read_u32_be(&b[a])}; })) {
+    for (std::size_t at :
+         frame_starts(bytes, [](const Bytes& b, std::size_t a) { return std::uint64_t{read_u32_be(&b[a])}; })) {
       hlen_first_to_op_first(bytes, at + kLenSize);
     }
   }
@@ -271,7 +279,8 @@ Value CodecBreaks::keeps(Value v) const {
 
 Result<Url, std::string> parse_url_with(const Breaks& b, const std::string& text) {
   std::string lower = text.substr(0, 7);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   auto parsed = parse_url(b.url_accepts_amqp && lower == "amqp://" ? "fire://" + text.substr(7) : text);
   if (!parsed) return parsed.error();
   Url url = *parsed;

@@ -46,8 +46,9 @@ firemq::Map map_from(const Json& command, const char* key) {
 }
 
 Json url_json(const firemq::Url& u) {
-  return {{"scheme", u.scheme}, {"tls", u.tls}, {"websocket", u.websocket}, {"host", u.host}, {"port", u.port},
-          {"user", u.user}, {"password", u.password}, {"vhost", u.vhost}, {"path", u.path}};
+  return {{"scheme", u.scheme},     {"tls", u.tls},     {"websocket", u.websocket},
+          {"host", u.host},         {"port", u.port},   {"user", u.user},
+          {"password", u.password}, {"vhost", u.vhost}, {"path", u.path}};
 }
 
 Json error_json(const std::string& msg, std::uint64_t code = 0) {
@@ -60,7 +61,11 @@ Json error_json(const std::string& msg, std::uint64_t code = 0) {
 Json reply_json(const firemq::Message& reply) {
   if (const auto* error = std::get_if<op::Error>(&reply)) return error_json(error->msg, error->code);
   if (const auto* ok = std::get_if<op::Ok>(&reply)) {
-    return {{"ok", true}, {"name", ok->name}, {"messages", ok->messages}, {"consumers", ok->consumers}, {"empty", ok->empty}};
+    return {{"ok", true},
+            {"name", ok->name},
+            {"messages", ok->messages},
+            {"consumers", ok->consumers},
+            {"empty", ok->empty}};
   }
   return {{"ok", true}};
 }
@@ -80,8 +85,9 @@ class CodecCommands {
     const firemq::Bytes bytes = broken_.as_read(std::move(*hex), message_framing);
     const std::size_t max_frame = broken_.max_frame(c.value("max_frame", std::uint64_t{firemq::kDefaultMaxFrame}));
     std::vector<firemq::RawFrame> raws;
-    const firemq::Status refused = message_framing ? cut_message(bytes, max_frame, raws)
-                                                   : cut_stream(bytes, max_frame, c.value("end_of_stream", false), raws);
+    const firemq::Status refused = message_framing
+                                       ? cut_message(bytes, max_frame, raws)
+                                       : cut_stream(bytes, max_frame, c.value("end_of_stream", false), raws);
     if (refused) return refusal(*refused);
     Json frames = Json::array();
     for (firemq::RawFrame& raw : raws) {
@@ -91,7 +97,8 @@ class CodecCommands {
       if (auto broken = broken_.refuses(raw, *message)) return refusal(*broken);
       // A typed decoder's view: the op's fields, zero ones left out, unknown keys ignored (vectors/README.md)
       const firemq::Value header = broken_.keeps(firemq::header_to_map(*message));
-      frames.push_back({{"op", raw.op()}, {"header", firemq::typed_json_from_value(header)},
+      frames.push_back({{"op", raw.op()},
+                        {"header", firemq::typed_json_from_value(header)},
                         {"payload", firemq::to_hex(broken_.payload(raw.payload()))}});
     }
     return {{"ok", true}, {"frames", frames}};
@@ -109,7 +116,8 @@ class CodecCommands {
     if (!message) return refusal(message.error());
     const bool message_framing = c.value("framing", "stream") == "message";
     const firemq::Bytes body = broken_.payload(*payload);
-    const firemq::Bytes frame = message_framing ? firemq::encode_message_frame(*message, body) : firemq::encode_frame(*message, body);
+    const firemq::Bytes frame = message_framing ? firemq::encode_message_frame(*message, body)
+                                                : firemq::encode_frame(*message, body);
     return {{"ok", true}, {"bytes", firemq::to_hex(broken_.as_written(frame, message_framing))}};
   }
 
@@ -126,7 +134,8 @@ class CodecCommands {
     return end_of_stream ? decoder.finish() : std::nullopt;  // "then the peer closes": inside a frame, a 501
   }
 
-  static firemq::Status cut_message(const firemq::Bytes& bytes, std::size_t max_frame, std::vector<firemq::RawFrame>& out) {
+  static firemq::Status cut_message(const firemq::Bytes& bytes, std::size_t max_frame,
+                                    std::vector<firemq::RawFrame>& out) {
     auto raw = firemq::decode_message_frame(bytes, max_frame);
     if (!raw) return raw.error();
     out.push_back(std::move(*raw));
@@ -148,7 +157,9 @@ class Driver {
   // answered, deliveries reported) and the heartbeat kept (pings sent, a silent server declared dead).
   void run() {
     // "transports": what the harness runs the client cases over (fire alone when a driver names none).
-    write_line({{"event", "ready"}, {"protocol", kProtocolVersion}, {"client", {{"name", "firemq-example-cpp"}, {"version", "0.1.0"}}},
+    write_line({{"event", "ready"},
+                {"protocol", kProtocolVersion},
+                {"client", {{"name", "firemq-example-cpp"}, {"version", "0.1.0"}}},
                 {"transports", {"fire", "fires", "ws", "wss"}}});
     std::string line;
     while (true) {
@@ -210,7 +221,9 @@ class Driver {
     const bool multiple = c.value("multiple", false) && !breaks_.ack_ignores_multiple;
     if (cmd == "ack" && breaks_.ack_not_sent) return Json{{"ok", true}};
     if (cmd == "ack") return ok_or_error(client_.send(op::Ack{tag(), multiple}));
-    if (cmd == "nack") return ok_or_error(client_.send(op::Nack{tag(), multiple, c.value("requeue", true) && !breaks_.nack_without_requeue}));
+    if (cmd == "nack")
+      return ok_or_error(
+          client_.send(op::Nack{tag(), multiple, c.value("requeue", true) && !breaks_.nack_without_requeue}));
     if (cmd == "get") return get(c);
     if (cmd == "close") return ok_or_error(client_.close(deadline()));
     return error_json("unknown command " + cmd);
@@ -221,8 +234,11 @@ class Driver {
     if (!url) return error_json(url.error());
     auto welcome = client_.connect(*url, c.value("heartbeat", std::uint64_t{0}), c.value("ca_file", ""), deadline());
     if (!welcome) return error_json(welcome.error());
-    return {{"ok", true}, {"server", {{"name", welcome->server.name}, {"version", welcome->server.version}}},
-            {"heartbeat", welcome->heartbeat}, {"max_frame", welcome->max_frame}, {"caps", welcome->caps}};
+    return {{"ok", true},
+            {"server", {{"name", welcome->server.name}, {"version", welcome->server.version}}},
+            {"heartbeat", welcome->heartbeat},
+            {"max_frame", welcome->max_frame},
+            {"caps", welcome->caps}};
   }
 
   static op::DeclareQueue declare_queue(const Json& c) {
@@ -306,10 +322,16 @@ class Driver {
     if (breaks_.get_empty_as_error && std::holds_alternative<op::Ok>(*reply)) return error_json("the queue is empty");
     const auto* got = std::get_if<op::GetOk>(&*reply);
     if (got == nullptr) return reply_json(*reply);  // ok with empty: true, or an error
-    return {{"ok", true}, {"empty", false}, {"delivery_tag", got->tag}, {"redelivered", got->redelivered},
-            {"exchange", got->exchange}, {"key", got->key}, {"remaining", got->remaining},
+    return {{"ok", true},
+            {"empty", false},
+            {"delivery_tag", got->tag},
+            {"redelivered", got->redelivered},
+            {"exchange", got->exchange},
+            {"key", got->key},
+            {"remaining", got->remaining},
             {"props", firemq::typed_json_from_value(firemq::Value(got->props.entries))},
-            {"headers", firemq::typed_json_from_value(firemq::Value(got->headers))}, {"body", client_.last_get_body()}};
+            {"headers", firemq::typed_json_from_value(firemq::Value(got->headers))},
+            {"body", client_.last_get_body()}};
   }
 
   firemq::example::Breaks breaks_;

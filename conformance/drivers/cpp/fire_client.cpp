@@ -53,7 +53,8 @@ Bytes FireClient::hello_frame(const op::Hello& hello) const {
 // split_pong_on_websocket.
 void FireClient::send_pong() {
   if (breaks_.pong_header_array) return void(write(raw_frame(OpCode::pong, Value(Array{}))));
-  if (breaks_.pong_header_int_key) return void(write(raw_frame(OpCode::pong, Map{{Value(std::uint64_t{1}), Value(std::uint64_t{1})}})));
+  if (breaks_.pong_header_int_key)
+    return void(write(raw_frame(OpCode::pong, Map{{Value(std::uint64_t{1}), Value(std::uint64_t{1})}})));
   const Bytes pong = encode_frame(op::Pong{});
   if (breaks_.split_pong_on_websocket && link_ && link_->websocket()) {
     if (link_->send_split_frame(pong)) last_sent_ = Clock::now();
@@ -74,8 +75,8 @@ Result<bool, std::string> FireClient::send(const Message& message) {
   return true;
 }
 
-Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat, const std::string& ca_file,
-                                                    Clock::time_point deadline) {
+Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64_t heartbeat,
+                                                     const std::string& ca_file, Clock::time_point deadline) {
   // FMQ1 on TCP and TLS, none on WebSocket (unless a break says otherwise)
   auto link = Link::open(url, ca_file, url.websocket ? breaks_.fmq1_on_websocket : !breaks_.no_fmq1, deadline);
   if (!link) return link.error();
@@ -84,7 +85,8 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   op::Hello hello;
   hello.ver = breaks_.hello_ver_2 ? 2 : 1;  // "Protocol major version. Must be `1`."
   hello.vhost = breaks_.hello_ignores_url_vhost ? "/" : url.vhost;
-  hello.auth = breaks_.hello_ignores_url_credentials ? op::Auth{"plain", "guest", "guest"} : op::Auth{"plain", url.user, url.password};
+  hello.auth = breaks_.hello_ignores_url_credentials ? op::Auth{"plain", "guest", "guest"}
+                                                     : op::Auth{"plain", url.user, url.password};
   hello.heartbeat = heartbeat;
   hello.client = {{Value("name"), Value("firemq-example-cpp")}, {Value("lang"), Value("c++")}};
   hello.caps = {"confirms", "credit", "mandatory"};
@@ -94,7 +96,8 @@ Result<op::Welcome, std::string> FireClient::connect(const Url& url, std::uint64
   if (!write(hello_frame(hello))) return std::string("cannot send hello");
   auto got = await_reply(deadline);
   if (!got) return got.error();
-  if (const auto* error = std::get_if<op::Error>(&*reply_)) return "refused: " + std::to_string(error->code) + " " + error->msg;
+  if (const auto* error = std::get_if<op::Error>(&*reply_))
+    return "refused: " + std::to_string(error->code) + " " + error->msg;
   if (!std::holds_alternative<op::Welcome>(*reply_)) return std::string("the server did not answer hello with welcome");
   const op::Welcome welcome = std::get<op::Welcome>(*reply_);
   // "After welcome, the limit is welcome.max_frame": what the server sends stays within it too.
@@ -126,9 +129,11 @@ void FireClient::start_connection_state() {
 // the reply in flight is the one with this rid.
 Result<Message, std::string> FireClient::request(Message request, Clock::time_point deadline) {
   const std::uint64_t rid = breaks_.no_rid ? 0 : next_rid_++;
-  std::visit([rid](auto& m) {
-    if constexpr (requires { m.rid; }) m.rid = rid;
-  }, request);
+  std::visit(
+      [rid](auto& m) {
+        if constexpr (requires { m.rid; }) m.rid = rid;
+      },
+      request);
   if (!write(encode_frame(request))) return std::string("not connected");
   auto got = await_reply(deadline);
   if (!got) return got.error();
@@ -140,7 +145,7 @@ Result<Message, std::string> FireClient::request(Message request, Clock::time_po
 // Publishing: "Client-assigned sequence number, starting at 1 and increasing by 1. `0` means no confirm is
 // wanted."
 Result<bool, std::string> FireClient::publish(op::Publish publish, const std::string& body, bool confirm,
-                                             Clock::time_point deadline) {
+                                              Clock::time_point deadline) {
   auto seq = send_publish(std::move(publish), body, confirm, deadline);
   if (!seq) return seq.error();
   if (!confirm) return true;
@@ -163,8 +168,8 @@ Result<std::uint64_t, std::string> FireClient::send_publish(op::Publish publish,
   // "A message body must fit in one frame." and "After welcome, the limit is welcome.max_frame": a message too
   // big is refused here, before it takes a sequence number.
   if (frame.size() > max_frame_ && !breaks_.ignores_max_frame) {
-    return "the message does not fit in one frame: " + std::to_string(frame.size()) + " bytes, the server's max_frame is " +
-           std::to_string(max_frame_);
+    return "the message does not fit in one frame: " + std::to_string(frame.size()) +
+           " bytes, the server's max_frame is " + std::to_string(max_frame_);
   }
   if (numbered) ++next_seq_;
   if (!write(frame)) return std::string("not connected");
@@ -191,7 +196,8 @@ Result<bool, std::string> FireClient::close(Clock::time_point deadline) {
   if (!breaks_.close_without_frame && !write(close_frame(breaks_.close_not_200 ? 320u : 200u, "bye"))) {
     return std::string("not connected");
   }
-  auto got = breaks_.close_without_frame ? Result<bool, std::string>(true) : wait_until([this] { return close_replied_; }, deadline);
+  auto got = breaks_.close_without_frame ? Result<bool, std::string>(true)
+                                         : wait_until([this] { return close_replied_; }, deadline);
   // "... and closes the socket": the break keeps it open until the driver exits.
   if (breaks_.keep_socket_after_close) lingering_ = std::move(link_);
   else drop_connection();
@@ -249,7 +255,8 @@ std::optional<FireClient::Clock::time_point> FireClient::heartbeat_due() const {
   if (link_ == nullptr || heartbeat_.count() == 0) return std::nullopt;
   std::optional<Clock::time_point> due;
   if (!breaks_.no_ping && !closing_) due = last_sent_ + (breaks_.ping_every_h ? heartbeat_ : heartbeat_ / 2);
-  if (!breaks_.never_declares_dead) due = std::min(due.value_or(Clock::time_point::max()), last_received_ + 2 * heartbeat_);
+  if (!breaks_.never_declares_dead)
+    due = std::min(due.value_or(Clock::time_point::max()), last_received_ + 2 * heartbeat_);
   return due;
 }
 
@@ -290,7 +297,9 @@ void FireClient::handle(const RawFrame& frame) {
   // An op version 1 does not define (a later version's) is ignored, as unknown header keys are: the server
   // keeps the connection open for a client's unknown op (540), and the client does the same for the server's.
   if (!decoded && decoded.error().code == 540 && !breaks_.unknown_op_is_an_error) return;
-  if (!decoded) return on_event_({{"event", "error"}, {"code", decoded.error().code}, {"msg", "undecodable frame: " + decoded.error().msg}});
+  if (!decoded)
+    return on_event_(
+        {{"event", "error"}, {"code", decoded.error().code}, {"msg", "undecodable frame: " + decoded.error().msg}});
   Message& m = *decoded;
   if (std::holds_alternative<op::Ping>(m)) {
     if (!breaks_.no_pong) send_pong();  // "A peer that receives ping replies pong."
@@ -313,22 +322,36 @@ void FireClient::handle(const RawFrame& frame) {
       confirmed_one_.insert(confirm->upto);
     }
   } else if (const auto* deliver = std::get_if<op::Deliver>(&m)) {
-    on_event_({{"event", "delivered"}, {"subscription", deliver->sub}, {"delivery_tag", deliver->tag},
-               {"redelivered", deliver->redelivered}, {"exchange", deliver->exchange}, {"key", deliver->key},
-               {"props", typed(deliver->props.entries)}, {"headers", typed(deliver->headers)},
-               {"body", text(breaks_.body_cut ? frame.payload().first(frame.payload().size() - (frame.payload().empty() ? 0 : 1)) : frame.payload())}});
+    on_event_({{"event", "delivered"},
+               {"subscription", deliver->sub},
+               {"delivery_tag", deliver->tag},
+               {"redelivered", deliver->redelivered},
+               {"exchange", deliver->exchange},
+               {"key", deliver->key},
+               {"props", typed(deliver->props.entries)},
+               {"headers", typed(deliver->headers)},
+               {"body", text(breaks_.body_cut
+                                 ? frame.payload().first(frame.payload().size() - (frame.payload().empty() ? 0 : 1))
+                                 : frame.payload())}});
   } else if (const auto* returned = std::get_if<op::Return>(&m); returned != nullptr && breaks_.no_return_event) {
     return;
   } else if (returned != nullptr) {
-    on_event_({{"event", "returned"}, {"code", returned->code}, {"msg", returned->msg}, {"exchange", returned->exchange},
-               {"key", returned->key}, {"body", text(frame.payload())}});
+    on_event_({{"event", "returned"},
+               {"code", returned->code},
+               {"msg", returned->msg},
+               {"exchange", returned->exchange},
+               {"key", returned->key},
+               {"body", text(frame.payload())}});
   } else if (const auto* flow = std::get_if<op::Flow>(&m)) {
     paused_ = flow->pause;
     on_event_({{"event", "flow"}, {"pause", flow->pause}});
   } else if (const auto* cancelled = std::get_if<op::Cancelled>(&m)) {
     // The subscription is over, the connection is not: the application is told, and goes on.
     if (!breaks_.cancelled_ignored) {
-      on_event_({{"event", "cancelled"}, {"subscription", cancelled->sub}, {"code", cancelled->code}, {"msg", cancelled->msg}});
+      on_event_({{"event", "cancelled"},
+                 {"subscription", cancelled->sub},
+                 {"code", cancelled->code},
+                 {"msg", cancelled->msg}});
     }
     if (breaks_.cancelled_ends_connection) {
       emit_closed("server", cancelled->code, cancelled->msg);

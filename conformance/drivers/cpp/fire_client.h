@@ -44,7 +44,8 @@ class FireClient {
   // A request (its rid is set here) and its one reply: ok, error or get_ok.
   Result<Message, std::string> request(Message request, Clock::time_point deadline);
   // A publish; with `confirm`, waits for its confirm and returns whether it was confirmed (true) or nacked.
-  Result<bool, std::string> publish(op::Publish publish, const std::string& body, bool confirm, Clock::time_point deadline);
+  Result<bool, std::string> publish(op::Publish publish, const std::string& body, bool confirm,
+                                    Clock::time_point deadline);
   // The same in two halves, so that several publishes are in flight: the publish goes out (its seq, 0 without
   // confirm), then its confirm is awaited (true: confirmed, false: nacked).
   Result<std::uint64_t, std::string> send_publish(op::Publish publish, const std::string& body, bool confirm,
@@ -85,23 +86,23 @@ class FireClient {
 
   Breaks breaks_;
   EventSink on_event_;
-  std::unique_ptr<Link> link_;  // null when not connected
+  std::unique_ptr<Link> link_;       // null when not connected
   std::unique_ptr<Link> lingering_;  // --break keep-socket-after-close: the closed connection, never ended
   FrameDecoder decoder_{StreamSide::client, kDefaultMaxFrame};
   std::size_t max_frame_ = kMaxFrameBeforeWelcome;  // the largest frame the server accepts: welcome.max_frame
   std::uint64_t next_rid_ = 1;
   std::uint64_t next_seq_ = 1;
-  std::optional<Message> reply_;              // the reply to the request in flight
+  std::optional<Message> reply_;  // the reply to the request in flight
   bool confirmed(std::uint64_t seq) const;
-  std::uint64_t confirmed_upto_ = 0;          // every seq up to this one is confirmed
+  std::uint64_t confirmed_upto_ = 0;  // every seq up to this one is confirmed
   std::set<std::uint64_t> nacked_;
-  std::set<std::uint64_t> confirmed_one_;     // --break upto-confirms-one: the seqs an upto named
-  bool awaiting_reply_ = false;               // a request (or hello) is in flight: an error without rid is its reply
-  bool closing_ = false;                      // we sent close: the server's close is its reply
-  bool close_replied_ = false;                // the server's close after ours
-  bool paused_ = false;                       // the server's last flow said pause: true
+  std::set<std::uint64_t> confirmed_one_;  // --break upto-confirms-one: the seqs an upto named
+  bool awaiting_reply_ = false;            // a request (or hello) is in flight: an error without rid is its reply
+  bool closing_ = false;                   // we sent close: the server's close is its reply
+  bool close_replied_ = false;             // the server's close after ours
+  bool paused_ = false;                    // the server's last flow said pause: true
   std::string last_get_body_;
-  std::chrono::milliseconds heartbeat_{0};    // welcome.heartbeat; 0: no heartbeats
+  std::chrono::milliseconds heartbeat_{0};  // welcome.heartbeat; 0: no heartbeats
   Clock::time_point last_sent_{};
   Clock::time_point last_received_{};
 };

@@ -85,7 +85,8 @@ std::string percent_encoded(const std::string& text) {
 // The value of header `name` in an HTTP response head (names compared without case), or "".
 std::string header_value(const std::string& head, const std::string& name) {
   std::string lower = head;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   const auto at = lower.find("\r\n" + name + ":");
   if (at == std::string::npos) return "";
   const auto start = head.find_first_not_of(' ', at + 3 + name.size());
@@ -145,7 +146,8 @@ Result<bool, std::string> Link::start_tls(const std::string& host, const std::st
   SSL_set_fd(ssl_, fd_);
   if (SSL_connect(ssl_) != 1) {
     const long verify = SSL_get_verify_result(ssl_);
-    return "TLS handshake failed: " + (verify != X509_V_OK ? std::string(X509_verify_cert_error_string(verify)) : openssl_error());
+    return "TLS handshake failed: " +
+           (verify != X509_V_OK ? std::string(X509_verify_cert_error_string(verify)) : openssl_error());
   }
   return true;
 }
@@ -156,8 +158,9 @@ Result<bool, std::string> Link::upgrade(const Url& url, Clock::time_point deadli
   std::array<std::uint8_t, 16> nonce{};
   RAND_bytes(nonce.data(), static_cast<int>(nonce.size()));
   const std::string key = base64(nonce.data(), nonce.size());
-  const std::string request = "GET " + (url.path.empty() ? "/fire" : url.path) + "?vhost=" + percent_encoded(url.vhost) +
-                              " HTTP/1.1\r\nHost: " + url.host + ":" + std::to_string(url.port) +
+  const std::string request = "GET " + (url.path.empty() ? "/fire" : url.path) +
+                              "?vhost=" + percent_encoded(url.vhost) + " HTTP/1.1\r\nHost: " + url.host + ":" +
+                              std::to_string(url.port) +
                               "\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: " + key +
                               "\r\nSec-WebSocket-Version: 13\r\n\r\n";
   if (!write_bytes(ByteView(reinterpret_cast<const std::uint8_t*>(request.data()), request.size()))) {
@@ -174,8 +177,10 @@ Result<bool, std::string> Link::upgrade(const Url& url, Clock::time_point deadli
   const auto end = head.find("\r\n\r\n") + 4;
   inbox_.assign(head.begin() + static_cast<std::ptrdiff_t>(end), head.end());  // frames right after the 101
   head.resize(end);
-  if (head.rfind("HTTP/1.1 101", 0) != 0) return "the server refused the WebSocket upgrade: " + head.substr(0, head.find("\r\n"));
-  if (header_value(head, "sec-websocket-accept") != accept_for(key)) return std::string("the upgrade's Sec-WebSocket-Accept is wrong");
+  if (head.rfind("HTTP/1.1 101", 0) != 0)
+    return "the server refused the WebSocket upgrade: " + head.substr(0, head.find("\r\n"));
+  if (header_value(head, "sec-websocket-accept") != accept_for(key))
+    return std::string("the upgrade's Sec-WebSocket-Accept is wrong");
   websocket_ = true;
   return true;
 }
@@ -216,7 +221,8 @@ bool Link::send_ws_frame(std::uint8_t opcode, ByteView payload) {
   if (payload.size() < 126) {
     out.push_back(static_cast<std::uint8_t>(0x80 | payload.size()));
   } else if (payload.size() <= 0xffff) {
-    out.insert(out.end(), {0x80 | 126, static_cast<std::uint8_t>(payload.size() >> 8), static_cast<std::uint8_t>(payload.size())});
+    out.insert(out.end(),
+               {0x80 | 126, static_cast<std::uint8_t>(payload.size() >> 8), static_cast<std::uint8_t>(payload.size())});
   } else {
     out.push_back(0x80 | 127);
     for (int shift = 56; shift >= 0; shift -= 8) out.push_back(static_cast<std::uint8_t>(payload.size() >> shift));
@@ -257,7 +263,8 @@ bool Link::take_ws_frames(Bytes& stream) {
     const std::size_t key_at = at;
     at += masked ? 4 : 0;
     if (inbox_.size() < at + size) return true;  // the frame is not all here yet
-    Bytes payload(inbox_.begin() + static_cast<std::ptrdiff_t>(at), inbox_.begin() + static_cast<std::ptrdiff_t>(at + size));
+    Bytes payload(inbox_.begin() + static_cast<std::ptrdiff_t>(at),
+                  inbox_.begin() + static_cast<std::ptrdiff_t>(at + size));
     for (std::size_t i = 0; masked && i < size; ++i) payload[i] ^= inbox_[key_at + i % 4];
     inbox_.erase(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(at + size));
     if (opcode == kPing) send_ws_frame(0xa, payload);  // a pong with the ping's payload (5.5.2)

@@ -65,8 +65,8 @@ class Link {
   int fd_;
   SSL* ssl_ = nullptr;
   bool websocket_ = false;
-  Bytes inbox_;     // WebSocket: bytes received, not yet a whole frame
-  Bytes message_;   // WebSocket: the fragments of the message being received
+  Bytes inbox_;    // WebSocket: bytes received, not yet a whole frame
+  Bytes message_;  // WebSocket: the fragments of the message being received
   bool close_sent_ = false;
   bool ended_ = false;  // WebSocket: the server's close came (or a text message)
 };
