@@ -20,7 +20,8 @@ PUBLISH, CONFIRM, RETURN, GET, GET_OK = 0x20, 0x21, 0x22, 0x37, 0x38
 DEFINITIONS = {"users": [{"name": "guest", "password": "guest", "tags": ["administrator"]}],
                "vhosts": [{"name": "/"}],
                "permissions": [{"user": "guest", "vhost": "/"}]}
-LISTENERS = ["--port", "0", "--tls-port", "off", "--ws-port", "0", "--wss-port", "off", "--amqp-port", "off"]
+LISTENERS = ["--port", "0", "--tls-port", "off", "--ws-port", "0", "--wss-port", "off", "--amqp-port", "off",
+             "--amqps-port", "off"]
 
 # How the broker's fsyncs are numbered (--storage-fault fsync:N counts every fsync of the process from 1): at start it
 # syncs the data directory (1) and saves its definitions (the file and the directory: 2, 3). A durable declare makes

@@ -22,6 +22,7 @@ SCREENSHOTS = None  # set from the command line: where each page's screenshot go
 
 # Every listener on a free port, AMQP's too (the channels page shows AMQP channels).
 LISTENERS = ["--port", "0", "--tls-port", "0", "--ws-port", "0", "--wss-port", "0", "--amqp-port", "0",
+             "--amqps-port", "off",
              # The broker's rate history sampled every second, so that the charts have points within seconds.
              "--collect-statistics-interval-ms", "1000"]
 

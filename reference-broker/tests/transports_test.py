@@ -52,6 +52,10 @@ class Broker:
             os.remove(ports)
         self.log = open(os.path.join(directory, "broker.log"), "ab")
         c = lambda name: os.path.join(directory, name)
+        if listeners and "--amqps-port" not in listeners:
+            # With its certificate the broker opens amqps on 5671 unless told otherwise, and tests run side by side:
+            # only the default-ports test (listeners=[]) may take a default port.
+            listeners = [*listeners, "--amqps-port", "off"]
         self.process = subprocess.Popen(
             [BROKER, "--bind", "127.0.0.1", *listeners,
              "--tls-cert", c("server.pem"), "--tls-key", c("server.key"), "--port-file", ports,
