@@ -6,6 +6,7 @@
 
 #include "protocol/amqp/content.h"
 #include "protocol/amqp/frame.h"
+#include "protocol/amqp/message_methods.h"
 #include "protocol/amqp/methods.h"
 
 namespace firemq::amqp {
@@ -312,6 +313,115 @@ TEST(AmqpContent, BodyIsCutToFrameMax) {
   ASSERT_TRUE(h.ok());
   EXPECT_EQ(h->body_size, 10000u);
   EXPECT_EQ(decode_all(encode_content(3, deliver, header, {}, kFrameMinSize)).size(), 2u);
+}
+
+// --- The hot path's shortcuts (message_methods.h), each against the generic codec ----------------------------
+
+Bytes payload_of(std::string_view frame_hex) { return decode_all(hex(frame_hex)).at(0).payload; }
+
+TEST(AmqpFrame, AWholeFrameInTheChunkIsReadInPlace) {
+  Bytes stream = hex(kPublishFromPika);
+  const Bytes body = hex(kBodyFromPika);
+  stream.insert(stream.end(), body.begin(), body.end() - 3);  // the body frame cut short
+  FrameDecoder decoder(false);
+  auto step = decoder.feed(stream);
+  ASSERT_EQ(step.state, FrameDecoder::State::frame);
+  EXPECT_EQ(step.consumed, hex(kPublishFromPika).size());
+  // The payload lies where it was fed: no copy.
+  EXPECT_EQ(decoder.frame().payload.data(), stream.data() + kFrameHeaderSize);
+  EXPECT_EQ(decoder.take_frame().payload, payload_of(kPublishFromPika));
+  // The cut frame is gathered, then whole on its last bytes.
+  EXPECT_EQ(decoder.feed(ByteView(stream).subspan(step.consumed)).state, FrameDecoder::State::need_more);
+  auto last = decoder.feed(ByteView(body).last(3));
+  ASSERT_EQ(last.state, FrameDecoder::State::frame);
+  EXPECT_EQ(decoder.take_frame().payload, Bytes({'h', 'e', 'l', 'l', 'o'}));
+}
+
+TEST(AmqpMessageMethods, PublishIsReadAsTheGenericDecoderReadsIt) {
+  const Bytes payload = payload_of(kPublishFromPika);
+  EXPECT_EQ(method_id_of(payload), method::kBasicPublish);
+  auto fields = read_basic_publish(payload);
+  ASSERT_TRUE(fields.has_value());
+  const Method generic = *decode_method(payload);
+  EXPECT_EQ(fields->exchange, generic.text("exchange"));
+  EXPECT_EQ(fields->routing_key, generic.text("routing_key"));
+  EXPECT_EQ(fields->mandatory, generic.flag("mandatory"));
+  EXPECT_EQ(fields->immediate, generic.flag("immediate"));
+  const Bytes immediate = encode_method(Method::of(method::kBasicPublish).set("immediate", true));
+  EXPECT_TRUE(read_basic_publish(immediate)->immediate);
+  EXPECT_FALSE(read_basic_publish(immediate)->mandatory);
+}
+
+TEST(AmqpMessageMethods, AMalformedPublishOrSettlementIsLeftToTheGenericDecoder) {
+  Bytes trailing = payload_of(kPublishFromPika);
+  trailing.push_back(0);
+  EXPECT_FALSE(read_basic_publish(trailing).has_value());
+  EXPECT_FALSE(decode_method(trailing).ok());
+  const Bytes publish = payload_of(kPublishFromPika);
+  const Bytes truncated(publish.begin(), publish.end() - 1);
+  EXPECT_FALSE(read_basic_publish(truncated).has_value());
+  EXPECT_FALSE(read_basic_publish(payload_of(kNackFromPika)).has_value());  // another method
+  EXPECT_FALSE(read_basic_settle(publish).has_value());
+  Bytes nack = payload_of(kNackFromPika);
+  nack.pop_back();
+  EXPECT_FALSE(read_basic_settle(nack).has_value());
+  EXPECT_EQ(method_id_of(Bytes{0, 60}), MethodId{});
+}
+
+TEST(AmqpMessageMethods, SettlementsAreReadAsTheGenericDecoderReadsThem) {
+  auto nack = read_basic_settle(payload_of(kNackFromPika));
+  ASSERT_TRUE(nack.has_value());
+  EXPECT_EQ(nack->method, method::kBasicNack);
+  EXPECT_EQ(nack->delivery_tag, 7u);
+  EXPECT_TRUE(nack->multiple);
+  EXPECT_FALSE(nack->requeue);
+  for (MethodId id : {method::kBasicAck, method::kBasicNack, method::kBasicReject}) {
+    for (int bits = 0; bits < 4; ++bits) {
+      Method m = Method::of(id).set("delivery_tag", std::uint64_t{1} << 40);
+      for (const auto& field : m.spec().fields) {
+        if (field.name == "multiple") m.set("multiple", (bits & 1) != 0);
+        if (field.name == "requeue") m.set("requeue", (bits & 2) != 0);
+      }
+      auto fields = read_basic_settle(encode_method(m));
+      ASSERT_TRUE(fields.has_value()) << m.name();
+      EXPECT_EQ(fields->method, id);
+      EXPECT_EQ(fields->delivery_tag, m.number("delivery_tag"));
+      EXPECT_EQ(fields->multiple, m.flag("multiple")) << m.name() << " " << bits;
+      EXPECT_EQ(fields->requeue, m.flag("requeue")) << m.name() << " " << bits;
+    }
+  }
+}
+
+TEST(AmqpMessageMethods, DeliverAndConfirmAreTheGenericEncodersBytes) {
+  for (bool redelivered : {false, true}) {
+    Bytes out = {0xAA};  // appended after what is there
+    append_basic_deliver(out, 9, "amq.ctag-1", 123456789, redelivered, "ex", "key");
+    Method deliver = Method::of(method::kBasicDeliver);
+    deliver.set("consumer_tag", std::string("amq.ctag-1")).set("delivery_tag", std::uint64_t{123456789});
+    deliver.set("redelivered", redelivered).set("exchange", std::string("ex")).set("routing_key", std::string("key"));
+    Bytes expected = {0xAA};
+    const Bytes frame = encode_frame(FrameType::method, 9, encode_method(deliver));
+    expected.insert(expected.end(), frame.begin(), frame.end());
+    EXPECT_EQ(out, expected);
+  }
+  Bytes ack;
+  append_basic_ack(ack, 2, 77, true);
+  EXPECT_EQ(ack, encode_frame(
+                     FrameType::method, 2,
+                     encode_method(
+                         Method::of(method::kBasicAck).set("delivery_tag", std::uint64_t{77}).set("multiple", true))));
+}
+
+TEST(AmqpMessageMethods, ContentAppendedInPlaceIsEncodeContentsAfterItsMethod) {
+  const Bytes body(10000, 'y');
+  ContentHeader header;
+  header.set(property::kDeliveryMode, std::uint64_t{2}).set(property::kMessageId, std::string("m1"));
+  const Method deliver = Method::of(method::kBasicDeliver);
+  const Bytes whole = encode_content(4, deliver, header, body, kFrameMinSize);
+  Bytes appended = encode_frame(FrameType::method, 4, encode_method(deliver));
+  append_content(appended, 4, header, body, kFrameMinSize);
+  EXPECT_EQ(appended, whole);
+  EXPECT_EQ(*header.get(property::kMessageId), *header.get("message_id"));
 }
 
 }  // namespace

@@ -3,6 +3,22 @@
 namespace firemq::amqp {
 namespace {
 
+// amqp::property's places are kBasicProperties'.
+static_assert(kBasicProperties[property::kContentType].name == "content_type");
+static_assert(kBasicProperties[property::kHeaders].name == "headers");
+static_assert(kBasicProperties[property::kDeliveryMode].name == "delivery_mode");
+static_assert(kBasicProperties[property::kCorrelationId].name == "correlation_id");
+static_assert(kBasicProperties[property::kExpiration].name == "expiration");
+static_assert(kBasicProperties[property::kTimestamp].name == "timestamp");
+static_assert(kBasicProperties[property::kClusterId].name == "cluster_id");
+static_assert(kBasicProperties[property::kContentEncoding].name == "content_encoding");
+static_assert(kBasicProperties[property::kPriority].name == "priority");
+static_assert(kBasicProperties[property::kReplyTo].name == "reply_to");
+static_assert(kBasicProperties[property::kMessageId].name == "message_id");
+static_assert(kBasicProperties[property::kType].name == "type");
+static_assert(kBasicProperties[property::kUserId].name == "user_id");
+static_assert(kBasicProperties[property::kAppId].name == "app_id");
+
 std::optional<std::size_t> property_index(std::string_view name) {
   for (std::size_t i = 0; i < kBasicProperties.size(); ++i) {
     if (kBasicProperties[i].name == name) return i;
@@ -59,12 +75,12 @@ Result<ContentHeader> decode_content_header(ByteView payload) {
   return h;
 }
 
-Bytes encode_content_header(const ContentHeader& header) {
-  Bytes out;
-  WireWriter w(out);
+namespace {
+
+void write_content_header(WireWriter& w, const ContentHeader& header, std::uint64_t body_size) {
   w.u16(header.class_id);
   w.u16(0);
-  w.u64(header.body_size);
+  w.u64(body_size);
   std::uint16_t flags = 0;
   for (std::size_t i = 0; i < kBasicProperties.size(); ++i) {
     if (header.properties[i]) flags |= flag_of(i);
@@ -73,20 +89,36 @@ Bytes encode_content_header(const ContentHeader& header) {
   for (std::size_t i = 0; i < kBasicProperties.size(); ++i) {
     if (header.properties[i]) write_field(w, kBasicProperties[i].type, *header.properties[i]);
   }
+}
+
+}  // namespace
+
+Bytes encode_content_header(const ContentHeader& header) {
+  Bytes out;
+  WireWriter w(out);
+  write_content_header(w, header, header.body_size);
   return out;
+}
+
+void append_content(Bytes& out, std::uint16_t channel, const ContentHeader& header, ByteView body,
+                    std::size_t frame_max) {
+  const std::size_t header_at = begin_frame(out, FrameType::header, channel);
+  WireWriter w(out);
+  write_content_header(w, header, body.size());
+  end_frame(out, header_at);
+  const std::size_t chunk = frame_max == 0 ? body.size() : frame_max - kFrameOverhead;
+  for (std::size_t at = 0; at < body.size(); at += chunk) {
+    const std::size_t body_at = begin_frame(out, FrameType::body, channel);
+    const ByteView part = body.subspan(at, std::min(chunk, body.size() - at));
+    out.insert(out.end(), part.begin(), part.end());
+    end_frame(out, body_at);
+  }
 }
 
 Bytes encode_content(std::uint16_t channel, const Method& method, ContentHeader header, ByteView body,
                      std::size_t frame_max) {
   Bytes out = encode_frame(FrameType::method, channel, encode_method(method));
-  header.body_size = body.size();
-  Bytes h = encode_frame(FrameType::header, channel, encode_content_header(header));
-  out.insert(out.end(), h.begin(), h.end());
-  const std::size_t chunk = frame_max == 0 ? body.size() : frame_max - kFrameOverhead;
-  for (std::size_t at = 0; at < body.size(); at += chunk) {
-    Bytes b = encode_frame(FrameType::body, channel, body.subspan(at, std::min(chunk, body.size() - at)));
-    out.insert(out.end(), b.begin(), b.end());
-  }
+  append_content(out, channel, header, body, frame_max);
   return out;
 }
 

@@ -31,14 +31,26 @@ inline constexpr std::array<FieldSpec, 14> kBasicProperties = {{
     {"cluster_id", FieldType::shortstr},
 }};
 
+// Each property's place in kBasicProperties, for the code that names them without looking them up.
+namespace property {
+inline constexpr std::size_t kContentType = 0, kContentEncoding = 1, kHeaders = 2, kDeliveryMode = 3, kPriority = 4,
+                             kCorrelationId = 5, kReplyTo = 6, kExpiration = 7, kMessageId = 8, kTimestamp = 9,
+                             kType = 10, kUserId = 11, kAppId = 12, kClusterId = 13;
+}
+
 struct ContentHeader {
   std::uint16_t class_id = kBasicClass;
   std::uint64_t body_size = 0;
   std::array<std::optional<Arg>, kBasicProperties.size()> properties;  // absent: its flag is clear
 
-  // A property by name (kBasicProperties); nullptr when absent.
+  // A property by name (kBasicProperties) or by its place (amqp::property); nullptr when absent.
   const Arg* get(std::string_view name) const;
+  const Arg* get(std::size_t index) const { return properties[index] ? &*properties[index] : nullptr; }
   ContentHeader& set(std::string_view name, Arg value);
+  ContentHeader& set(std::size_t index, Arg value) {
+    properties[index] = std::move(value);
+    return *this;
+  }
   bool operator==(const ContentHeader&) const = default;
 };
 
@@ -51,5 +63,9 @@ Bytes encode_content_header(const ContentHeader& header);
 // of at most `frame_max` bytes (0: one body frame). An empty body has no body frame.
 Bytes encode_content(std::uint16_t channel, const Method& method, ContentHeader header, ByteView body,
                      std::size_t frame_max);
+// The content after its method, appended in place to `out`: the header frame (its body size is the body's), then
+// the body frames, as encode_content writes them.
+void append_content(Bytes& out, std::uint16_t channel, const ContentHeader& header, ByteView body,
+                    std::size_t frame_max);
 
 }  // namespace firemq::amqp

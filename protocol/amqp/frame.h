@@ -55,14 +55,24 @@ struct Frame {
   bool operator==(const Frame&) const = default;
 };
 
+// A decoded frame whose payload is borrowed: from the chunk fed, when the whole frame was in it (the hot path: no
+// copy, no allocation), or from the decoder's own buffer for a frame that arrived in pieces. Valid until the
+// next feed.
+struct FrameView {
+  FrameType type = FrameType::heartbeat;
+  std::uint16_t channel = 0;
+  ByteView payload;
+  Frame copy() const { return Frame{type, channel, Bytes(payload.begin(), payload.end())}; }
+};
+
 // An incremental decoder for a server's side of the connection: the protocol header, then frames. Feed it chunks
-// of any size; it buffers at most one frame, and checks the size field against the limit before it allocates
-// anything for the payload.
+// of any size. A frame wholly inside a chunk is read in place; only one cut by the chunk's end is buffered (at
+// most one frame), and its size field is checked against the limit before anything is allocated for it.
 class FrameDecoder {
  public:
   enum class State {
     need_more,
-    frame,                // take_frame()
+    frame,                // frame(), or take_frame()
     bad_protocol_header,  // "the server MUST ... reply with a valid protocol header and then close the socket"
     error,                // error(): 501 frame-error
   };
@@ -75,7 +85,9 @@ class FrameDecoder {
   explicit FrameDecoder(bool expect_protocol_header = true) : header_pending_(expect_protocol_header) {}
 
   Step feed(ByteView chunk);
-  Frame take_frame() { return std::move(frame_); }
+  // The frame just decoded, valid until the next feed; take_frame() copies it.
+  const FrameView& frame() const { return frame_; }
+  Frame take_frame() const { return frame_.copy(); }
   const Error& error() const { return error_; }
   // The negotiated frame-max (tune-ok); 0 means no limit beyond the size field's.
   void set_frame_max(std::size_t frame_max) { frame_max_ = frame_max; }
@@ -84,19 +96,26 @@ class FrameDecoder {
 
  private:
   Step feed_protocol_header(ByteView chunk);
-  bool check_frame_header();
-  Step fail(std::size_t consumed, std::string msg);
+  // The 7 header bytes: the frame's whole size, or 0 (error_ says why) for an unknown type or one beyond frame-max.
+  std::size_t check_frame_header(ByteView header);
+  // The whole frame, its frame-end checked: frame_ borrows its payload.
+  bool take_whole_frame(ByteView whole);
 
   bool header_pending_;
   std::size_t frame_max_ = kFrameMinSize;
-  Bytes buffer_;            // the protocol header, then the current frame: its 7 header bytes, payload and frame-end
-  std::size_t wanted_ = 0;  // the current frame's whole size, once its header is read
-  Frame frame_;
+  Bytes buffer_;            // the protocol header, then a frame cut by a chunk's end: header, payload and frame-end
+  std::size_t wanted_ = 0;  // the buffered frame's whole size, once its header is read
+  bool buffered_frame_taken_ = false;  // frame_ borrows buffer_: it is cleared at the next feed
+  FrameView frame_;
   Error error_;
 };
 
 // The frames the broker sends, whole.
 Bytes encode_frame(FrameType type, std::uint16_t channel, ByteView payload);
 Bytes encode_heartbeat();
+// A frame written in place onto the end of `out`: begin_frame writes its header with the size left open and
+// returns where it starts; the payload is appended; end_frame fills in the size and adds the frame-end.
+std::size_t begin_frame(Bytes& out, FrameType type, std::uint16_t channel);
+void end_frame(Bytes& out, std::size_t frame_at);
 
 }  // namespace firemq::amqp

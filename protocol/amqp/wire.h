@@ -24,6 +24,11 @@ class WireReader {
   // `n` bytes, or an empty view (and failed) when fewer remain.
   ByteView take(std::size_t n);
   std::string shortstr() { return text(take(u8())); }
+  // A short string borrowed from the bytes read (the hot path's names, copied only where they are kept).
+  std::string_view shortstr_view() {
+    const ByteView b = take(u8());
+    return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+  }
   std::string longstr() { return text(take(u32())); }
 
   bool failed() const { return failed_; }
@@ -32,7 +37,16 @@ class WireReader {
 
  private:
   static std::string text(ByteView b) { return std::string(b.begin(), b.end()); }
-  std::uint64_t take_be(std::size_t n);
+  // Inline: every integer field of every frame comes through here.
+  std::uint64_t take_be(std::size_t n) {
+    if (failed_ || n > bytes_.size()) {
+      failed_ = true;
+      return 0;
+    }
+    const std::uint64_t v = read_be(bytes_.data(), n);
+    bytes_ = bytes_.subspan(n);
+    return v;
+  }
 
   ByteView bytes_;
   bool failed_ = false;
@@ -57,7 +71,13 @@ class WireWriter {
   void end_length(std::size_t at);
 
  private:
-  void put_be(std::uint64_t v, int n);
+  // Inline, with one growth check for the n bytes rather than n: every integer the broker writes comes through here.
+  void put_be(std::uint64_t v, int n) {
+    const std::size_t at = out_.size();
+    out_.resize(at + static_cast<std::size_t>(n));
+    for (int i = 0; i < n; ++i)
+      out_[at + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(v >> (8 * (n - 1 - i)));
+  }
   Bytes& out_;
 };
 

@@ -53,8 +53,7 @@ class BodyReader {
       failed_ = true;
       return 0;
     }
-    std::uint64_t v = 0;
-    for (std::size_t i = 0; i < n; ++i) v = (v << 8) | bytes_[i];
+    const std::uint64_t v = read_be(bytes_.data(), n);
     bytes_ = bytes_.subspan(n);
     return v;
   }
