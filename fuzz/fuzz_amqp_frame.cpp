@@ -11,6 +11,7 @@
 
 #include "protocol/amqp/content.h"
 #include "protocol/amqp/frame.h"
+#include "protocol/amqp/message_methods.h"
 #include "protocol/amqp/methods.h"
 #include "reference-broker/amqp/amqp_connection_core.h"
 #include "reference-broker/core/time_source.h"
@@ -22,6 +23,26 @@ using namespace firemq;
 std::size_t next_chunk(std::uint32_t& state) {
   state = state * 1103515245u + 12345u;
   return 1 + (state >> 16) % 64;
+}
+
+// The hot path's readers (message_methods.h) read a payload exactly when the generic decoder does, and the same
+// fields.
+void check_message_methods(ByteView payload, const Result<amqp::Method>& method) {
+  const bool publish = method && method->id() == amqp::method::kBasicPublish;
+  auto fields = amqp::read_basic_publish(payload);
+  if (fields.has_value() != publish) std::abort();
+  if (publish && (fields->exchange != method->text("exchange") || fields->routing_key != method->text("routing_key") ||
+                  fields->mandatory != method->flag("mandatory") || fields->immediate != method->flag("immediate"))) {
+    std::abort();
+  }
+  const bool settle = method && (method->id() == amqp::method::kBasicAck || method->id() == amqp::method::kBasicNack ||
+                                 method->id() == amqp::method::kBasicReject);
+  auto settlement = amqp::read_basic_settle(payload);
+  if (settlement.has_value() != settle) std::abort();
+  if (settle && (settlement->delivery_tag != method->number("delivery_tag") ||
+                 settlement->multiple != method->flag("multiple") || settlement->requeue != method->flag("requeue"))) {
+    std::abort();
+  }
 }
 
 void decode_payload(const amqp::Frame& frame) {
@@ -38,6 +59,7 @@ void decode_payload(const amqp::Frame& frame) {
   }
   if (frame.type != amqp::FrameType::method) return;
   auto method = amqp::decode_method(frame.payload);
+  check_message_methods(frame.payload, method);
   if (!method) return;
   const Bytes once = amqp::encode_method(*method);
   auto again = amqp::decode_method(once);
@@ -68,8 +90,10 @@ void fuzz_table(ByteView bytes) {
   (void)amqp::read_table(in);
 }
 
-struct NullWire : AmqpWire {
-  void write(Bytes) override {}
+struct NullWire final : OutboundBuffer {
+  Bytes written;  // emptied after each write: nothing reads it
+  Bytes* outbound() override { return &written; }
+  void queued(std::size_t) override { written.clear(); }
   void close_after_flush() override {}
 };
 

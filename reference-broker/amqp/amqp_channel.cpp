@@ -85,10 +85,13 @@ void AmqpChannel::open() {
 
 // --- Frames ------------------------------------------------------------------------------------------------
 
-void AmqpChannel::on_frame(const amqp::Frame& frame) {
+void AmqpChannel::on_frame(const amqp::FrameView& frame) {
   if (state_ == State::closed) return;
   switch (frame.type) {
     case amqp::FrameType::method: {
+      // An open channel outside a publish takes its hot methods in place; everything else, and anything these do
+      // not read, goes through the generic codec, which also names what is wrong with a bad method.
+      if (state_ == State::open && !publishing_ && on_message_method(frame.payload)) return;
       auto method = amqp::decode_method(frame.payload);
       if (!method) return host_.connection_error(method.error(), {});
       return on_method(*method);
@@ -125,7 +128,27 @@ void AmqpChannel::on_method(const Method& method) {
                          method.id());
 }
 
-void AmqpChannel::on_content_header(const amqp::Frame& frame) {
+bool AmqpChannel::on_message_method(ByteView payload) {
+  const amqp::MethodId id = amqp::method_id_of(payload);
+  if (id == m::kBasicPublish) {
+    auto fields = amqp::read_basic_publish(payload);
+    if (!fields) return false;
+    current_ = id;
+    begin_publish(*fields);
+    return true;
+  }
+  if (id == m::kBasicAck || id == m::kBasicNack || id == m::kBasicReject) {
+    auto fields = amqp::read_basic_settle(payload);
+    if (!fields) return false;
+    current_ = id;
+    const std::optional<bool> requeue = id == m::kBasicAck ? std::nullopt : std::optional<bool>(fields->requeue);
+    settle(fields->delivery_tag, fields->multiple, requeue);
+    return true;
+  }
+  return false;
+}
+
+void AmqpChannel::on_content_header(const amqp::FrameView& frame) {
   if (state_ == State::closing) return;  // the content of a discarded publish
   if (!publishing_ || publishing_->header) {
     return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "content header without basic.publish"),
@@ -148,11 +171,10 @@ void AmqpChannel::on_content_header(const amqp::Frame& frame) {
                          m::kBasicPublish);
   }
   publishing_->header = std::move(*header);
-  publishing_->body.reserve(publishing_->header->body_size);
-  if (publishing_->header->body_size == 0) publish(*std::exchange(publishing_, std::nullopt));
+  if (publishing_->header->body_size == 0) publish(*std::exchange(publishing_, std::nullopt), {});
 }
 
-void AmqpChannel::on_body(const amqp::Frame& frame) {
+void AmqpChannel::on_body(const amqp::FrameView& frame) {
   if (state_ == State::closing) return;
   if (!publishing_ || !publishing_->header) {
     return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "body frame without content header"),
@@ -165,27 +187,36 @@ void AmqpChannel::on_body(const amqp::Frame& frame) {
                                                  std::to_string(publishing_->header->body_size)),
                                   m::kBasicPublish);
   }
+  // A body in one frame, the common case, is published from where it lies; only one in pieces is gathered.
+  if (body.empty() && frame.payload.size() == publishing_->header->body_size) {
+    return publish(*std::exchange(publishing_, std::nullopt), frame.payload);
+  }
+  if (body.empty()) body.reserve(publishing_->header->body_size);
   body.insert(body.end(), frame.payload.begin(), frame.payload.end());
-  if (body.size() == publishing_->header->body_size) publish(*std::exchange(publishing_, std::nullopt));
+  if (body.size() == publishing_->header->body_size) {
+    Publishing done = *std::exchange(publishing_, std::nullopt);
+    publish(std::move(done), done.body);  // an rvalue reference: done.body is still there
+  }
 }
 
-void AmqpChannel::publish(Publishing p) {
+// `body` may lie in `p` (a body gathered from several frames), which is why p is not moved from before it is used.
+void AmqpChannel::publish(Publishing&& p, ByteView body) {
   current_ = m::kBasicPublish;
-  auto content = from_amqp_properties(with_faults(*p.header, faults_));
+  apply_faults(*p.header, faults_);
+  auto content = from_amqp_properties(*p.header);
   if (!content) {
     // A missing exchange or a missing permission is what RabbitMQ refuses first, whatever the properties.
-    Status target = session_ && !faults_.properties_before_exchange
-                        ? session_->publish_target_refusal(p.method.text("exchange"))
-                        : Status();
+    Status target = session_ && !faults_.properties_before_exchange ? session_->publish_target_refusal(p.exchange)
+                                                                    : Status();
     return fail(target ? *target : content.error(), m::kBasicPublish);
   }
   op::Publish publish;
   // "seq: Client-assigned sequence number, starting at 1 ... 0 means no confirm is wanted": in confirm mode,
   // AMQP numbers the publishes of a channel from 1 too, so the two numbers are the same.
   publish.seq = confirm_mode_ ? ++publish_seq_ : 0;
-  publish.exchange = p.method.text("exchange");
-  publish.key = p.method.text("routing_key");
-  publish.mandatory = p.method.flag("mandatory");
+  publish.exchange = std::move(p.exchange);
+  publish.key = std::move(p.routing_key);
+  publish.mandatory = p.mandatory;
   publish.persistent = content->persistent;
   publish.props = std::move(content->props);
   publish.headers = std::move(content->headers);
@@ -195,11 +226,11 @@ void AmqpChannel::publish(Publishing p) {
     if (!session_) return;
     auto routed = session_->route_held_publish(publish);
     if (!routed) return fail(routed.error(), m::kBasicPublish);
-    const std::size_t size = p.body.size();
-    return hold(
-        HeldPublish{std::move(publish), std::move(p.body), std::move(content->amqp_headers), std::move(*routed)}, size);
+    return hold(HeldPublish{std::move(publish), Bytes(body.begin(), body.end()), std::move(content->amqp_headers),
+                            std::move(*routed)},
+                body.size());
   }
-  to_session(std::move(publish), p.body, std::move(content->amqp_headers));
+  to_session(std::move(publish), body, std::move(content->amqp_headers));
 }
 
 void AmqpChannel::flush() {
@@ -376,10 +407,15 @@ void AmqpChannel::on_basic_cancel(const Method& method) {
 }
 
 void AmqpChannel::on_basic_publish(const Method& method) {
-  if (method.flag("immediate")) {
+  begin_publish(
+      {method.text("exchange"), method.text("routing_key"), method.flag("mandatory"), method.flag("immediate")});
+}
+
+void AmqpChannel::begin_publish(const amqp::BasicPublishFields& fields) {
+  if (fields.immediate) {
     return host_.connection_error(hard_error(amqp::kNotImplemented, "immediate=true"), m::kBasicPublish);
   }
-  publishing_ = Publishing{method, std::nullopt, {}};
+  publishing_ = Publishing{std::string(fields.exchange), std::string(fields.routing_key), fields.mandatory, {}, {}};
 }
 
 void AmqpChannel::on_basic_get(const Method& method) {
@@ -553,30 +589,29 @@ void AmqpChannel::settle_now(std::uint64_t tag, bool multiple, std::optional<boo
     if (unsettled_.empty()) return;
     tag = unsettled_.rbegin()->first;
   }
-  std::vector<std::uint64_t> settled;
-  if (multiple) {
-    for (auto it = unsettled_.begin(); it != unsettled_.end() && it->first <= tag; ++it) settled.push_back(it->first);
-  } else if (unsettled_.count(tag) != 0) {
-    settled.push_back(tag);
-  }
   if (requeue) {
     to_session(op::Nack{tag, multiple, *requeue});
   } else {
     to_session(op::Ack{tag, multiple});
   }
-  return_credit(settled);
+  return_credit(tag, multiple);
 }
 
-// Prefetch as credit: each settled delivery of a limited consumer gives it one more.
-void AmqpChannel::return_credit(const std::vector<std::uint64_t>& tags) {
-  std::map<std::uint64_t, std::uint64_t> per_sub;
-  for (std::uint64_t tag : tags) {
-    auto it = unsettled_.find(tag);
-    if (it == unsettled_.end()) continue;
-    if (auto c = consumers_.find(it->second); c != consumers_.end() && c->second.limited) ++per_sub[it->second];
-    unsettled_.erase(it);
+// Prefetch as credit: each settled delivery of a limited consumer gives it one more. The settled ones leave
+// unsettled_ first; the credit goes after, since giving it may deliver (or end the session) at once.
+void AmqpChannel::return_credit(std::uint64_t tag, bool multiple) {
+  auto it = multiple ? unsettled_.begin() : unsettled_.find(tag);
+  const auto last = multiple ? unsettled_.upper_bound(tag) : (it == unsettled_.end() ? it : std::next(it));
+  credit_to_return_.clear();  // a member, so that a settlement allocates nothing once it has grown
+  while (it != last) {
+    const std::uint64_t sub = it->second;
+    it = unsettled_.erase(it);
+    auto consumer = consumers_.find(sub);
+    if (consumer == consumers_.end() || !consumer->second.limited) continue;
+    if (credit_to_return_.empty() || credit_to_return_.back().first != sub) credit_to_return_.push_back({sub, 0});
+    ++credit_to_return_.back().second;
   }
-  for (const auto& [sub, credit] : per_sub) to_session(op::Credit{sub, credit});
+  for (const auto& [sub, credit] : credit_to_return_) to_session(op::Credit{sub, credit});
 }
 
 // --- From the session ----------------------------------------------------------------------------------------
@@ -594,7 +629,8 @@ void AmqpChannel::dispatch(const Message& message, ByteView payload, const Messa
         } else if constexpr (std::is_same_v<T, op::Error>) {
           on_error(op);
         } else if constexpr (std::is_same_v<T, op::Deliver>) {
-          on_deliver(op, payload, extras);
+          on_deliver(DeliverView{op.sub, op.tag, op.redelivered, op.exchange, op.key, op.props, op.headers}, payload,
+                     extras);
         } else if constexpr (std::is_same_v<T, op::GetOk>) {
           on_get_ok(op, payload, extras);
         } else if constexpr (std::is_same_v<T, op::Return>) {
@@ -654,14 +690,20 @@ void AmqpChannel::on_error(const op::Error& error) {
   fail(Error{code, error.msg, error.fatal, error.rid}, method);
 }
 
-void AmqpChannel::on_deliver(const op::Deliver& d, ByteView body, const MessageExtras& extras) {
+void AmqpChannel::send_deliver(const DeliverView& deliver, ByteView body, const MessageExtras& extras) {
+  if (state_ != State::closed) on_deliver(deliver, body, extras);
+}
+
+// basic.deliver and its content, encoded straight onto the connection's buffer (message_methods.h).
+void AmqpChannel::on_deliver(const DeliverView& d, ByteView body, const MessageExtras& extras) {
   auto it = consumers_.find(d.sub);
   if (it == consumers_.end()) return;
-  if (!it->second.no_ack) unsettled_[d.tag] = d.sub;
-  Method deliver = Method::of(m::kBasicDeliver);
-  deliver.set("consumer_tag", it->second.tag).set("delivery_tag", d.tag).set("redelivered", d.redelivered);
-  deliver.set("exchange", d.exchange).set("routing_key", d.key);
-  send_content(deliver, d.props, d.headers, body, extras);
+  if (!it->second.no_ack) unsettled_.insert_or_assign(unsettled_.end(), d.tag, d.sub);  // tags grow: at the end
+  const amqp::ContentHeader header = content_header_of(d.props, d.headers, extras);
+  host_.wire().queue([&](Bytes& out) {
+    amqp::append_basic_deliver(out, number_, it->second.tag, d.tag, d.redelivered, d.exchange, d.key);
+    amqp::append_content(out, number_, header, body, host_.frame_max());
+  });
 }
 
 void AmqpChannel::on_get_ok(const op::GetOk& g, ByteView body, const MessageExtras& extras) {
@@ -703,7 +745,7 @@ void AmqpChannel::on_confirm(const op::Confirm& c) {
   }
   // {upto: n} is AMQP's basic.ack with multiple; a FireMQ nack names one seq.
   if (c.nack) return reply(Method::of(m::kBasicNack).set("delivery_tag", c.seq));
-  reply(Method::of(m::kBasicAck).set("delivery_tag", c.upto).set("multiple", true));
+  host_.wire().queue([&](Bytes& out) { amqp::append_basic_ack(out, number_, c.upto, true); });
 }
 
 void AmqpChannel::on_cancelled(const op::Cancelled& c) {
@@ -718,15 +760,27 @@ void AmqpChannel::on_cancelled(const op::Cancelled& c) {
 // --- Towards the client --------------------------------------------------------------------------------------
 
 void AmqpChannel::reply(const Method& method) {
-  host_.write(amqp::encode_frame(amqp::FrameType::method, number_, amqp::encode_method(method)));
+  host_.wire().write(amqp::encode_frame(amqp::FrameType::method, number_, amqp::encode_method(method)));
 }
 
 void AmqpChannel::send_content(const Method& method, const Props& props, const Map& headers, ByteView body,
                                const MessageExtras& extras) {
-  const amqp::ContentHeader header = with_faults(
-      to_amqp_properties(props, headers, extras.persistent, faults_.lossy_header_types ? nullptr : extras.amqp_headers),
-      faults_);
-  host_.write(amqp::encode_content(number_, method, header, body, host_.frame_max()));
+  const amqp::ContentHeader header = content_header_of(props, headers, extras);
+  host_.wire().queue([&](Bytes& out) {
+    const Bytes encoded = amqp::encode_method(method);  // basic.get-ok and basic.return: not the hot path
+    const std::size_t at = amqp::begin_frame(out, amqp::FrameType::method, number_);
+    out.insert(out.end(), encoded.begin(), encoded.end());
+    amqp::end_frame(out, at);
+    amqp::append_content(out, number_, header, body, host_.frame_max());
+  });
+}
+
+amqp::ContentHeader AmqpChannel::content_header_of(const Props& props, const Map& headers,
+                                                   const MessageExtras& extras) const {
+  amqp::ContentHeader header = to_amqp_properties(props, headers, extras.persistent,
+                                                  faults_.lossy_header_types ? nullptr : extras.amqp_headers);
+  apply_faults(header, faults_);
+  return header;
 }
 
 void AmqpChannel::fail(const Error& error, amqp::MethodId method) {

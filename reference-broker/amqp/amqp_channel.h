@@ -19,7 +19,9 @@
 
 #include "protocol/amqp/content.h"
 #include "protocol/amqp/frame.h"
+#include "protocol/amqp/message_methods.h"
 #include "protocol/amqp/methods.h"
+#include "reference-broker/core/outbound_buffer.h"
 #include "reference-broker/session/session.h"
 
 namespace firemq {
@@ -31,7 +33,8 @@ std::string amqp_reply_text(std::uint16_t code, const std::string& msg);
 class AmqpChannelHost {
  public:
   virtual ~AmqpChannelHost() = default;
-  virtual void write(Bytes frames) = 0;
+  // The connection's write buffer, which frames are encoded straight onto.
+  virtual OutboundBuffer& wire() = 0;
   // A hard error (AMQP's connection exceptions): connection.close with the error's code, naming `method`.
   virtual void connection_error(const Error& error, amqp::MethodId method) = 0;
   virtual std::size_t frame_max() const = 0;
@@ -79,7 +82,7 @@ class AmqpChannel : private Outbox {
 
   // channel.open: the session opens (answers channel.open-ok, or a connection error).
   void open();
-  void on_frame(const amqp::Frame& frame);
+  void on_frame(const amqp::FrameView& frame);
   // End of a batch of frames: the session's coalesced confirms.
   void flush();
   State state() const { return state_; }
@@ -107,9 +110,11 @@ class AmqpChannel : private Outbox {
     bool no_ack = false;
   };
   struct Publishing {  // basic.publish, until its content has arrived
-    amqp::Method method;
+    std::string exchange;
+    std::string routing_key;
+    bool mandatory = false;
     std::optional<amqp::ContentHeader> header;
-    Bytes body;
+    Bytes body;  // gathered only when the body comes in more than one frame
   };
   using Settlement = AmqpSettlement;
   using HeldPublish = AmqpHeldPublish;
@@ -123,9 +128,12 @@ class AmqpChannel : private Outbox {
 
   // Frames
   void on_method(const amqp::Method& m);
-  void on_content_header(const amqp::Frame& frame);
-  void on_body(const amqp::Frame& frame);
-  void publish(Publishing p);
+  // basic.publish and the settlements read in place (message_methods.h); false leaves the frame to on_method.
+  bool on_message_method(ByteView payload);
+  void on_content_header(const amqp::FrameView& frame);
+  void on_body(const amqp::FrameView& frame);
+  void begin_publish(const amqp::BasicPublishFields& fields);
+  void publish(Publishing&& p, ByteView body);
 
   // Client methods
   void on_channel_close(const amqp::Method& m);
@@ -166,18 +174,20 @@ class AmqpChannel : private Outbox {
   void settle(std::uint64_t tag, bool multiple, std::optional<bool> requeue);
   // The settlement itself, whatever a transaction holds (basic.recover, and tx.commit's held ones).
   void settle_now(std::uint64_t tag, bool multiple, std::optional<bool> requeue);
-  void return_credit(const std::vector<std::uint64_t>& tags);
+  void return_credit(std::uint64_t tag, bool multiple);
 
   // From the session (Outbox)
   void send(const Message& message, ByteView payload) override { dispatch(message, payload, {}); }
   void send_message(const Message& message, ByteView body, const MessageExtras& extras) override {
     dispatch(message, body, extras);
   }
+  // The hot path: a queued message's deliver, encoded straight from the message onto the connection's buffer.
+  void send_deliver(const DeliverView& deliver, ByteView body, const MessageExtras& extras) override;
   void dispatch(const Message& message, ByteView payload, const MessageExtras& extras);
   void close_after_flush() override {}  // a fatal error reaches send() first, as a connection error
   void on_ok(const op::Ok& ok);
   void on_error(const op::Error& error);
-  void on_deliver(const op::Deliver& d, ByteView body, const MessageExtras& extras);
+  void on_deliver(const DeliverView& d, ByteView body, const MessageExtras& extras);
   void on_get_ok(const op::GetOk& g, ByteView body, const MessageExtras& extras);
   void on_return(const op::Return& r, ByteView body, const MessageExtras& extras);
   void on_confirm(const op::Confirm& c);
@@ -187,6 +197,8 @@ class AmqpChannel : private Outbox {
   void reply(const amqp::Method& m);
   void send_content(const amqp::Method& m, const Props& props, const Map& headers, ByteView body,
                     const MessageExtras& extras);
+  // The content header an AMQP consumer gets for a message (amqp_interop.h), as --amqp-fault may break it.
+  amqp::ContentHeader content_header_of(const Props& props, const Map& headers, const MessageExtras& extras) const;
   void close_channel(std::uint16_t code, const std::string& text, amqp::MethodId method);
   void fail(const Error& error, amqp::MethodId method);
   void forget_consumer(const std::string& tag);
@@ -207,9 +219,10 @@ class AmqpChannel : private Outbox {
   std::uint64_t next_sub_ = 1;
   std::map<std::uint64_t, Consumer> consumers_;  // by sub
   std::map<std::string, std::uint64_t> subs_by_tag_;
-  std::map<std::uint64_t, std::uint64_t> unsettled_;  // delivery tag -> sub (0: basic.get)
-  std::string last_declared_queue_;                   // for an empty queue name (queue_of)
-  std::uint16_t prefetch_ = 0;                        // basic.qos, for the consumers created after it
+  std::map<std::uint64_t, std::uint64_t> unsettled_;                       // delivery tag -> sub (0: basic.get)
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> credit_to_return_;  // return_credit's: sub, credit
+  std::string last_declared_queue_;                                        // for an empty queue name (queue_of)
+  std::uint16_t prefetch_ = 0;  // basic.qos, for the consumers created after it
   bool confirm_mode_ = false;
   std::uint64_t publish_seq_ = 0;
   std::optional<Publishing> publishing_;

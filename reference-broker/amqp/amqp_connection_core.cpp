@@ -1,6 +1,7 @@
 #include "reference-broker/amqp/amqp_connection_core.h"
 #include "reference-broker/amqp/amqp_interop.h"
 
+#include "protocol/amqp/message_methods.h"
 #include "protocol/amqp/wire.h"
 #include "protocol/reply_codes.h"
 #include "reference-broker/core/log.h"
@@ -80,7 +81,7 @@ Result<Credentials> parse_credentials(const std::string& mechanism, const std::s
                     "unknown authentication mechanism '" + mechanism + "': use PLAIN or AMQPLAIN");
 }
 
-AmqpConnectionCore::AmqpConnectionCore(SessionEnv env, AmqpWire& wire, std::string name, TransportHints hints)
+AmqpConnectionCore::AmqpConnectionCore(SessionEnv env, OutboundBuffer& wire, std::string name, TransportHints hints)
     : env_(env), wire_(wire), name_(std::move(name)), hints_(std::move(hints)) {}
 
 AmqpConnectionCore::~AmqpConnectionCore() { on_connection_lost(); }
@@ -91,10 +92,10 @@ void AmqpConnectionCore::feed(ByteView bytes) {
     bytes = bytes.subspan(step.consumed);
     switch (step.state) {
       case amqp::FrameDecoder::State::need_more: break;
-      case amqp::FrameDecoder::State::frame: on_frame(decoder_.take_frame()); break;
+      case amqp::FrameDecoder::State::frame: on_frame(decoder_.frame()); break;
       case amqp::FrameDecoder::State::bad_protocol_header:
         // "the server MUST respond with a valid protocol header and then close the socket" (0-9-1, 4.2.2)
-        wire_.write(Bytes(amqp::kProtocolHeader.begin(), amqp::kProtocolHeader.end()));
+        wire_.write(amqp::kProtocolHeader);
         state_ = State::closing;
         wire_.close_after_flush();
         return;
@@ -106,7 +107,7 @@ void AmqpConnectionCore::feed(ByteView bytes) {
   if (state_ == State::closing) on_connection_lost();
 }
 
-void AmqpConnectionCore::on_frame(amqp::Frame frame) {
+void AmqpConnectionCore::on_frame(const amqp::FrameView& frame) {
   if (frame.type == amqp::FrameType::heartbeat) {
     // "Heartbeat frames MUST have a channel number of zero"; a heartbeat only shows the peer is alive, which the
     // engine notes on every read.
@@ -138,7 +139,7 @@ void AmqpConnectionCore::on_connection_method(const Method& method) {
                    method.id());
 }
 
-void AmqpConnectionCore::on_channel_frame(const amqp::Frame& frame) {
+void AmqpConnectionCore::on_channel_frame(const amqp::FrameView& frame) {
   if (state_ != State::open) {
     return connection_error(hard_error(amqp::kCommandInvalid,
                                        "channel " + std::to_string(frame.channel) + " used before connection.open-ok"),
@@ -153,8 +154,7 @@ void AmqpConnectionCore::on_channel_frame(const amqp::Frame& frame) {
   }
   AmqpChannel& channel = *it->second;
   if (frame.type == amqp::FrameType::method && channel.state() == AmqpChannel::State::open) {
-    auto method = amqp::decode_method(frame.payload);
-    if (method && method->id() == m::kChannelOpen) {
+    if (amqp::method_id_of(frame.payload) == m::kChannelOpen) {  // the channel decodes the rest
       return connection_error(hard_error(amqp::kChannelError, "second 'channel.open' seen"), m::kChannelOpen);
     }
   }
@@ -337,7 +337,7 @@ void AmqpConnectionCore::refuse_login(std::string_view step, const std::string& 
 }
 
 void AmqpConnectionCore::send(std::uint16_t channel, const Method& method) {
-  wire_.write(amqp::encode_frame(amqp::FrameType::method, channel, amqp::encode_method(method)));
+  wire_.write(amqp::encode_frame(amqp::FrameType::method, channel, amqp::encode_method(method)));  // not the hot path
 }
 
 void AmqpConnectionCore::connection_error(const Error& error, amqp::MethodId method) {

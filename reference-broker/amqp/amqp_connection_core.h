@@ -1,4 +1,4 @@
-// One AMQP 0-9-1 connection without its socket: bytes in (feed), bytes out (AmqpWire). It runs the connection's
+// One AMQP 0-9-1 connection without its socket: bytes in (feed), bytes out (OutboundBuffer). It runs the connection's
 // handshake (protocol header, start/start-ok, tune/tune-ok, open, as the 0-9-1 spec's section 2.2.4 and RabbitMQ
 // do it) and hands each channel's frames to its AmqpChannel, which maps the channel onto a core Session.
 // Connection exceptions (connection.close with RabbitMQ's reply codes and the failing class and method) are
@@ -17,17 +17,9 @@
 
 #include "protocol/amqp/frame.h"
 #include "reference-broker/amqp/amqp_channel.h"
+#include "reference-broker/core/outbound_buffer.h"
 
 namespace firemq {
-
-// Where the connection's bytes go.
-class AmqpWire {
- public:
-  virtual ~AmqpWire() = default;
-  virtual void write(Bytes bytes) = 0;
-  // Close the socket once everything written so far has gone.
-  virtual void close_after_flush() = 0;
-};
 
 // What the broker proposes in connection.tune.
 inline constexpr std::uint16_t kAmqpChannelMax = 2047;  // RabbitMQ's default channel_max
@@ -38,7 +30,7 @@ class AmqpConnectionCore : private AmqpChannelHost {
   enum class State { awaiting_header, awaiting_start_ok, awaiting_tune_ok, awaiting_open, open, closing };
 
   // `name` names the connection ("peer:port -> local:port"); its channels are "name (N)".
-  AmqpConnectionCore(SessionEnv env, AmqpWire& wire, std::string name, TransportHints hints);
+  AmqpConnectionCore(SessionEnv env, OutboundBuffer& wire, std::string name, TransportHints hints);
   ~AmqpConnectionCore() override;
 
   // Everything read from the socket, in order. Nothing is acted on once the connection is closing.
@@ -70,9 +62,9 @@ class AmqpConnectionCore : private AmqpChannelHost {
   std::size_t open_channel_count() const;
 
  private:
-  void on_frame(amqp::Frame frame);
+  void on_frame(const amqp::FrameView& frame);
   void on_connection_method(const amqp::Method& m);
-  void on_channel_frame(const amqp::Frame& frame);
+  void on_channel_frame(const amqp::FrameView& frame);
   void open_channel(std::uint16_t number);
   void send_start();
   void on_start_ok(const amqp::Method& m);
@@ -89,13 +81,13 @@ class AmqpConnectionCore : private AmqpChannelHost {
   void refuse_login(std::string_view step, const std::string& user, const Error& error, amqp::MethodId method);
 
   // AmqpChannelHost
-  void write(Bytes frames) override { wire_.write(std::move(frames)); }
+  OutboundBuffer& wire() override { return wire_; }
   void connection_error(const Error& error, amqp::MethodId method) override;
   std::size_t frame_max() const override { return frame_max_; }
   bool consumer_cancel_notify() const override { return cancel_notify_; }
 
   SessionEnv env_;
-  AmqpWire& wire_;
+  OutboundBuffer& wire_;
   std::string name_;
   TransportHints hints_;
   amqp::FrameDecoder decoder_;

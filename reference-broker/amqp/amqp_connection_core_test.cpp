@@ -13,10 +13,11 @@ namespace {
 namespace m = amqp::method;
 using amqp::Method;
 
-struct RecordingWire : AmqpWire {
+struct RecordingWire final : OutboundBuffer {
   Bytes written;
   bool closing = false;
-  void write(Bytes bytes) override { written.insert(written.end(), bytes.begin(), bytes.end()); }
+  Bytes* outbound() override { return &written; }
+  void queued(std::size_t) override {}
   void close_after_flush() override { closing = true; }
 };
 

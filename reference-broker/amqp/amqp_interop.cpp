@@ -13,14 +13,25 @@ namespace {
 using amqp::Arg;
 using amqp::FieldValue;
 
-// The properties that are strings on both sides, under the same name. cluster_id has no FireMQ property; it is
-// kept in props under its AMQP name, so that it reaches AMQP consumers (FireMQ clients ignore keys they do
-// not know).
-constexpr std::string_view kTextProperties[] = {"content_type", "content_encoding", "correlation_id",
-                                                "reply_to",     "message_id",       "type",
-                                                "user_id",      "app_id",           "cluster_id"};
+// A property both protocols have under the same name: its name, and its place in AMQP's property list.
+struct SharedProperty {
+  std::string_view name;
+  std::size_t index;  // amqp::property
+};
+// The properties that are strings on both sides. cluster_id has no FireMQ property; it is kept in props under
+// its AMQP name, so that it reaches AMQP consumers (FireMQ clients ignore keys they do not know).
+constexpr SharedProperty kTextProperties[] = {{"content_type", amqp::property::kContentType},
+                                              {"content_encoding", amqp::property::kContentEncoding},
+                                              {"correlation_id", amqp::property::kCorrelationId},
+                                              {"reply_to", amqp::property::kReplyTo},
+                                              {"message_id", amqp::property::kMessageId},
+                                              {"type", amqp::property::kType},
+                                              {"user_id", amqp::property::kUserId},
+                                              {"app_id", amqp::property::kAppId},
+                                              {"cluster_id", amqp::property::kClusterId}};
 // The properties that are numbers on both sides.
-constexpr std::string_view kNumberProperties[] = {"priority", "timestamp"};
+constexpr SharedProperty kNumberProperties[] = {{"priority", amqp::property::kPriority},
+                                                {"timestamp", amqp::property::kTimestamp}};
 constexpr std::uint64_t kPersistentDeliveryMode = 2;
 
 // `D`: value / 10^scale, as a float (the table's "AMQP D (decimal) ... -> float").
@@ -160,16 +171,17 @@ amqp::FieldTable to_amqp_table(const Map& map) {
 }
 
 Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
+  namespace p = amqp::property;
   FireMqContent c;
-  for (std::string_view name : kTextProperties) {
-    if (const Arg* a = header.get(name))
-      c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::string>(*a))});
+  for (const SharedProperty& shared : kTextProperties) {
+    if (const Arg* a = header.get(shared.index))
+      c.props.entries.push_back({Value(std::string(shared.name)), Value(std::get<std::string>(*a))});
   }
-  for (std::string_view name : kNumberProperties) {
-    if (const Arg* a = header.get(name))
-      c.props.entries.push_back({Value(std::string(name)), Value(std::get<std::uint64_t>(*a))});
+  for (const SharedProperty& shared : kNumberProperties) {
+    if (const Arg* a = header.get(shared.index))
+      c.props.entries.push_back({Value(std::string(shared.name)), Value(std::get<std::uint64_t>(*a))});
   }
-  if (const Arg* a = header.get("expiration")) {
+  if (const Arg* a = header.get(p::kExpiration)) {
     const auto& text = std::get<std::string>(*a);
     auto ms = parse_expiration(text);
     if (!ms)
@@ -177,8 +189,9 @@ Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header) {
                         "invalid expiration '" + text + "': expected milliseconds as a decimal string");
     c.props.entries.push_back({Value("expiration"), Value(*ms)});
   }
-  if (const Arg* a = header.get("delivery_mode")) c.persistent = std::get<std::uint64_t>(*a) == kPersistentDeliveryMode;
-  if (const Arg* a = header.get("headers")) {
+  if (const Arg* a = header.get(p::kDeliveryMode))
+    c.persistent = std::get<std::uint64_t>(*a) == kPersistentDeliveryMode;
+  if (const Arg* a = header.get(p::kHeaders)) {
     const auto& table = std::get<amqp::FieldTable>(*a);
     c.headers = to_firemq_map(table);
     // An empty table is kept too: RabbitMQ delivers it as sent (some clients, amqplib's, always send one), and
@@ -227,40 +240,36 @@ void deaths_in_amqp_types(amqp::FieldTable& headers) {
 
 }  // namespace
 
-amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& faults) {
-  for (std::size_t i = 0; i < amqp::kBasicProperties.size(); ++i) {
-    auto& property = header.properties[i];
-    if (!property) continue;
-    if (faults.drop_delivery_mode && amqp::kBasicProperties[i].name == "delivery_mode") property.reset();
-    if (faults.empty_headers_dropped && amqp::kBasicProperties[i].name == "headers" &&
-        std::get<amqp::FieldTable>(*property).empty()) {
-      property.reset();
-      continue;
-    }
-    if (faults.decimal_ignores_scale && amqp::kBasicProperties[i].name == "headers") {
-      drop_decimal_scales(std::get<amqp::FieldTable>(*property));
-    }
-  }
-  return header;
+void apply_faults(amqp::ContentHeader& header, const AmqpFaults& faults) {
+  namespace p = amqp::property;
+  if (faults.drop_delivery_mode) header.properties[p::kDeliveryMode].reset();
+  auto& headers = header.properties[p::kHeaders];
+  if (!headers) return;
+  if (faults.empty_headers_dropped && std::get<amqp::FieldTable>(*headers).empty()) return headers.reset();
+  if (faults.decimal_ignores_scale) drop_decimal_scales(std::get<amqp::FieldTable>(*headers));
 }
 
 amqp::ContentHeader to_amqp_properties(const Props& props, const Map& headers, bool persistent,
                                        const amqp::FieldTable* sent) {
+  namespace p = amqp::property;
   amqp::ContentHeader h;
-  if (persistent) h.set("delivery_mode", kPersistentDeliveryMode);
-  for (std::string_view name : kTextProperties) {
-    if (const Value* v = props.get(name); v && v->is<std::string>()) h.set(name, *v->get_if<std::string>());
+  if (persistent) h.set(p::kDeliveryMode, kPersistentDeliveryMode);
+  if (props.entries.empty() && headers.empty() && sent == nullptr) return h;  // the hot path's common case
+  for (const SharedProperty& shared : kTextProperties) {
+    if (const Value* v = props.get(shared.name); v && v->is<std::string>())
+      h.set(shared.index, *v->get_if<std::string>());
   }
-  for (std::string_view name : kNumberProperties) {
-    if (const Value* v = props.get(name); v && v->is<std::uint64_t>()) h.set(name, *v->get_if<std::uint64_t>());
+  for (const SharedProperty& shared : kNumberProperties) {
+    if (const Value* v = props.get(shared.name); v && v->is<std::uint64_t>())
+      h.set(shared.index, *v->get_if<std::uint64_t>());
   }
   if (const Value* v = props.get("expiration"); v && v->is<std::uint64_t>()) {
-    h.set("expiration", std::to_string(*v->get_if<std::uint64_t>()));
+    h.set(p::kExpiration, std::to_string(*v->get_if<std::uint64_t>()));
   }
   if (!headers.empty() || sent != nullptr) {  // an AMQP publisher's empty table goes back as it came
     amqp::FieldTable table = sent != nullptr ? to_amqp_table_keeping_types(headers, *sent) : to_amqp_table(headers);
     deaths_in_amqp_types(table);
-    h.set("headers", std::move(table));
+    h.set(p::kHeaders, std::move(table));
   }
   return h;
 }

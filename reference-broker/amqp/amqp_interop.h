@@ -39,9 +39,9 @@ struct FireMqContent {
 
 // 406 precondition-failed (a channel error, as RabbitMQ) for an expiration that is not a decimal number of ms.
 Result<FireMqContent> from_amqp_properties(const amqp::ContentHeader& header);
-// Testing only (--amqp-fault): the header as a broker broken as `faults` says reads it from a publisher, or
-// writes it to a consumer.
-amqp::ContentHeader with_faults(amqp::ContentHeader header, const AmqpFaults& faults);
+// Testing only (--amqp-fault): the header made into what a broker broken as `faults` says reads from a
+// publisher, or writes to a consumer. Without such faults it is left as it is.
+void apply_faults(amqp::ContentHeader& header, const AmqpFaults& faults);
 // The content header an AMQP consumer gets for a FireMQ message (deliver, get_ok, return): delivery-mode 2 when
 // the message is persistent, and none otherwise (AMQP's default, non-persistent).
 // `sent`: the headers as an AMQP publisher sent them (MessageParts::amqp_headers), or null. Each header goes back

@@ -14,7 +14,7 @@ constexpr std::size_t kFeedSlice = 4 * 1024;
 }  // namespace
 
 AmqpProtocol::AmqpProtocol(SessionEnv env, ConnectionOutput& output, const Transport& transport)
-    : output_(output), core_(env, static_cast<AmqpWire&>(*this), transport.describe(), transport.hints()) {}
+    : output_(output), core_(env, output, transport.describe(), transport.hints()) {}
 
 ConnectionProtocol::Phase AmqpProtocol::phase() const {
   switch (core_.state()) {
@@ -34,10 +34,6 @@ bool AmqpProtocol::take_input(Transport& transport) {
 bool AmqpProtocol::close_by_operator(const std::string& reason) {
   core_.close_forced(reason);  // connection.close 320, in the handshake too
   return true;
-}
-
-void AmqpProtocol::write(Bytes bytes) {
-  output_.queue([&](Bytes& out) { out.insert(out.end(), bytes.begin(), bytes.end()); });
 }
 
 }  // namespace firemq

@@ -12,7 +12,7 @@
 
 namespace firemq {
 
-class AmqpProtocol final : public ConnectionProtocol, private AmqpWire {
+class AmqpProtocol final : public ConnectionProtocol {
  public:
   AmqpProtocol(SessionEnv env, ConnectionOutput& output, const Transport& transport);
 
@@ -22,17 +22,13 @@ class AmqpProtocol final : public ConnectionProtocol, private AmqpWire {
   void tell_alarm(bool alarm) override { core_.tell_alarm(alarm); }
   bool has_published() const override { return core_.has_published(); }
   std::chrono::seconds heartbeat() const override { return core_.heartbeat(); }
-  void send_heartbeat() override { write(amqp::encode_heartbeat()); }
+  void send_heartbeat() override { output_.write(amqp::encode_heartbeat()); }  // seldom: a Bytes of its own is fine
   void on_shutdown() override { core_.on_shutdown(); }
   bool close_by_operator(const std::string& reason) override;
   void on_connection_lost() override { core_.on_connection_lost(); }
   const AmqpConnectionCore* amqp_core() const override { return &core_; }
 
  private:
-  // AmqpWire
-  void write(Bytes bytes) override;
-  void close_after_flush() override { output_.close_after_flush(); }
-
   ConnectionOutput& output_;
   AmqpConnectionCore core_;
 };

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "protocol/bytes.h"
+#include "reference-broker/core/outbound_buffer.h"
 
 namespace firemq {
 
@@ -23,28 +24,9 @@ class Transport;
 class Session;
 class AmqpConnectionCore;
 
-// What a protocol writes through: the engine's outbound buffer, and the ends of the connection.
-class ConnectionOutput {
- public:
-  // Appends frames in their stream form to the end of the outbound buffer: `append(Bytes&)` encodes them straight
-  // into it. They are counted against kMaxPendingBytes and the memory watermark, and the writer is woken. Once the
-  // connection has stopped, nothing is appended.
-  template <class Append>
-  void queue(Append&& append) {
-    Bytes* out = outbound();
-    if (out == nullptr) return;
-    const std::size_t before = out->size();
-    append(*out);
-    queued(out->size() - before);
-  }
-  // Close the socket once every frame queued so far is written (bounded by kMaxClosingTime).
-  virtual void close_after_flush() = 0;
-
- protected:
-  ~ConnectionOutput() = default;
-  virtual Bytes* outbound() = 0;  // nullptr once stopped
-  virtual void queued(std::size_t bytes) = 0;
-};
+// What a protocol writes through: the engine's outbound buffer (core/outbound_buffer.h), and the ends of the
+// connection.
+using ConnectionOutput = OutboundBuffer;
 
 class ConnectionProtocol {
  public:
