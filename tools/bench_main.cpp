@@ -15,6 +15,14 @@
 // every message; the embedded broker's, or --broker-pid's): the broker's own cost, which two clients sharing its
 // two cores move far less than they move the rates.
 //
+// The rows of scripts/bench-amqp-vs-rabbitmq.sh, the FireMQ path beside an AMQP client's: --no-consumer publishes
+// into a queue nobody reads (it fills; it is deleted at the end, on the publisher's connection so that the broker
+// has routed every publish by then, and the CPU time runs until that delete's ok); --confirms on|off picks one of
+// the two runs per size; --ack settles each delivery with an ack, as an AMQP consumer with a prefetch does; and
+// --batch N writes N publishes at a time instead of 64 KiB at a time (--batch 1: one write per publish, as
+// rabbitmq-c does), with confirms then never more than --window unconfirmed (--window 1: each publish waits for
+// its confirm).
+//
 // --queued N: memory instead of throughput. N messages of the (one) --sizes body are published with confirms into
 // a queue with no consumer, and the broker's resident size (VmRSS in /proc/PID/status) is read before and after:
 // what one queued message costs the broker. The queue is deleted at the end.
@@ -66,7 +74,11 @@ struct Options {
   std::vector<std::string> broker_args;  // extra flags for the embedded broker
   std::vector<std::size_t> sizes = {16, 1024};
   bool json = false;
-  bool persistent = false;  // --persistent: persistent messages into a durable queue
+  bool persistent = false;        // --persistent: persistent messages into a durable queue
+  std::string confirms = "both";  // --confirms: which runs per size, "on", "off" or "both" (without, then with)
+  bool no_consumer = false;       // --no-consumer: publish only, into a queue that fills
+  bool ack = false;               // --ack: the consumer acks each delivery instead of subscribing no_ack
+  std::uint64_t batch = 0;        // --batch: publishes per write; 0: 64 KiB of them
 };
 
 struct Scenario {
@@ -74,7 +86,11 @@ struct Scenario {
   bool confirms;
   std::uint64_t count;
   bool persistent = false;
+  std::uint64_t batch = 0;  // publishes per write; 0: as many as fill 64 KiB
 };
+
+// Who reads the scenario's queue.
+enum class Consumer { none, no_ack, ack };
 
 struct Figures {
   double publish_seconds = 0;                   // until the last publish was written (with confirms: confirmed)
@@ -101,22 +117,38 @@ std::optional<double> cpu_seconds(pid_t pid) {
   return static_cast<double>(utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
 }
 
+// The CPU time between two readings of cpu_seconds(); nullopt unless both were read.
+std::optional<double> cpu_between(std::optional<double> before, std::optional<double> after) {
+  if (!before || !after) return std::nullopt;
+  return *after - *before;
+}
+
 // ---- the consumer and the publisher ----
 
-// Subscribes as sub 1 with credit `window` and no_ack: the broker routes, enqueues and delivers, nothing more.
-bool subscribe_no_ack(WireConnection& wire, std::uint64_t rid, const std::string& queue, std::uint64_t window) {
+// Subscribes as sub 1 with credit `window`. no_ack: the broker routes, enqueues and delivers, nothing more;
+// otherwise it keeps each delivery until its ack.
+bool subscribe(WireConnection& wire, std::uint64_t rid, const std::string& queue, std::uint64_t window,
+               bool no_ack = true) {
   op::Subscribe sub;
   sub.rid = rid;
   sub.sub = 1;
   sub.queue = queue;
   sub.credit = window;
-  sub.no_ack = true;
+  sub.no_ack = no_ack;
   return kClient.request(wire, sub, seconds(5)).has_value();
 }
 
-void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, const std::string& queue,
+// Acks one delivery on its own, as an AMQP consumer acking each message does. Credit is not tied to acks in
+// FireMQ, so the top-ups go on as with no_ack.
+void ack_delivery(WireConnection& wire, const RawFrame& frame) {
+  auto m = decode_frame(frame);
+  if (!m || !std::holds_alternative<op::Deliver>(*m)) return;
+  wire.send(encode_frame(op::Ack{std::get<op::Deliver>(*m).tag, false}), Clock::now() + seconds(5));
+}
+
+void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, const std::string& queue, bool ack,
              std::atomic<bool>& subscribed, std::atomic<std::uint64_t>& received_so_far, Clock::time_point& done_at) {
-  if (!subscribe_no_ack(wire, 2, queue, window)) return;
+  if (!subscribe(wire, 2, queue, window, !ack)) return;
   subscribed = true;
   std::uint64_t received = 0, since_top_up = 0;
   const Bytes top_up = encode_frame(op::Credit{1, window / 2});
@@ -125,6 +157,7 @@ void consume(WireConnection& wire, std::uint64_t count, std::uint64_t window, co
     auto* f = std::get_if<conform::FrameEvent>(&ev);
     if (f == nullptr) break;
     if (f->frame.op() != static_cast<std::uint8_t>(OpCode::deliver)) continue;
+    if (ack) ack_delivery(wire, f->frame);
     received_so_far.store(++received, std::memory_order_relaxed);
     if (++since_top_up == window / 2) {
       wire.send(top_up, Clock::now() + seconds(5));
@@ -155,7 +188,9 @@ bool await_confirms(WireConnection& wire, std::uint64_t published, std::uint64_t
 using ConfirmProgress = std::function<void(std::uint64_t confirmed)>;
 
 // Publishes s.count messages; with confirms, gives up (false) when they stop coming, rather than writing on
-// into a broker that has stopped reading.
+// into a broker that has stopped reading. In 64 KiB batches, after each of which at most `window` may stay
+// unconfirmed; or with s.batch, in batches of that many publishes, each written only when it keeps at most
+// `window` unconfirmed (a sliding window, as an AMQP publisher's; window 1 and batch 1: one at a time).
 bool publish(WireConnection& wire, const Scenario& s, std::uint64_t window, const std::string& queue,
              const ConfirmProgress& progress = {}) {
   const Bytes body(s.body_size, 0x42);
@@ -168,10 +203,12 @@ bool publish(WireConnection& wire, const Scenario& s, std::uint64_t window, cons
     p.persistent = s.persistent;
     const Bytes frame = encode_frame(p, body);
     batch.insert(batch.end(), frame.begin(), frame.end());
-    if (batch.size() >= 64 * 1024 || i == s.count) {
+    const bool full = s.batch > 0 ? i % s.batch == 0 : batch.size() >= 64 * 1024;
+    if (full || i == s.count) {
       wire.send(batch, Clock::now() + seconds(30));
       batch.clear();
-      if (s.confirms && !await_confirms(wire, i, confirmed, window)) return false;
+      const std::uint64_t may_stay = s.batch > 0 ? window - s.batch : window;  // room for the next batch
+      if (s.confirms && !await_confirms(wire, i, confirmed, may_stay)) return false;
       if (progress) progress(confirmed);
     }
   }
@@ -180,13 +217,38 @@ bool publish(WireConnection& wire, const Scenario& s, std::uint64_t window, cons
   return true;
 }
 
+// Deletes the scenario's queue on the publisher's connection: the broker reads a connection's frames in order, so
+// by the delete's ok it has routed every publish, even those sent without confirms. False, with why on stderr,
+// when the ok does not come.
+bool delete_after_publishes(WireConnection& publisher, const std::string& queue) {
+  op::DeleteQueue remove;
+  remove.rid = 3;
+  remove.name = queue;
+  return kClient.request(publisher, remove, seconds(60)).has_value();
+}
+
+// Publish only: the rate counts until the last publish was written (with confirms: confirmed), as an AMQP
+// client's; the broker's CPU time runs on until the queue, full by then, is deleted.
+std::optional<Figures> run_publish_only(WireConnection& publisher, const Scenario& s, std::uint64_t window,
+                                        const std::string& queue, pid_t broker_pid) {
+  const std::optional<double> cpu_before = cpu_seconds(broker_pid);
+  const auto start = Clock::now();
+  if (!publish(publisher, s, window, queue)) {
+    kClient.complain("no confirm for 30 s");
+    return std::nullopt;
+  }
+  const double publish_seconds = duration<double>(Clock::now() - start).count();
+  if (!delete_after_publishes(publisher, queue)) return std::nullopt;
+  return Figures{publish_seconds, publish_seconds, 0, cpu_between(cpu_before, cpu_seconds(broker_pid))};
+}
+
 // One scenario on a queue of its own: the consumer subscribes, then the clock starts and the publisher runs.
-std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::uint64_t window, int index,
+std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, Consumer who, std::uint64_t window, int index,
                                     pid_t broker_pid) {
   auto setup = kClient.connect(e);
   auto publisher = kClient.connect(e);
-  auto consumer = kClient.connect(e);
-  if (!setup || !publisher || !consumer) return std::nullopt;
+  auto consumer = who == Consumer::none ? nullptr : kClient.connect(e);
+  if (!setup || !publisher || (who != Consumer::none && !consumer)) return std::nullopt;
   const std::string queue = "bench-" + std::to_string(::getpid()) + "-" + std::to_string(index);
   op::DeclareQueue declare;
   declare.rid = 1;
@@ -194,11 +256,12 @@ std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::u
   declare.auto_delete = true;
   declare.durable = s.persistent;
   if (!kClient.request(*setup, declare, seconds(5))) return std::nullopt;
+  if (who == Consumer::none) return run_publish_only(*publisher, s, window, queue, broker_pid);
   std::atomic<bool> subscribed{false};
   std::atomic<std::uint64_t> received{0};
   Clock::time_point consumed_at;
-  std::thread consumer_thread(consume, std::ref(*consumer), s.count, window, queue, std::ref(subscribed),
-                              std::ref(received), std::ref(consumed_at));
+  std::thread consumer_thread(consume, std::ref(*consumer), s.count, window, queue, who == Consumer::ack,
+                              std::ref(subscribed), std::ref(received), std::ref(consumed_at));
   while (!subscribed) std::this_thread::sleep_for(milliseconds(1));
   const std::optional<double> cpu_before = cpu_seconds(broker_pid);
   const auto start = Clock::now();
@@ -206,11 +269,8 @@ std::optional<Figures> run_scenario(const Endpoint& e, const Scenario& s, std::u
   const auto published_at = Clock::now();
   const std::uint64_t received_while_publishing = received.load();
   consumer_thread.join();
-  const std::optional<double> cpu_after = cpu_seconds(broker_pid);
-  Figures f{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count(),
-            received_while_publishing, std::nullopt};
-  if (cpu_before && cpu_after) f.broker_cpu_seconds = *cpu_after - *cpu_before;
-  return f;
+  return Figures{duration<double>(published_at - start).count(), duration<double>(consumed_at - start).count(),
+                 received_while_publishing, cpu_between(cpu_before, cpu_seconds(broker_pid))};
 }
 
 // ---- the memory mode ----
@@ -261,7 +321,7 @@ class RssCurve {
 // the deliveries stop: no delivery for 30 s (paged bodies are read back from disk, so be generous), or a close.
 bool drain(WireConnection& wire, const std::string& queue, std::uint64_t count, std::size_t body_size,
            std::uint64_t window, RssCurve& curve) {
-  if (!subscribe_no_ack(wire, 3, queue, window)) return false;
+  if (!subscribe(wire, 3, queue, window)) return false;
   const Bytes top_up = encode_frame(op::Credit{1, window / 2});
   std::uint64_t received = 0, since_top_up = 0;
   curve.at(0);
@@ -381,11 +441,30 @@ std::variant<Options, int> parse_options(int argc, char** argv) {
       "with --queued: then consume every message back (no_ack, credit --window) and report the drain rate; "
       "with --rss-every, \"rss-drain,<messages consumed>,...\" lines too")(
       "broker-arg", po::value(&o.broker_args)->multitoken(),
-      "an extra flag for the embedded broker (repeatable), e.g. --broker-arg=--memory-high-watermark=4000000000");
+      "an extra flag for the embedded broker (repeatable), e.g. --broker-arg=--memory-high-watermark=4000000000")(
+      "confirms", po::value(&o.confirms)->default_value(o.confirms),
+      "which runs per size: off (no confirms), on (confirms, window --window) or both")(
+      "no-consumer", po::bool_switch(&o.no_consumer),
+      "publish only: nobody subscribes, the queue fills (and is deleted at the end)")(
+      "ack", po::bool_switch(&o.ack), "the consumer acks each delivery (credit --window) instead of no_ack")(
+      "batch", po::value(&o.batch)->default_value(o.batch),
+      "publishes per write, each batch written only when it keeps at most --window unconfirmed; 0: 64 KiB per write");
   po::variables_map vm;
   if (auto exit_code = parse_flags(kClient.tool(), flags, argc, argv, vm)) return *exit_code;
   if (!conform::transport_from_name(o.transport)) {
     kClient.complain("--transport " + o.transport + ": expected fire, fires, ws or wss");
+    return 2;
+  }
+  if (o.confirms != "on" && o.confirms != "off" && o.confirms != "both") {
+    kClient.complain("--confirms " + o.confirms + ": expected on, off or both");
+    return 2;
+  }
+  if (o.no_consumer && o.ack) {
+    kClient.complain("--ack and --no-consumer: with no consumer there is nothing to ack");
+    return 2;
+  }
+  if (o.batch > o.window) {
+    kClient.complain("--batch " + std::to_string(o.batch) + " is more than --window " + std::to_string(o.window));
     return 2;
   }
   if (o.queued == 0 && (o.rss_every > 0 || o.drain)) {
@@ -423,15 +502,29 @@ void print_row(const Scenario& s, double publish_rate, double received_rate, dou
   }
 }
 
-// Every scenario (each size, without then with confirms), printed as it ends; false when one could not run.
+// The confirms settings --confirms asks for, in the order they run.
+std::vector<bool> confirm_runs(const std::string& confirms) {
+  if (confirms == "on") return {true};
+  if (confirms == "off") return {false};
+  return {false, true};
+}
+
+// Who reads the queue, as the flags say.
+Consumer consumer_of(const Options& o) {
+  if (o.no_consumer) return Consumer::none;
+  return o.ack ? Consumer::ack : Consumer::no_ack;
+}
+
+// Every scenario (each size, without then with confirms, or as --confirms says), printed as it ends; false when
+// one could not run.
 bool run_all(const Options& o, const Endpoint& endpoint, pid_t broker_pid) {
   nlohmann::json results = nlohmann::json::array();
   if (!o.json) print_table_head();
   int index = 0;
   for (std::size_t size : o.sizes) {
-    for (bool confirms : {false, true}) {
-      const Scenario s{size, confirms, o.count, o.persistent};
-      auto f = run_scenario(endpoint, s, o.window, ++index, broker_pid);
+    for (bool confirms : confirm_runs(o.confirms)) {
+      const Scenario s{size, confirms, o.count, o.persistent, o.batch};
+      auto f = run_scenario(endpoint, s, consumer_of(o), o.window, ++index, broker_pid);
       if (!f) return false;
       const double publish_rate = o.count / f->publish_seconds;
       const double total_rate = o.count / f->total_seconds;
