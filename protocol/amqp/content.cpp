@@ -56,22 +56,30 @@ ContentHeader& ContentHeader::set(std::string_view name, Arg value) {
   return *this;
 }
 
-Result<ContentHeader> decode_content_header(ByteView payload) {
+Status decode_content_header_into(ByteView payload, ContentHeader& h) {
   WireReader in(payload);
-  ContentHeader h;
   h.class_id = in.u16();
   in.u16();  // weight, "must be zero", unused
   h.body_size = in.u64();
   auto flags = read_flags(in);
   if (!flags) return flags.error();
   for (std::size_t i = 0; i < kBasicProperties.size(); ++i) {
-    if ((*flags & flag_of(i)) == 0) continue;
+    if ((*flags & flag_of(i)) == 0) {
+      h.properties[i].reset();
+      continue;
+    }
     Status table_error;
     h.properties[i] = read_field(in, kBasicProperties[i].type, table_error);
     if (table_error) return syntax_error(std::string(kBasicProperties[i].name) + ": " + table_error->msg);
   }
   if (in.failed()) return syntax_error("truncated (" + std::to_string(payload.size()) + " bytes)");
   if (!in.at_end()) return syntax_error(std::to_string(in.remaining()) + " bytes after the last property");
+  return std::nullopt;
+}
+
+Result<ContentHeader> decode_content_header(ByteView payload) {
+  ContentHeader h;
+  if (Status bad = decode_content_header_into(payload, h)) return *bad;
   return h;
 }
 

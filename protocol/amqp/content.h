@@ -57,6 +57,8 @@ struct ContentHeader {
 // The payload of a content header frame. 502 syntax-error when truncated, with trailing bytes, a flag set
 // beyond the 14 properties, or a bad headers table.
 Result<ContentHeader> decode_content_header(ByteView payload);
+// The same into a header that is already there (a channel's publish under way), with no header to move.
+Status decode_content_header_into(ByteView payload, ContentHeader& header);
 Bytes encode_content_header(const ContentHeader& header);
 
 // A method with content, as frames on `channel`: the method, the content header, then the body cut into frames

@@ -150,50 +150,52 @@ bool AmqpChannel::on_message_method(ByteView payload) {
 
 void AmqpChannel::on_content_header(const amqp::FrameView& frame) {
   if (state_ == State::closing) return;  // the content of a discarded publish
-  if (!publishing_ || publishing_->header) {
+  if (!publishing_ || publishing_->has_header) {
     return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "content header without basic.publish"),
                                   m::kBasicPublish);
   }
-  auto header = amqp::decode_content_header(frame.payload);
-  if (!header) return host_.connection_error(header.error(), m::kBasicPublish);
-  if (header->class_id != amqp::kBasicClass) {
-    return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "content header of class " +
-                                                                         std::to_string(header->class_id) + ", not 60"),
+  amqp::ContentHeader& header = publishing_->header;  // decoded where it is kept
+  if (Status bad = amqp::decode_content_header_into(frame.payload, header)) {
+    return host_.connection_error(*bad, m::kBasicPublish);
+  }
+  if (header.class_id != amqp::kBasicClass) {
+    return host_.connection_error(hard_error(amqp::kUnexpectedFrame,
+                                             "content header of class " + std::to_string(header.class_id) + ", not 60"),
                                   m::kBasicPublish);
   }
   // A FireMQ body "must fit in one frame": the same limit holds over AMQP, as RabbitMQ's max_message_size.
   const std::size_t max = max_body_;
-  if (header->body_size > max) {
+  if (header.body_size > max) {
+    const std::uint64_t size = header.body_size;
     publishing_.reset();
     return close_channel(amqp::kPreconditionFailed,
-                         "message size " + std::to_string(header->body_size) + " is larger than max size " +
-                             std::to_string(max),
+                         "message size " + std::to_string(size) + " is larger than max size " + std::to_string(max),
                          m::kBasicPublish);
   }
-  publishing_->header = std::move(*header);
-  if (publishing_->header->body_size == 0) publish(*std::exchange(publishing_, std::nullopt), {});
+  publishing_->has_header = true;
+  if (header.body_size == 0) publish(*std::exchange(publishing_, std::nullopt), {});
 }
 
 void AmqpChannel::on_body(const amqp::FrameView& frame) {
   if (state_ == State::closing) return;
-  if (!publishing_ || !publishing_->header) {
+  if (!publishing_ || !publishing_->has_header) {
     return host_.connection_error(hard_error(amqp::kUnexpectedFrame, "body frame without content header"),
                                   m::kBasicPublish);
   }
   Bytes& body = publishing_->body;
-  if (body.size() + frame.payload.size() > publishing_->header->body_size) {
+  if (body.size() + frame.payload.size() > publishing_->header.body_size) {
     return host_.connection_error(hard_error(amqp::kUnexpectedFrame,
                                              "body frames exceed the content header's body size " +
-                                                 std::to_string(publishing_->header->body_size)),
+                                                 std::to_string(publishing_->header.body_size)),
                                   m::kBasicPublish);
   }
   // A body in one frame, the common case, is published from where it lies; only one in pieces is gathered.
-  if (body.empty() && frame.payload.size() == publishing_->header->body_size) {
+  if (body.empty() && frame.payload.size() == publishing_->header.body_size) {
     return publish(*std::exchange(publishing_, std::nullopt), frame.payload);
   }
-  if (body.empty()) body.reserve(publishing_->header->body_size);
+  if (body.empty()) body.reserve(publishing_->header.body_size);
   body.insert(body.end(), frame.payload.begin(), frame.payload.end());
-  if (body.size() == publishing_->header->body_size) {
+  if (body.size() == publishing_->header.body_size) {
     Publishing done = *std::exchange(publishing_, std::nullopt);
     publish(std::move(done), done.body);  // an rvalue reference: done.body is still there
   }
@@ -202,8 +204,8 @@ void AmqpChannel::on_body(const amqp::FrameView& frame) {
 // `body` may lie in `p` (a body gathered from several frames), which is why p is not moved from before it is used.
 void AmqpChannel::publish(Publishing&& p, ByteView body) {
   current_ = m::kBasicPublish;
-  apply_faults(*p.header, faults_);
-  auto content = from_amqp_properties(*p.header);
+  apply_faults(p.header, faults_);
+  auto content = from_amqp_properties(p.header);
   if (!content) {
     // A missing exchange or a missing permission is what RabbitMQ refuses first, whatever the properties.
     Status target = session_ && !faults_.properties_before_exchange ? session_->publish_target_refusal(p.exchange)
@@ -415,7 +417,8 @@ void AmqpChannel::begin_publish(const amqp::BasicPublishFields& fields) {
   if (fields.immediate) {
     return host_.connection_error(hard_error(amqp::kNotImplemented, "immediate=true"), m::kBasicPublish);
   }
-  publishing_ = Publishing{std::string(fields.exchange), std::string(fields.routing_key), fields.mandatory, {}, {}};
+  publishing_ = Publishing{
+      std::string(fields.exchange), std::string(fields.routing_key), fields.mandatory, false, {}, {}};
 }
 
 void AmqpChannel::on_basic_get(const Method& method) {

@@ -113,7 +113,8 @@ class AmqpChannel : private Outbox {
     std::string exchange;
     std::string routing_key;
     bool mandatory = false;
-    std::optional<amqp::ContentHeader> header;
+    bool has_header = false;  // the content header has arrived
+    amqp::ContentHeader header;
     Bytes body;  // gathered only when the body comes in more than one frame
   };
   using Settlement = AmqpSettlement;
