@@ -15,7 +15,10 @@
 # run and with as many messages as that run published (the same work; one publish per write, as rabbitmq-c does;
 # the consumer acks each delivery with credit 100), so that the table shows what the AMQP path costs beside the
 # FireMQ path: the columns "FireMQ path rate", "CPU µs/msg: RabbitMQ / ref AMQP / ref FireMQ" (each broker's CPU
-# time over the run, from /proc/PID/stat, per message published), "AMQP/FireMQ CPU" and "≤1.5x" (issue 32's bar).
+# time over the run, from /proc/PID/stat, per message published), "AMQP/FireMQ CPU" and "≤1.5x" (issue 32's bar);
+# then the clients' own CPU per message (firemq-amqp-bench's on the AMQP path, firemq-bench's on the FireMQ path)
+# and how much of a core the reference broker and its AMQP client each used over the AMQP run: a row whose client
+# uses a whole core while the broker does not is bound by the client, not the broker.
 # Latency rows have no FireMQ run. --rows runs only the rows whose "name size delivery" (e.g. "publish only 16 B
 # transient", "confirms sync 64 KiB persistent") matches the extended regex, for a quick run.
 #
@@ -181,6 +184,9 @@ erlang_version=$(erl -noshell -eval 'io:format("~s", [erlang:system_info(otp_rel
 # other work, neither broker may get a whole core, and CPU time per message shows what each one costs.
 declare -A pids=([firemq]="$broker_pid" [rabbitmq]="$(cat "$work/rabbit/pid")" [fire]="$broker_pid")
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# The benchmark clients' CPU time: what this shell's waited-for children used (cutime + cstime), so that a row bound
+# by its client (rabbitmq-c, one system call per frame) shows it: a client near a whole core is the bound.
+client_ticks() { awk '{print $16 + $17}' "/proc/$$/stat"; }
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 declare -A urls=([firemq]="amqp://guest:guest@127.0.0.1:$firemq_port" [rabbitmq]="amqp://guest:guest@127.0.0.1:$rabbit_port")
 failures=0
@@ -188,11 +194,15 @@ run_one() {  # run_one ROW_INDEX RUN COMMAND...: RUN is firemq (AMQP), rabbitmq 
   local index=$1 name=$2; shift 2
   local out="$work/results/$index-$name"
   local before; before=$(cpu_ticks "${pids[$name]}")
+  local client_before; client_before=$(client_ticks)
+  local start; start=$(date +%s%N)
   if ! "$@" > "$out.json" 2> "$out.err"; then
     echo "bench-amqp-vs-rabbitmq: row $index, $name run failed: $(tail -1 "$out.err")" >&2
     failures=$((failures + 1))
   fi
-  echo $(($(cpu_ticks "${pids[$name]}") - before)) "$(getconf CLK_TCK)" > "$out.cpu"
+  # broker ticks, ticks per second, client ticks, wall time in ms
+  echo $(($(cpu_ticks "${pids[$name]}") - before)) "$(getconf CLK_TCK)" $(($(client_ticks) - client_before)) \
+    $((($(date +%s%N) - start) / 1000000)) > "$out.cpu"
 }
 
 # The FireMQ path's message count: what the reference broker's AMQP run of the row published (in about
@@ -235,10 +245,19 @@ def load(i, broker):
 def size(b):
     return {16: "16 B", 1024: "1 KiB", 65536: "64 KiB"}.get(b, f"{b} B")
 
-def cpu_us_per_message(i, run, published):
-    """The broker's CPU time over the run (the queue's deletion included) per message published."""
-    ticks, per_second = open(os.path.join(results, f"{i}-{run}.cpu")).read().split()
-    return int(ticks) / int(per_second) * 1e6 / published if published else float("nan")
+def cpu_figures(i, run):
+    """The broker's and the client's CPU seconds over the run (the queue's deletion included), and its seconds."""
+    ticks, per_second, client, wall_ms = open(os.path.join(results, f"{i}-{run}.cpu")).read().split()
+    return int(ticks) / int(per_second), int(client) / int(per_second), int(wall_ms) / 1000
+
+def cpu_us_per_message(i, run, published, whose=0):
+    """The broker's (whose=0) or the client's (1) CPU time per message published."""
+    return cpu_figures(i, run)[whose] * 1e6 / published if published else float("nan")
+
+def cores_used(i, run):
+    """How much of a core the broker and the client each used over the run: near 1.0 is a bound."""
+    broker, client, wall = cpu_figures(i, run)
+    return f"{broker / wall:.2f} / {client / wall:.2f}" if wall > 0 else "-"
 
 def rate(r, metric):
     return r[f"{metric}_msgs_per_s"]
@@ -251,15 +270,16 @@ def msgs(v):
     return f"{v / 1e6:.2f} M" if v >= 1e6 else f"{v / 1e3:.1f} k" if v >= 1e4 else f"{v:,.0f}"
 
 print("| row | body | delivery | RabbitMQ | reference broker (AMQP) | ratio | 5x bar | FireMQ path rate"
-      " | CPU µs/msg: RabbitMQ / ref AMQP / ref FireMQ | AMQP/FireMQ CPU | ≤1.5x |")
-print("|---|---:|---|---:|---:|---:|:---:|---:|---:|---:|:---:|")
+      " | CPU µs/msg: RabbitMQ / ref AMQP / ref FireMQ | AMQP/FireMQ CPU | ≤1.5x"
+      " | client CPU µs/msg: AMQP / FireMQ | cores used, AMQP: broker / client |")
+print("|---|---:|---|---:|---:|---:|:---:|---:|---:|---:|:---:|---:|---:|")
 for i in range(count):
     name, body, delivery, metric = open(os.path.join(results, f"{i}.row")).read().strip().split("|")
     amqp, rabbit = load(i, "firemq"), load(i, "rabbitmq")
     head = f"| {name} | {size(int(body))} | {delivery} |"
     if amqp is None or rabbit is None:
         print(head + f" {'failed' if rabbit is None else '-'} | {'failed' if amqp is None else '-'} | - | no"
-              " | - | - | - | - |")
+              " | - | - | - | - | - | - |")
         continue
     if metric == "latency":
         la, lr = amqp["latency"], rabbit["latency"]
@@ -268,7 +288,7 @@ for i in range(count):
         cell = lambda l: f"p50 {l['p50_us'] / 1000:.2f} ms, p99 {l['p99_us'] / 1000:.2f} ms"
         lower = "yes" if ratio50 > 1 and ratio99 > 1 else "no"
         print(head + f" {cell(lr)} | {cell(la)} | {ratio50:.1f}x / {ratio99:.1f}x lower | {lower} (lower)"
-              " | - | - | - | - |")
+              " | - | - | - | - | - | - |")
         continue
     ra, rr = rate(amqp, metric), rate(rabbit, metric)
     ratio = ra / rr if rr else float("inf")
@@ -277,15 +297,18 @@ for i in range(count):
     cr = cpu_us_per_message(i, "rabbitmq", rabbit["published"])
     fire = load(i, "fire")
     fire = fire[0] if fire else None  # firemq-bench prints one scenario's figures in a list
+    client_amqp = cpu_us_per_message(i, "firemq", amqp["published"], whose=1)
     if fire is None:
-        fire_cell, cf, versus, bar = "failed", float("nan"), "-", "-"
+        fire_cell, cf, versus, bar, client_fire = "failed", float("nan"), "-", "-", float("nan")
     else:
         fire_cell = f"{msgs(fire_rate(fire, metric))}{mb(fire_rate(fire, metric))}"
         cf = cpu_us_per_message(i, "fire", fire["messages"])
+        client_fire = cpu_us_per_message(i, "fire", fire["messages"], whose=1)
         versus = f"{ca / cf:.2f}x" if cf > 0 else "-"
         bar = ("yes" if ca <= 1.5 * cf else "no") if cf > 0 else "-"
     print(head + f" {msgs(rr)}{mb(rr)} | {msgs(ra)}{mb(ra)} | {ratio:.1f}x | {'yes' if ratio >= 5 else 'no'}"
-          f" | {fire_cell} | {cr:.1f} / {ca:.1f} / {cf:.1f} | {versus} | {bar} |")
+          f" | {fire_cell} | {cr:.1f} / {ca:.1f} / {cf:.1f} | {versus} | {bar}"
+          f" | {client_amqp:.1f} / {client_fire:.1f} | {cores_used(i, 'firemq')} |")
 PY
 )
 
