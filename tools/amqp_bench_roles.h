@@ -27,13 +27,14 @@ using Clock = std::chrono::steady_clock;
 struct RunPlan {
   std::string queue;
   std::size_t body_size = 16;
-  bool persistent = false;                   // delivery-mode 2 (and a durable queue)
-  std::uint32_t confirm_window = 0;          // 0: no confirms; 1: wait for each; N: at most N unconfirmed
-  std::uint16_t prefetch = 0;                // per consumer; 0: unlimited
-  bool auto_ack = false;                     // basic.consume no_ack
-  std::uint32_t multi_ack_every = 1;         // ack every Nth delivery with multiple=true (1: each one)
-  double rate = 0;                           // per producer, messages/s; 0: as fast as it can
-  std::uint64_t count = 0;                   // per producer; 0: until the deadline
+  bool persistent = false;            // delivery-mode 2 (and a durable queue)
+  std::uint32_t confirm_window = 0;   // 0: no confirms; 1: wait for each; N: at most N unconfirmed
+  std::uint16_t prefetch = 0;         // per consumer; 0: unlimited
+  bool auto_ack = false;              // basic.consume no_ack
+  std::uint32_t multi_ack_every = 1;  // ack every Nth delivery with multiple=true (1: each one)
+  double rate = 0;                    // per producer, messages/s; 0: as fast as it can
+  std::uint64_t count = 0;            // per producer; 0: until the deadline
+  std::uint32_t batch = 0;            // 0: rabbitmq-c publishes (a system call per frame); N: N publishes per write
   std::chrono::duration<double> seconds{5};  // the deadline after the start
   std::uint64_t expected_deliveries = 0;     // with count: what the consumers wait for (count x producers)
 };

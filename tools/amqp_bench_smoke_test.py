@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """firemq-amqp-bench against the reference broker's AMQP listener, short: every message published is confirmed
 and received once, with a latency sample each, in the shapes the side-by-side script uses (a window of confirms,
-persistent messages, prefetch with multi-acks, a fixed rate); and a bad URL or a refused connection is a clear
+persistent messages, prefetch with multi-acks, a fixed rate, batched writes); and a bad URL or a refused connection is a clear
 error with its exit code.
 
 Usage: amqp_bench_smoke_test.py BENCH_EXECUTABLE BROKER_EXECUTABLE
@@ -71,6 +71,19 @@ class AmqpBenchSmoke(unittest.TestCase):
         r = self.run_json("-x", "1", "-y", "1", "--rate", "500", "--count", "500", "--prefetch", "100")
         self.assertEqual((r["published"], r["received"]), (500, 500))
         self.assertAlmostEqual(r["sent_msgs_per_s"], 500, delta=50)  # publish n is due at (n - 1) / 500 s
+
+    def test_batched_writes_publish_every_message_once(self):
+        # The bench's own framing (--batch): every publish is a well-formed basic.publish with its content, or the
+        # broker closes the connection; a count that is not a multiple of the batch writes the rest at the end.
+        r = self.run_json("-x", "1", "-y", "1", "--count", "1050", "--batch", "100", "--confirm", "200",
+                          "--persistent", "--prefetch", "100", "--size", "1024")
+        self.assertEqual((r["published"], r["confirmed"], r["nacked"], r["received"]), (1050, 1050, 0, 1050))
+        self.assertEqual(r["publishes_per_write"], 100)
+        unconfirmed = self.run_json("-x", "1", "-y", "1", "--count", "333", "--batch", "50", "--prefetch", "100")
+        self.assertEqual((unconfirmed["published"], unconfirmed["received"]), (333, 333))
+        too_big = bench("--url", self.broker.url, "--batch", "100", "--confirm", "10")
+        self.assertEqual(too_big.returncode, 2)
+        self.assertIn("--batch larger than --confirm", too_big.stderr)
 
     def test_bad_url_and_refused_connection_are_clear_errors(self):
         bad = bench("--url", "http://127.0.0.1:1")
