@@ -35,6 +35,8 @@ class AmqpConnectionCore : private AmqpChannelHost {
 
   // Everything read from the socket, in order. Nothing is acted on once the connection is closing.
   void feed(ByteView bytes);
+  // How many more bytes the frame under way needs: the engine hands them over in one go (AmqpProtocol).
+  std::size_t bytes_to_finish_frame() const { return decoder_.bytes_to_finish_frame(); }
   // After each read: the channels' coalesced confirms.
   void flush();
   // SIGTERM: connection.close 320 (connection-forced).
