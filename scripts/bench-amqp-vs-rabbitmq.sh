@@ -19,6 +19,8 @@
 # then the clients' own CPU per message (firemq-amqp-bench's on the AMQP path, firemq-bench's on the FireMQ path)
 # and how much of a core the reference broker and its AMQP client each used over the AMQP run: a row whose client
 # uses a whole core while the broker does not is bound by the client, not the broker.
+# The rows "publish only, 100 per write" and "confirms window 200, 100 per write" have both benches write 100
+# publishes at a time (firemq-amqp-bench --batch), so that the brokers' reads are full whatever the client's pace.
 # Latency rows have no FireMQ run. --rows runs only the rows whose "name size delivery" (e.g. "publish only 16 B
 # transient", "confirms sync 64 KiB persistent") matches the extended regex, for a quick run.
 #
@@ -146,7 +148,10 @@ max_bytes=$((1 << 30))
 # Each row: "name|body size|delivery|the figure compared (sent, confirmed, received or latency)|firemq-amqp-bench's
 # flags|firemq-bench's flags for the same work through the FireMQ port (none for latency rows; --count is added
 # at run time)". Every run has its own fresh queue. firemq-bench writes one publish per write (--batch 1), as
-# rabbitmq-c does; its window is the AMQP row's confirm window, or the consumer's credit for its prefetch.
+# rabbitmq-c does; its window is the AMQP row's confirm window, or the consumer's credit for its prefetch. The
+# last two rows of each size and delivery have both benches write 100 publishes at a time (firemq-amqp-bench
+# frames them itself, as a client with a write buffer does): the brokers' reads are full, so they show what each
+# path costs the broker when the client's pace does not cut its reads to a message or two.
 all_rows=()
 for size in 16 1024 65536; do
   count=$((max_bytes / size))
@@ -154,10 +159,14 @@ for size in 16 1024 65536; do
     flag=""; [ "$delivery" = persistent ] && flag="--persistent"
     common="--size $size $flag --count $count"
     fire="--sizes $size $flag --batch 1"
+    batched="--size $size $flag --count $count --batch 100"
+    fire_batched="--sizes $size $flag --batch 100"
     all_rows+=("publish only|$size|$delivery|sent|--producers 1 --consumers 0 $common|--no-consumer --confirms off $fire")
     all_rows+=("confirms sync|$size|$delivery|confirmed|--producers 1 --consumers 0 --confirm 1 $common|--no-consumer --confirms on --window 1 $fire")
     all_rows+=("confirms window 100|$size|$delivery|confirmed|--producers 1 --consumers 0 --confirm 100 $common|--no-consumer --confirms on --window 100 $fire")
     all_rows+=("producer + consumer, prefetch 100|$size|$delivery|received|--producers 1 --consumers 1 --prefetch 100 $common|--confirms off --ack --window 100 $fire")
+    all_rows+=("publish only, 100 per write|$size|$delivery|sent|--producers 1 --consumers 0 $batched|--no-consumer --confirms off $fire_batched")
+    all_rows+=("confirms window 200, 100 per write|$size|$delivery|confirmed|--producers 1 --consumers 0 --confirm 200 $batched|--no-consumer --confirms on --window 200 $fire_batched")
   done
 done
 for rate in 1000 10000; do
@@ -174,6 +183,9 @@ for row in "${all_rows[@]}"; do
 done
 [ ${#rows[@]} -gt 0 ] || { echo "bench-amqp-vs-rabbitmq: no row matches --rows '$rows_regex'" >&2; exit 2; }
 
+# What the table says it measured: this tree's commit, or the executable --broker named (another build).
+broker_label=$(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo '?')
+[ "$broker" -ef "$build/reference-broker/firemq-broker" ] || broker_label="$broker (--broker)"
 echo "bench-amqp-vs-rabbitmq: starting the reference broker and RabbitMQ (RabbitMQ takes a while)..." >&2
 start_reference_broker
 start_rabbit
@@ -313,7 +325,7 @@ PY
 )
 
 {
-  echo "Reference broker $(git -C "$root" rev-parse --short HEAD 2> /dev/null || echo '?') against RabbitMQ" \
+  echo "Reference broker $broker_label against RabbitMQ" \
        "$rabbit_version (Erlang/OTP $erlang_version, default configuration); $(nproc) cores, $(date -u '+%Y-%m-%d %H:%M UTC')," \
        "load average $load_before at the start, $(cut -d' ' -f1-3 /proc/loadavg) at the end; $seconds s per run (or 1 GiB of bodies)."
   echo
