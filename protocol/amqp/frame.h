@@ -93,8 +93,6 @@ class FrameDecoder {
   void set_frame_max(std::size_t frame_max) { frame_max_ = frame_max; }
   std::size_t frame_max() const { return frame_max_; }
   bool awaiting_protocol_header() const { return header_pending_; }
-  // How many more bytes the frame being gathered needs (0 when none is, or its header is not whole yet).
-  std::size_t bytes_to_finish_frame() const { return wanted_ == 0 ? 0 : wanted_ - buffer_.size(); }
 
  private:
   Step feed_protocol_header(ByteView chunk);

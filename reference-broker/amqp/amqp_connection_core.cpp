@@ -86,25 +86,35 @@ AmqpConnectionCore::AmqpConnectionCore(SessionEnv env, OutboundBuffer& wire, std
 
 AmqpConnectionCore::~AmqpConnectionCore() { on_connection_lost(); }
 
-void AmqpConnectionCore::feed(ByteView bytes) {
-  while (!bytes.empty() && state_ != State::closing) {
+std::size_t AmqpConnectionCore::feed(ByteView bytes, std::size_t max_frames) {
+  const std::size_t offered = bytes.size();
+  std::size_t frames = 0;
+  while (!bytes.empty() && state_ != State::closing && frames < max_frames) {
     const auto step = decoder_.feed(bytes);
     bytes = bytes.subspan(step.consumed);
     switch (step.state) {
       case amqp::FrameDecoder::State::need_more: break;
-      case amqp::FrameDecoder::State::frame: on_frame(decoder_.frame()); break;
+      case amqp::FrameDecoder::State::frame:
+        ++frames;
+        on_frame(decoder_.frame());
+        break;
       case amqp::FrameDecoder::State::bad_protocol_header:
         // "the server MUST respond with a valid protocol header and then close the socket" (0-9-1, 4.2.2)
         wire_.write(amqp::kProtocolHeader);
         state_ = State::closing;
         wire_.close_after_flush();
-        return;
+        return offered;
       case amqp::FrameDecoder::State::error: connection_error(decoder_.error(), {}); break;
     }
     if (state_ == State::awaiting_header && !decoder_.awaiting_protocol_header()) send_start();
   }
-  // A connection error raised inside a channel's call ends the channels here, once that call has returned.
-  if (state_ == State::closing) on_connection_lost();
+  // A connection error raised inside a channel's call ends the channels here, once that call has returned. What
+  // follows it is dropped: every byte counts as taken.
+  if (state_ == State::closing) {
+    on_connection_lost();
+    return offered;
+  }
+  return offered - bytes.size();
 }
 
 void AmqpConnectionCore::on_frame(const amqp::FrameView& frame) {

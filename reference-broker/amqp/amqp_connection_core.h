@@ -33,10 +33,10 @@ class AmqpConnectionCore : private AmqpChannelHost {
   AmqpConnectionCore(SessionEnv env, OutboundBuffer& wire, std::string name, TransportHints hints);
   ~AmqpConnectionCore() override;
 
-  // Everything read from the socket, in order. Nothing is acted on once the connection is closing.
-  void feed(ByteView bytes);
-  // How many more bytes the frame under way needs: the engine hands them over in one go (AmqpProtocol).
-  std::size_t bytes_to_finish_frame() const { return decoder_.bytes_to_finish_frame(); }
+  // What was read from the socket, in order: at most `max_frames` frames of it are acted on, and the bytes taken
+  // are returned (the rest is fed again later; a frame cut by the end of `bytes` is kept and taken whole).
+  // Nothing is acted on once the connection is closing: every byte is taken then.
+  std::size_t feed(ByteView bytes, std::size_t max_frames = SIZE_MAX);
   // After each read: the channels' coalesced confirms.
   void flush();
   // SIGTERM: connection.close 320 (connection-forced).

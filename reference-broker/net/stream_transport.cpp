@@ -101,15 +101,11 @@ class StreamTransport final : public Transport {
     return {};
   }
 
-  ByteView next_bytes(std::size_t max) override {
-    if (unread_.empty()) {
-      // The bytes given last are taken: AMQP's decoder keeps its own copy of a partial frame.
-      ReadBuffers::give_back(std::move(chunk_));
-      return {};
-    }
-    const ByteView bytes = unread_.first(std::min(max, unread_.size()));
-    unread_ = unread_.subspan(bytes.size());
-    return bytes;
+  ByteView unread_bytes() const override { return unread_; }
+  void consume_bytes(std::size_t n) override {
+    unread_ = unread_.subspan(std::min(n, unread_.size()));
+    // Every byte is taken: AMQP's decoder keeps its own copy of a partial frame.
+    if (unread_.empty()) ReadBuffers::give_back(std::move(chunk_));
   }
 
   awaitable<bool> write(ByteView frames) override {

@@ -1,7 +1,7 @@
 // The stream transports of the spec's "Transports" table: TCP (fire://, port 5673) and TLS (fires://, port 5674,
 // "As TCP, inside TLS"). The client sends FMQ1, then length-prefixed frames; FrameDecoder cuts them. Over TLS the
 // preamble is sent inside TLS (docs/spec-notes.md, "FMQ1 over TLS"). AMQP 0-9-1 (amqp://, port 5672) is a TCP
-// stream too: its bytes go to AMQP's own decoder (Transport::next_bytes).
+// stream too: its bytes go to AMQP's own decoder (Transport::unread_bytes).
 #pragma once
 
 #include <memory>

@@ -51,10 +51,11 @@ class Transport {
   virtual awaitable<bool> read() = 0;
   // The next frame in what read() brought, checked against `max_frame` (4 + len, docs/spec-notes.md).
   virtual NextFrame next_frame(std::size_t max_frame) = 0;
-  // The next bytes of what read() brought, at most `max`, for a protocol that cuts its own frames (AMQP 0-9-1):
-  // valid until the next call, which may give the read buffer back. Empty: every byte is taken. Only the stream
-  // transports carry AMQP; a WebSocket transport has no byte stream to give and gives nothing.
-  virtual ByteView next_bytes(std::size_t /*max*/) { return {}; }
+  // What read() brought and is not taken yet, for a protocol that cuts its own frames (AMQP 0-9-1), and taking
+  // the first `n` of them: the view is valid until consume_bytes, which gives the read buffer back once every byte
+  // is taken. Only the stream transports carry AMQP; a WebSocket transport has no byte stream and gives nothing.
+  virtual ByteView unread_bytes() const { return {}; }
+  virtual void consume_bytes(std::size_t /*n*/) {}
   // Whether the peer's next bytes are already here, once next_frame() has said need-more: the engine then
   // holds back what it coalesces per read (the confirm {upto}) for the next read, a moment at most. A TCP read
   // takes everything waiting, so only a transport whose read brings less (one WebSocket message) says yes.
