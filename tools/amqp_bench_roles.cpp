@@ -11,6 +11,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "protocol/amqp/content.h"
+#include "protocol/amqp/frame.h"
+#include "protocol/amqp/methods.h"
+
 namespace firemq::amqp_bench {
 
 using namespace std::chrono;
@@ -137,25 +141,23 @@ Clock::time_point due_time(const RunPlan& plan, Clock::time_point start, std::ui
 // client that buffers its writes does (Go's amqp091 and the Java client write through a buffer), rather than
 // rabbitmq-c's one system call per frame. It shows what a broker's AMQP path costs when its reads are full,
 // not when the client's pace cuts them to a message each. rabbitmq-c still reads (the confirms); it writes
-// nothing meanwhile, so its state stays whole.
+// nothing meanwhile, so its state stays whole. The frames are protocol/amqp's, the codec tested against pika's
+// bytes: basic.publish to the default exchange, a content header with delivery-mode, one body frame.
 class PublishBatch {
  public:
-  PublishBatch(const RunPlan& plan, std::size_t frame_max) : routing_key_(plan.queue), persistent_(plan.persistent) {
-    if (plan.body_size + kFrameOverhead > frame_max)
+  PublishBatch(const RunPlan& plan, std::size_t frame_max)
+      : publish_(amqp::encode_method(amqp::Method::of(amqp::method::kBasicPublish).set("routing_key", plan.queue))),
+        frame_max_(frame_max) {
+    if (plan.body_size + amqp::kFrameOverhead > frame_max)
       throw std::invalid_argument("--batch: bodies must fit in one frame of " + std::to_string(frame_max) + " bytes");
+    header_.set(amqp::property::kDeliveryMode, std::uint64_t{plan.persistent ? 2u : 1u});
   }
   void add(const std::vector<char>& body) {
-    // basic.publish: class 60, method 40, reserved-1, exchange "" (the default), routing key, no flags.
-    begin_frame(1);
-    u16(60), u16(40), u16(0), out_.push_back(0), shortstr(routing_key_), out_.push_back(0);
-    end_frame();
-    // Its content header: class 60, weight 0, the body size, one property (delivery-mode, flag bit 12).
-    begin_frame(2);
-    u16(60), u16(0), u64(body.size()), u16(0x1000), out_.push_back(persistent_ ? 2 : 1);
-    end_frame();
-    begin_frame(3);
-    out_.insert(out_.end(), body.begin(), body.end());
-    end_frame();
+    const std::size_t at = amqp::begin_frame(out_, amqp::FrameType::method, Connection::kChannel);
+    out_.insert(out_.end(), publish_.begin(), publish_.end());
+    amqp::end_frame(out_, at);
+    amqp::append_content(out_, Connection::kChannel, header_,
+                         ByteView(reinterpret_cast<const std::uint8_t*>(body.data()), body.size()), frame_max_);
   }
   bool empty() const { return out_.empty(); }
   // rabbitmq-c's socket does not block: a full send buffer is waited out (the broker reading slower than this).
@@ -180,33 +182,10 @@ class PublishBatch {
   }
 
  private:
-  static constexpr std::size_t kFrameOverhead = 8;  // type, channel, size and the frame-end
-  void begin_frame(std::uint8_t type) {
-    out_.push_back(type);
-    u16(Connection::kChannel);
-    frame_at_ = out_.size();
-    u32(0);  // the payload's size, once written
-  }
-  void end_frame() {
-    const auto size = static_cast<std::uint32_t>(out_.size() - frame_at_ - 4);
-    for (int i = 0; i < 4; ++i) out_[frame_at_ + i] = static_cast<std::uint8_t>(size >> (24 - 8 * i));
-    out_.push_back(0xCE);
-  }
-  void u16(std::uint16_t v) { put(v, 2); }
-  void u32(std::uint32_t v) { put(v, 4); }
-  void u64(std::uint64_t v) { put(v, 8); }
-  void put(std::uint64_t v, int n) {
-    for (int i = n - 1; i >= 0; --i) out_.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
-  }
-  void shortstr(const std::string& s) {
-    out_.push_back(static_cast<std::uint8_t>(s.size()));
-    out_.insert(out_.end(), s.begin(), s.end());
-  }
-
-  std::string routing_key_;
-  bool persistent_;
-  std::vector<std::uint8_t> out_;
-  std::size_t frame_at_ = 0;
+  const Bytes publish_;  // basic.publish's payload: the same for every publish of the run
+  amqp::ContentHeader header_;
+  std::size_t frame_max_;
+  Bytes out_;
 };
 
 void publish_until_done(Connection& c, const RunPlan& plan, Clock::time_point start, const StartLine& line,
