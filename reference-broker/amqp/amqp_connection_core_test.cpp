@@ -211,6 +211,29 @@ TEST_F(AmqpConnectionCoreTest, PublishWithConfirmThenGetCarriesThePropertiesBack
   EXPECT_EQ(only_method().id(), m::kBasicGetEmpty);
 }
 
+// The engine's turn (net/amqp_protocol.cpp): feed acts on at most max_frames frames and says how many bytes it
+// took, ending at a frame's end, so the rest is fed again on the next turn and nothing is lost or done twice.
+TEST_F(AmqpConnectionCoreTest, FeedTakesAtMostItsFramesAndSaysHowManyBytes) {
+  open_connection();
+  open_channel(1);
+  declare(1, "q");
+  Bytes three;  // three publishes of three frames each: nine frames
+  for (const char* body : {"a", "b", "c"}) {
+    const Bytes publish = amqp::encode_content(1, Method::of(m::kBasicPublish).set("routing_key", std::string("q")), {},
+                                               as_bytes(body), amqp::kFrameMinSize);
+    three.insert(three.end(), publish.begin(), publish.end());
+  }
+  const std::size_t one_publish = three.size() / 3;
+  const std::size_t taken = core_.feed(three, 4);  // the first publish and the method frame of the second
+  const Bytes method_frame = amqp::encode_frame(amqp::FrameType::method, 1,
+                                                amqp::encode_method(
+                                                    Method::of(m::kBasicPublish).set("routing_key", std::string("q"))));
+  EXPECT_EQ(taken, one_publish + method_frame.size());
+  EXPECT_EQ(core_.feed(ByteView(three).subspan(taken)), three.size() - taken);  // no bound: the rest
+  send(1, Method::of(m::kQueueDeclare).set("queue", std::string("q")).set("passive", true));
+  EXPECT_EQ(only_method().number("message_count"), 3u);
+}
+
 TEST_F(AmqpConnectionCoreTest, AnExclusiveQueueBelongsToTheConnectionNotTheChannel) {
   // RabbitMQ ties exclusivity to the connection: usable from its other channels, kept when the declaring channel
   // closes, deleted when the connection ends.
